@@ -1,0 +1,327 @@
+"""The config schema (one dataclass per section) and `load_config`.
+
+Merge order: schema defaults <- YAML file <- CLI dotlist (`ppo.lr=1e-4`), through
+OmegaConf structured configs, so unknown keys and wrong types fail with the
+dotted key named. Cross-field checks (`problems`) collect every problem and
+raise once. The resulting `Config` is frozen: nothing changes it at run time;
+rank, device and per-rank seeds live in the distributed context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from envs.registry import known_names, section_for
+from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
+
+
+class ConfigError(ValueError):
+    """A config problem the user can fix; the message names key, value and fix."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where the run lives and how long it lasts."""
+
+    dir: str = "runs/gridnav"  # run directory: config.yaml, metrics.jsonl, tb/, checkpoints/ (the unit of resume)
+    seed: int = 0  # base seed; rank r uses a seed derived from (seed, r)
+    total_env_steps: int = 2_000_000  # env steps summed over all ranks; training stops after reaching it
+    time_budget_s: float = 0.0  # wall-clock budget of this process in seconds (0 = none); stops with a checkpoint
+    torch_threads: int = 0  # intra-op threads per rank (0 = CPU cores / ranks on this node)
+    deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact resume on CPU)
+
+
+@dataclass(frozen=True)
+class DistConfig:
+    """Process group settings."""
+
+    backend: str = "auto"  # auto (nccl where CUDA is available, else gloo) | gloo | nccl
+    timeout_s: float = 300.0  # collective timeout once training runs; a lost rank is reported after this
+    startup_timeout_s: float = 1800.0  # timeout for rendezvous and the first update (env start-up can be slow)
+    device: str = "auto"  # auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment, how many copies per rank, and its own options."""
+
+    name: str = "gridnav"  # gridnav | gym:<gymnasium id> | habitat_pointnav | synthetic
+    num_envs: int = 16  # environments per rank
+    num_workers: int = 0  # 0 = step all envs in the trainer process; N = N subprocess workers (shared memory)
+    gridnav: GridNavOptions = field(default_factory=GridNavOptions)  # options of env.name=gridnav
+    gym: GymOptions = field(default_factory=GymOptions)  # options of env.name=gym:<id>
+    habitat: HabitatOptions = field(default_factory=HabitatOptions)  # options of env.name=habitat_pointnav
+    synthetic: SyntheticOptions = field(default_factory=SyntheticOptions)  # options of env.name=synthetic
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Rollout collection."""
+
+    num_steps: int = 128  # steps per env per rollout (the most a rank collects per update)
+
+
+@dataclass(frozen=True)
+class PreemptionConfig:
+    """Straggler preemption (DD-PPO)."""
+
+    enabled: bool = True  # let ranks stop collecting early once enough ranks finished
+    sync_frac: float = 0.6  # stop once this fraction of ranks has finished its rollout
+    min_rollout_fraction: float = 0.25  # ...but never before collecting this fraction of rollout.num_steps
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """The PPO objective and optimiser."""
+
+    lr: float = 2.5e-4  # Adam learning rate
+    lr_schedule: str = "constant"  # constant | linear (decays to 0 at run.total_env_steps)
+    adam_eps: float = 1e-5  # Adam epsilon
+    clip: float = 0.2  # PPO ratio clip
+    clip_value_loss: bool = True  # clip the value update to +/- clip around the rollout values
+    epochs: int = 4  # passes over each rollout
+    num_mini_batch: int = 2  # minibatches per epoch, split by environment (must divide env.num_envs)
+    value_coef: float = 0.5  # value loss weight
+    entropy_coef: float = 0.01  # entropy bonus weight
+    max_grad_norm: float = 0.5  # global grad-norm clip after the all-reduce (0 = off)
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE lambda
+    normalize_advantage: bool = True  # standardise advantages over this rank's valid steps
+    max_skipped_updates: int = 5  # stop the run after this many consecutive non-finite updates
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Network architecture."""
+
+    hidden_size: int = 128  # width of the encoders' output and of the recurrent core
+    mlp_layers: int = 2  # layers of the vector-observation encoder
+    rnn_type: str = "gru"  # gru | lstm | none
+    rnn_layers: int = 1  # stacked recurrent layers
+    image_encoder: str = "cnn"  # cnn (small conv net) | resnet (GroupNorm ResNet) for image observations
+    resnet_base_width: int = 32  # ResNet base channel width
+    resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2])  # ResNet blocks per stage
+    init_log_std: float = 0.0  # initial log std of Gaussian heads (Box actions)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Console, TensorBoard and metrics.jsonl."""
+
+    interval_s: float = 10.0  # seconds between console progress lines
+    tensorboard: bool = True  # write TensorBoard events to run.dir/tb (rank 0)
+    level: str = "INFO"  # logging level
+    fps_window: int = 10  # updates in the windowed fps average
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Checkpoints in run.dir/checkpoints."""
+
+    interval_updates: int = 50  # save every this many updates (and always at the end)
+    keep_last: int = 3  # keep this many newest checkpoints
+    resume: bool = True  # resume from the newest valid checkpoint in run.dir
+    path: str = ""  # start from this checkpoint instead (weights, optimiser and counters)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole experiment."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    @property
+    def env_options(self) -> dict[str, Any]:
+        """The option section of the chosen environment, as a plain dict."""
+        return dataclasses.asdict(getattr(self.env, section_for(self.env.name)))
+
+    @property
+    def steps_per_rank_update(self) -> int:
+        """Env steps one rank collects in a full (not preempted) rollout."""
+        return self.env.num_envs * self.rollout.num_steps
+
+
+# Keys whose change alters a tensor shape of the model or the optimiser state:
+# a resume that changes them is refused.
+SHAPE_KEYS = (
+    "env.name",
+    "policy.hidden_size",
+    "policy.mlp_layers",
+    "policy.rnn_type",
+    "policy.rnn_layers",
+    "policy.image_encoder",
+    "policy.resnet_base_width",
+    "policy.resnet_layers",
+    "env.gridnav.num_rays",
+    "env.synthetic.obs_dim",
+    "env.synthetic.num_actions",
+)
+
+
+def _positive(p: list[str], cfg: Config, *keys: str) -> None:
+    for key in keys:
+        value = get_key(cfg, key)
+        if not value > 0:
+            p.append(f"{key}={value} must be > 0")
+
+
+def problems(cfg: Config) -> list[str]:
+    """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
+    p: list[str] = []
+    _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
+              "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
+              "policy.mlp_layers", "log.interval_s", "log.fps_window", "checkpoint.interval_updates",
+              "checkpoint.keep_last", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
+    for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
+                "ppo.entropy_coef", "ppo.max_grad_norm"):
+        if get_key(cfg, key) < 0:
+            p.append(f"{key}={get_key(cfg, key)} must be >= 0")
+    if not 0 < cfg.preemption.sync_frac <= 1:
+        p.append(f"preemption.sync_frac={cfg.preemption.sync_frac} must be in (0, 1]; 1 disables preemption")
+    if not 0 < cfg.preemption.min_rollout_fraction <= 1:
+        p.append(f"preemption.min_rollout_fraction={cfg.preemption.min_rollout_fraction} must be in (0, 1]")
+    for key in ("ppo.gamma", "ppo.gae_lambda"):
+        if not 0 <= get_key(cfg, key) <= 1:
+            p.append(f"{key}={get_key(cfg, key)} must be in [0, 1]")
+    if cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0 and cfg.env.num_envs % cfg.ppo.num_mini_batch:
+        p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must divide env.num_envs={cfg.env.num_envs} "
+                 f"(minibatches are split by environment)")
+    if cfg.env.num_workers > 0 and cfg.env.num_envs % cfg.env.num_workers:
+        p.append(f"env.num_workers={cfg.env.num_workers} must divide env.num_envs={cfg.env.num_envs}")
+    choices = {
+        "dist.backend": ("auto", "gloo", "nccl"),
+        "dist.device": ("auto", "cpu", "cuda"),
+        "ppo.lr_schedule": ("constant", "linear"),
+        "policy.rnn_type": ("gru", "lstm", "none"),
+        "policy.image_encoder": ("cnn", "resnet"),
+        "log.level": ("DEBUG", "INFO", "WARNING", "ERROR"),
+    }
+    for key, allowed in choices.items():
+        if get_key(cfg, key) not in allowed:
+            p.append(f"{key}={get_key(cfg, key)!r} must be one of {', '.join(allowed)}")
+    if any(not isinstance(n, int) or n <= 0 for n in cfg.policy.resnet_layers) or not cfg.policy.resnet_layers:
+        p.append(f"policy.resnet_layers={list(cfg.policy.resnet_layers)} must be a non-empty list of positive ints")
+    section = section_for(cfg.env.name)
+    if section is None:
+        p.append(f"env.name={cfg.env.name!r} is not a known environment; use one of {', '.join(known_names())}")
+    else:
+        p.extend(f"env.{section}.{msg}" for msg in getattr(cfg.env, section).problems())
+    return p
+
+
+def get_key(cfg: Any, dotted: str) -> Any:
+    """`get_key(cfg, "ppo.lr")` -> cfg.ppo.lr."""
+    for part in dotted.split("."):
+        cfg = cfg[part] if isinstance(cfg, dict) else getattr(cfg, part)
+    return cfg
+
+
+def _schema() -> DictConfig:
+    return OmegaConf.structured(Config)
+
+
+def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:
+    key = getattr(err, "full_key", None)
+    msg = str(err).split("\n")[0]
+    where = f"{key}: " if key else ""
+    return ConfigError(f"{source}: {where}{msg}. Run `ddppo config CONFIG` to see every valid key.")
+
+
+def _read_yaml(path: str | Path) -> DictConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; pass a YAML file such as configs/gridnav.yaml")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections (run:, env:, ppo:, ...), "
+                          f"not a {type(data).__name__}")
+    return OmegaConf.create(data)
+
+
+def parse_overrides(overrides: Sequence[str]) -> DictConfig:
+    """`["ppo.lr=1e-4", ...]` -> a DictConfig; a malformed item is a ConfigError."""
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise ConfigError(f"override {item!r} is not of the form key=value (e.g. ppo.lr=1e-4)")
+    try:
+        return OmegaConf.from_dotlist(list(overrides))
+    except OmegaConfBaseException as err:
+        raise _wrap(err, "overrides") from None
+
+
+def build_config(*layers: tuple[str, DictConfig]) -> Config:
+    """Merge named layers onto the schema, convert to a frozen Config and check it."""
+    merged = _schema()
+    for source, layer in layers:
+        try:
+            merged = OmegaConf.merge(merged, layer)
+        except OmegaConfBaseException as err:
+            raise _wrap(err, source) from None
+    try:
+        cfg: Config = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        raise _wrap(err, "config") from None
+    found = problems(cfg)
+    if found:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(found))
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+    """Schema <- YAML file (optional) <- dotlist overrides; validated and frozen."""
+    layers = []
+    if path is not None:
+        layers.append((str(path), _read_yaml(path)))
+    if overrides:
+        layers.append(("overrides", parse_overrides(overrides)))
+    return build_config(*layers)
+
+
+def to_yaml(cfg: Config) -> str:
+    """The fully resolved config as YAML text (what run.dir/config.yaml holds)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def from_yaml_text(text: str, source: str) -> Config:
+    """Parse a resolved config written by `to_yaml` (checkpoints, run dirs)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: stored config is not valid YAML: {err}") from None
+    return build_config((source, OmegaConf.create(data or {})))
+
+
+def diff_keys(a: Config, b: Config) -> list[str]:
+    """Dotted keys whose values differ between two configs."""
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, prefix: str) -> None:
+        if dataclasses.is_dataclass(x) and dataclasses.is_dataclass(y):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name), getattr(y, f.name), f"{prefix}{f.name}.")
+        elif x != y and not (isinstance(x, float) and isinstance(y, float) and math.isclose(x, y)):
+            out.append(prefix[:-1])
+
+    walk(a, b, "")
+    return out

@@ -1,0 +1,1 @@
+"""Environments for ddppo. Never imports `ddppo`."""

@@ -1,0 +1,79 @@
+"""The batched environment protocol every environment in `envs/` implements.
+
+A `VecEnv` steps `num_envs` copies of one task at once. Everything is batched
+numpy: observations are a dict of arrays shaped `(num_envs, *shape)`; actions
+are `(num_envs,)` int64 for discrete spaces and `(num_envs, dim)` float32 for
+boxes.
+
+Episodes reset automatically. When env `i` finishes at a step, `StepResult.obs[i]`
+already holds the first observation of its next episode, `final_obs[i]` holds
+the last observation of the finished one (needed to bootstrap truncated
+episodes), and one `EpisodeInfo` for it is appended to `episodes`.
+
+This package never imports `ddppo`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium
+import numpy as np
+
+Obs = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass
+class EpisodeInfo:
+    """Summary of one finished episode."""
+
+    env_index: int
+    metrics: dict[str, float]  # always "return" and "length"; tasks add e.g. success, spl
+
+
+@dataclasses.dataclass
+class StepResult:
+    """What one batched step returns."""
+
+    obs: Obs  # observation after the step (after auto-reset where done)
+    reward: np.ndarray  # (N,) float32
+    terminated: np.ndarray  # (N,) bool: the task ended (success, failure)
+    truncated: np.ndarray  # (N,) bool: cut by a time limit; bootstrap from final_obs
+    final_obs: Obs  # (N, ...) last observation of the finished episode; rows where not done are unspecified
+    episodes: list[EpisodeInfo]  # one per env that finished this step
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+
+@runtime_checkable
+class VecEnv(Protocol):
+    """A batch of environments stepped together."""
+
+    num_envs: int
+    observation_space: gymnasium.spaces.Dict  # of ONE env (no batch dimension)
+    action_space: gymnasium.spaces.Space  # of ONE env: Discrete or Box
+
+    def reset(self) -> Obs:
+        """Reset every env; seeding happens at construction."""
+        ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bit-identically: RNG states, episode state.
+
+        Values are built from Python scalars, lists, dicts and numpy arrays only,
+        so a checkpoint can store them without pickling objects.
+        """
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class EnvError(RuntimeError):
+    """An environment could not be built or failed; the message says what to fix."""

@@ -1,0 +1,86 @@
+"""Option dataclasses, one per environment family (the `env.<section>` config keys).
+
+Kept free of heavy imports: `ddppo.config` builds its schema from these.
+Each class has `problems()`, returning human-readable problems with its values
+(key names relative to the section), so the trainer can report them all at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from envs.habitat.options import HabitatOptions
+
+__all__ = ["GridNavOptions", "GymOptions", "HabitatOptions", "SyntheticOptions"]
+
+
+@dataclasses.dataclass
+class GridNavOptions:
+    """Built-in PointNav grid world (see envs/gridnav.py)."""
+
+    map_size: int = 12  # side of the square map in cells
+    num_maps: int = 256  # maps generated per rank (seeded); each episode draws one
+    max_room_splits: int = 3  # recursive wall splits that carve the map into rooms joined by doors
+    obstacle_density: float = 0.04  # fraction of free cells turned into furniture-like obstacles
+    num_headings: int = 4  # heading increments in a full turn (4 = 90 degree turns)
+    num_rays: int = 16  # rays of the egocentric range scan
+    max_range: float = 6.0  # range scan clip, in cells
+    success_distance: float = 0.5  # STOP within this geodesic distance (cells) is a success
+    max_episode_steps: int = 100  # time limit (a truncation, not a termination)
+    min_geodesic: float = 2.0  # minimum start->goal geodesic distance (cells)
+    slack_reward: float = -0.01  # reward added every step
+    success_reward: float = 2.5  # reward for a successful STOP
+
+    def problems(self) -> list[str]:
+        p = []
+        for key in ("map_size", "num_maps", "num_headings", "num_rays", "max_episode_steps"):
+            if getattr(self, key) <= 0:
+                p.append(f"{key}={getattr(self, key)} must be > 0")
+        if self.map_size < 5:
+            p.append(f"map_size={self.map_size} must be >= 5 (walls need room)")
+        if not 0.0 <= self.obstacle_density < 0.5:
+            p.append(f"obstacle_density={self.obstacle_density} must be in [0, 0.5)")
+        if self.max_range <= 0 or self.success_distance <= 0:
+            p.append("max_range and success_distance must be > 0")
+        if self.max_room_splits < 0 or self.min_geodesic < 0:
+            p.append("max_room_splits and min_geodesic must be >= 0")
+        return p
+
+
+@dataclasses.dataclass
+class GymOptions:
+    """Any gymnasium environment id, through gymnasium.make_vec (env.name: gym:<id>)."""
+
+    vectorization_mode: str = "sync"  # sync (one process) or async (one subprocess per env)
+    max_episode_steps: int = 0  # 0 = the env's registered limit; >0 overrides it
+    kwargs: dict = dataclasses.field(default_factory=dict)  # passed to gymnasium.make
+
+    def problems(self) -> list[str]:
+        p = []
+        if self.vectorization_mode not in ("sync", "async"):
+            p.append(f"vectorization_mode={self.vectorization_mode!r} must be 'sync' or 'async'")
+        if self.max_episode_steps < 0:
+            p.append(f"max_episode_steps={self.max_episode_steps} must be >= 0")
+        return p
+
+
+@dataclasses.dataclass
+class SyntheticOptions:
+    """A cheap environment with controllable step cost, for distribution and performance tests."""
+
+    obs_dim: int = 8  # size of the vector observation
+    num_actions: int = 4  # discrete actions
+    episode_length: int = 32  # fixed episode length (a truncation)
+    step_sleep_s: float = 0.0  # wall time each batched step sleeps
+    slow_ranks: list = dataclasses.field(default_factory=list)  # ranks whose steps are slower
+    slow_factor: float = 1.0  # step_sleep_s multiplier on slow_ranks
+    step_compute: int = 0  # extra busy work per step (matrix size), to make it CPU bound
+
+    def problems(self) -> list[str]:
+        p = []
+        for key in ("obs_dim", "num_actions", "episode_length"):
+            if getattr(self, key) <= 0:
+                p.append(f"{key}={getattr(self, key)} must be > 0")
+        if self.step_sleep_s < 0 or self.slow_factor <= 0 or self.step_compute < 0:
+            p.append("step_sleep_s and step_compute must be >= 0, slow_factor > 0")
+        return p

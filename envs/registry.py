@@ -1,0 +1,70 @@
+"""Environment names -> option dataclasses and constructors.
+
+`ddppo` sees environments only through this module: it reads the option
+dataclasses (to build its config schema) and calls `make_vec_env`. Concrete
+environment modules are imported lazily, so a missing optional dependency
+(habitat-sim) only matters when that environment is asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Mapping
+
+from envs.base import EnvError, VecEnv
+from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
+
+# config section name -> option dataclass (one sub-section of `env` each)
+OPTION_SECTIONS: dict[str, type] = {
+    "gridnav": GridNavOptions,
+    "gym": GymOptions,
+    "habitat": HabitatOptions,
+    "synthetic": SyntheticOptions,
+}
+
+# env.name -> (module, factory function, option section)
+_FACTORIES: dict[str, tuple[str, str, str]] = {
+    "gridnav": ("envs.gridnav", "make_gridnav", "gridnav"),
+    "habitat_pointnav": ("envs.habitat.env", "make_habitat_pointnav", "habitat"),
+    "synthetic": ("envs.synthetic", "make_synthetic", "synthetic"),
+}
+GYM_PREFIX = "gym:"
+
+
+def known_names() -> list[str]:
+    return sorted(_FACTORIES) + [GYM_PREFIX + "<gymnasium id>"]
+
+
+def section_for(name: str) -> str | None:
+    """The option section an env name reads, or None if the name is unknown."""
+    if name.startswith(GYM_PREFIX) and len(name) > len(GYM_PREFIX):
+        return "gym"
+    entry = _FACTORIES.get(name)
+    return entry[2] if entry else None
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """Everything a factory needs besides its options."""
+
+    num_envs: int  # envs on this rank
+    seed: int  # this rank's seed
+    num_workers: int = 0  # 0: step in this process; >0: subprocess workers
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    gpu_device_id: int = -1  # renderer device for simulators; -1 = CPU/EGL software
+
+
+def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv:
+    """Build the named environment batch. `options` is its option section as a dict."""
+    if name.startswith(GYM_PREFIX):
+        from envs.gym import make_gym
+
+        return make_gym(name[len(GYM_PREFIX):], GymOptions(**options), spec)
+    if name not in _FACTORIES:
+        raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
+    module, func, section = _FACTORIES[name]
+    factory = getattr(importlib.import_module(module), func)
+    return factory(OPTION_SECTIONS[section](**options), spec)
