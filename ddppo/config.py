@@ -119,7 +119,7 @@ class LogConfig:
     interval_s: float = 10.0  # seconds between console progress lines
     tensorboard: bool = True  # write TensorBoard events to run.dir/tb (rank 0)
     level: str = "INFO"  # logging level
-    fps_window: int = 10  # updates in the windowed fps average
+    window: int = 10  # updates averaged for the console line and train/* and perf/fps (windowed)
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def problems(cfg: Config) -> list[str]:
     p: list[str] = []
     _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
-              "policy.mlp_layers", "log.interval_s", "log.fps_window", "checkpoint.interval_updates",
+              "policy.mlp_layers", "log.interval_s", "log.window", "checkpoint.interval_updates",
               "checkpoint.keep_last", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
                 "ppo.entropy_coef", "ppo.max_grad_norm"):

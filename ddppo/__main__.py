@@ -1,0 +1,3 @@
+from ddppo.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Checkpoints: atomic save, keep-last-k, newest-valid discovery, `weights_only` loading.
+
+A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` written by rank 0:
+model, optimiser, counters, the resolved config as YAML text, the world size,
+and every rank's own state (RNG states, environment state, the observation and
+recurrent state the next rollout starts from). Only tensors, numbers, strings,
+lists, tuples and dicts are stored, so `torch.load(weights_only=True)` reads it;
+numpy arrays are stored as tensors and come back as numpy arrays.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable or incompatible; the message says which and why."""
+
+
+# --------------------------------------------------------------- conversion
+def to_storable(obj: Any) -> Any:
+    """numpy arrays -> tensors (tagged), recursively; everything else unchanged."""
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj)).clone()}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: to_storable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_storable(v) for v in obj)
+    return obj
+
+
+def from_storable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__"}:
+            return obj["__ndarray__"].numpy()
+        return {k: from_storable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(from_storable(v) for v in obj)
+    return obj
+
+
+def to_bytes(obj: Any) -> bytes:
+    """Serialise tensors-and-containers for sending between ranks (pickled objects are not allowed)."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def from_bytes(data: bytes) -> Any:
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's torch, numpy (legacy global) and python RNG states."""
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": [np_state[0], np_state[1], *np_state[2:]],
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(tuple(state["numpy"]))
+    random.setstate(state["python"])
+
+
+# -------------------------------------------------------------------- files
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Checkpoint files in the run dir, oldest first."""
+    d = checkpoint_dir(run_dir)
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def all_finite(state: Any) -> bool:
+    if isinstance(state, torch.Tensor):
+        return not state.is_floating_point() or bool(torch.isfinite(state).all())
+    if isinstance(state, dict):
+        return all(all_finite(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return all(all_finite(v) for v in state)
+    if isinstance(state, float):
+        return math.isfinite(state)
+    return True
+
+
+def save(run_dir: str | Path, update: int, payload: dict[str, Any], keep_last: int) -> Path:
+    """Write ckpt-<update>.pt atomically (temp file, fsync, rename), then prune old ones.
+
+    Refuses to write non-finite model or optimiser values. If writing fails (disk
+    full), the temp file is removed and the previous checkpoints stay as they are.
+    """
+    for key in ("model", "optimizer"):
+        if not all_finite(payload[key]):
+            raise CheckpointError(f"refusing to save update {update}: non-finite values in the {key} state")
+    d = checkpoint_dir(run_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    final = d / f"ckpt-{update}.pt"
+    tmp = d / f".ckpt-{update}.pt.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **to_storable(payload)}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(d)
+    for old in list_checkpoints(run_dir)[:-keep_last]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read one checkpoint with weights_only=True; CheckpointError if it is not a valid ddppo checkpoint."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+    try:
+        data = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # truncated zip, garbage, pickled objects
+        raise CheckpointError(f"{str(path)!r} is not a readable ddppo checkpoint "
+                              f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "model" not in data:
+        raise CheckpointError(f"{str(path)!r} is not a ddppo checkpoint (format {FORMAT} with a model)")
+    return from_storable(data)
+
+
+def newest_valid(run_dir: str | Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict] | None:
+    """The newest checkpoint that loads; broken ones are skipped with a warning.
+
+    Returns None when there are no checkpoints; raises CheckpointError when
+    there are some but none is valid.
+    """
+    paths = list_checkpoints(run_dir)
+    for path in reversed(paths):
+        try:
+            return path, load(path, map_location)
+        except CheckpointError as err:
+            log.warning("skipping checkpoint: %s", err)
+    if paths:
+        raise CheckpointError(f"none of the {len(paths)} checkpoints in {str(checkpoint_dir(run_dir))!r} is "
+                              f"valid; move them away to start afresh, or pass checkpoint.path=FILE")
+    return None

@@ -1,0 +1,98 @@
+"""`ddppo train|config|eval|sweep|bench`: a thin entry point.
+
+Signal handlers are installed before anything heavy is imported, so a SLURM
+signal during start-up is not lost. User errors (config, environment,
+checkpoint) print one message and exit 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+from ddppo import signals
+
+signals.install()
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+log = logging.getLogger("ddppo")
+
+EXIT_USER_ERROR = 2
+
+
+def _setup_logging(level: str, rank: int) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level) if rank == 0 else logging.WARNING,
+        format=f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="YAML config file, e.g. configs/gridnav.yaml")
+    p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. ppo.lr=1e-4 env.num_envs=32")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ddppo", description="Decentralised distributed PPO.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_config_args(sub.add_parser("train", help="train (runs unchanged under torchrun and srun)"))
+    _add_config_args(sub.add_parser("config", help="print the fully resolved config"))
+    return parser
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from ddppo.config import load_config, to_yaml
+
+    sys.stdout.write(to_yaml(load_config(args.config, args.overrides)))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ddppo.config import load_config
+    from ddppo.distributed import PeerLostError, init_distributed, read_launch
+
+    launch = read_launch()
+    cfg = load_config(args.config, args.overrides)
+    _setup_logging(cfg.log.level, launch.rank)
+    import torch
+
+    threads = cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size)
+    torch.set_num_threads(threads)
+    if cfg.run.deterministic:
+        torch.use_deterministic_algorithms(True)
+    ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
+                           cfg.run.seed, launch)
+    try:
+        from ddppo.trainer import Trainer
+
+        trainer = Trainer(cfg, ctx)
+        try:
+            return trainer.train()
+        finally:
+            trainer.close()
+    except PeerLostError as err:
+        log.error("%s; exiting (torchrun --max-restarts or a SLURM requeue resumes from the last checkpoint)", err)
+        logging.shutdown()
+        os._exit(1)  # do not wait on a process group whose peer is gone
+    finally:
+        ctx.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ddppo.checkpoint import CheckpointError
+    from ddppo.config import ConfigError
+    from envs.base import EnvError
+
+    handlers = {"train": cmd_train, "config": cmd_config}
+    try:
+        return handlers[args.command](args)
+    except (ConfigError, EnvError, CheckpointError) as err:
+        kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"))
+        kind = next(name for cls, name in kinds if isinstance(err, cls))
+        sys.stderr.write(f"ddppo: {kind}: {err}\n")
+        return EXIT_USER_ERROR

@@ -1,0 +1,280 @@
+"""The distributed context: rank discovery, process groups, and every collective.
+
+One code path: a single process is a process group of size 1 (backed by an
+in-memory store), so the trainer never branches on "distributed or not".
+
+Collectives per update, identical on every rank and in the same order:
+  1. `rollout_barrier`         - end of collection (its wait time is the straggler wait)
+  2. `all_reduce_gradients`    - once per minibatch (epochs x num_mini_batch)
+  3. `all_gather_stats`        - episode stats, losses, timings and the stop flag
+(+ `gather_objects` on checkpoint updates, which every rank knows in advance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+class PeerLostError(RuntimeError):
+    """A collective failed because another rank died or stopped answering."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Who this process is and where to rendezvous, read from the launcher's environment."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+    source: str  # torchrun | slurm | single
+    attempt: int = 0  # torchrun restart count / SLURM requeue count (keys are namespaced by it)
+    agent_store: bool = False  # torchrun's agent hosts the TCP store; every rank connects as a client
+
+
+def expand_first_host(nodelist: str) -> str:
+    """First host of a SLURM nodelist: 'gpu[03-05,07],cpu1' -> 'gpu03'."""
+    first = re.match(r"([^,\[]+)(\[([^\]]+)\])?", nodelist.strip())
+    if not first:
+        raise ValueError(f"cannot parse SLURM_JOB_NODELIST={nodelist!r}")
+    prefix, _, ranges = first.groups()
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def read_launch(environ: dict[str, str] | None = None) -> Launch:
+    """torchrun's variables first, then SLURM's (inside an srun step), else a single process."""
+    env = os.environ if environ is None else environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return Launch(
+            rank=int(env["RANK"]),
+            world_size=int(env["WORLD_SIZE"]),
+            local_rank=int(env.get("LOCAL_RANK", 0)),
+            local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=int(env.get("MASTER_PORT", 29500)),
+            source="torchrun",
+            attempt=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+        )
+    if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:
+        job_id = int(env.get("SLURM_JOB_ID", 0))
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
+        world = int(env["SLURM_STEP_NUM_TASKS"])
+        nodes = max(1, int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_JOB_NUM_NODES", 1))))
+        return Launch(
+            rank=int(env["SLURM_PROCID"]),
+            world_size=world,
+            local_rank=int(env.get("SLURM_LOCALID", 0)),
+            local_world_size=max(1, world // nodes),
+            master_addr=env.get("MASTER_ADDR") or expand_first_host(nodelist),
+            master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
+            source="slurm",
+            attempt=int(env.get("SLURM_RESTART_COUNT", 0)),
+        )
+    return Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """A well-mixed per-rank seed derived from the run seed."""
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+
+
+class DistContext:
+    """This rank's place in the job and the collectives it takes part in."""
+
+    def __init__(self, launch: Launch, device: torch.device, backend: str, store: dist.Store,
+                 run_seed: int, timeout_s: float):
+        self.launch = launch
+        self.rank = launch.rank
+        self.world_size = launch.world_size
+        self.local_rank = launch.local_rank
+        self.device = device
+        self.backend = backend
+        self.store = store
+        self.seed = rank_seed(run_seed, launch.rank)
+        self._timeout_s = timeout_s
+        self._group: Any = None  # default group (start-up timeout) until `mark_started`
+        # collectives go through CPU tensors on gloo, device tensors on nccl
+        self.comm_device = device if backend == "nccl" else torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # ------------------------------------------------------------------ setup
+    def mark_started(self) -> None:
+        """Switch to the shorter training timeout once the first update has run."""
+        if self._group is None:
+            self._group = dist.new_group(backend=self.backend,
+                                         timeout=datetime.timedelta(seconds=self._timeout_s))
+
+    def broadcast_module(self, module: torch.nn.Module) -> None:
+        """Copy every parameter and buffer from rank 0 (at start and after resume)."""
+        with self.guard("broadcast of the parameters"):
+            for tensor in list(module.parameters()) + list(module.buffers()):
+                buf = tensor.data.to(self.comm_device)
+                dist.broadcast(buf, src=0, group=self._group)
+                tensor.data.copy_(buf)
+
+    # ------------------------------------------------------------ collectives
+    def rollout_barrier(self, steps_collected: int) -> torch.Tensor:
+        """End of collection on every rank; returns each rank's collected step count."""
+        t = torch.tensor([float(steps_collected)], device=self.comm_device)
+        return self._gather(t, "end-of-rollout sync")[:, 0]
+
+    def all_reduce_gradients(self, params: Sequence[torch.nn.Parameter], num_samples: int) -> float:
+        """Average gradients so they equal the gradient of the mean loss over all ranks' samples.
+
+        Each rank's `p.grad` must hold the gradient of its mean loss over its own
+        `num_samples` valid samples. One flat all-reduce carries every gradient
+        scaled by its sample count, plus the count; dividing by the summed count
+        gives the gradient of the global sample mean. A rank with no samples (or a
+        parameter with no gradient) contributes zeros. Returns the global count.
+        """
+        flats = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
+                 for p in params]
+        count = torch.tensor([float(num_samples)], device=flats[0].device)
+        buf = torch.cat(flats + [count])
+        if num_samples > 0:
+            buf[:-1].mul_(num_samples)
+        else:
+            buf[:-1].zero_()
+        buf = buf.to(self.comm_device)
+        with self.guard("gradient all-reduce"):
+            dist.all_reduce(buf, group=self._group)
+        total = float(buf[-1])
+        buf = buf[:-1].div_(max(total, 1.0))
+        offset = 0
+        for p in params:
+            n = p.numel()
+            chunk = buf[offset:offset + n].view_as(p).to(p.device)
+            if p.grad is None:
+                p.grad = chunk.clone()
+            else:
+                p.grad.copy_(chunk)
+            offset += n
+        return total
+
+    def all_gather_stats(self, values: torch.Tensor) -> torch.Tensor:
+        """Every rank's 1-D float64 stats vector, stacked (world_size, K), on every rank."""
+        return self._gather(values.to(self.comm_device, torch.float64), "stats all-gather").cpu()
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's picklable `obj`, on every rank (start-up decisions such as which checkpoint)."""
+        box = [obj]
+        with self.guard("broadcast of a start-up decision"):
+            dist.broadcast_object_list(box, src=0, group=self._group)
+        return box[0]
+
+    def gather_objects(self, obj: Any) -> list[Any] | None:
+        """Picklable per-rank objects gathered on rank 0 (None elsewhere)."""
+        out = [None] * self.world_size if self.is_main else None
+        with self.guard("gather of per-rank state"):
+            dist.gather_object(obj, out, dst=0, group=self._group)
+        return out
+
+    def _gather(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        with self.guard(what):
+            dist.all_gather(out, t, group=self._group)
+        return torch.stack(out)
+
+    # ------------------------------------------------------- preemption store
+    def add_to_counter(self, key: str, amount: int) -> int:
+        with self.guard(f"store counter {key}"):
+            return int(self.store.add(key, amount))
+
+    def delete_key(self, key: str) -> None:
+        with contextlib.suppress(Exception):
+            self.store.delete_key(key)
+
+    # ----------------------------------------------------------------- faults
+    @contextlib.contextmanager
+    def guard(self, what: str) -> Iterator[None]:
+        """Turn a failed collective into PeerLostError naming the lost rank(s) when it can."""
+        try:
+            yield
+        except PeerLostError:
+            raise
+        except (RuntimeError, dist.DistError) as err:  # DistBackendError, timeouts, closed connections
+            if self.world_size == 1:
+                raise
+            raise PeerLostError(f"rank {self.rank}: {what} failed: {self._lost_ranks()} "
+                                f"({str(err).splitlines()[0][:300]})") from err
+
+    def _lost_ranks(self) -> str:
+        """Ask the survivors to check in through the store; whoever does not is lost."""
+        key = f"alive/{time.time_ns() // 10**10}"  # same 10 s window for all survivors (best effort)
+        try:
+            self.store.set(f"{key}/{self.rank}", "1")
+            deadline = time.monotonic() + min(10.0, self._timeout_s)
+            missing: list[int] = list(range(self.world_size))
+            while time.monotonic() < deadline and missing:
+                missing = [r for r in missing if not self.store.check([f"{key}/{r}"])]
+                time.sleep(0.2)
+            if missing:
+                return f"peer rank(s) {missing} lost (they did not check in after the failure)"
+            return "a peer rank failed"
+        except Exception:
+            return ("a peer rank was lost, and the rendezvous store is unreachable "
+                    "(rank 0, which hosts it, may be the one that died)")
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+
+
+def choose_device(setting: str, local_rank: int) -> torch.device:
+    if setting == "cpu" or (setting == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("dist.device=cuda but CUDA is not available; use dist.device=auto or cpu")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
+                     run_seed: int, launch: Launch | None = None) -> DistContext:
+    """Rendezvous and create the process group; returns this rank's context."""
+    launch = launch or read_launch()
+    device = choose_device(device_setting, launch.local_rank)
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    if backend == "nccl" and device.type != "cuda":
+        raise RuntimeError("dist.backend=nccl needs CUDA devices; use dist.backend=auto or gloo on CPU")
+    startup = datetime.timedelta(seconds=startup_timeout_s)
+    if launch.world_size == 1:
+        base: dist.Store = dist.HashStore()
+    else:
+        is_server = launch.rank == 0 and not launch.agent_store
+        base = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
+                             timeout=startup, wait_for_workers=False)
+    # namespaced per attempt: keys of a crashed attempt can never be read by the next
+    store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
+    kwargs: dict[str, Any] = {}
+    if backend == "nccl":
+        kwargs["device_id"] = device
+    dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
+                            world_size=launch.world_size, timeout=startup, **kwargs)
+    log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
+             launch.local_rank, launch.source, backend, device)
+    return DistContext(launch, device, backend, store, run_seed, timeout_s)

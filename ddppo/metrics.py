@@ -1,0 +1,118 @@
+"""Per-phase timers, and the metrics sinks: TensorBoard + metrics.jsonl on rank 0, nothing elsewhere.
+
+Tags are grouped `train/`, `loss/`, `perf/`, `preempt/`, `eval/`; the TensorBoard
+step is the global env-step count. metrics.jsonl holds one flat JSON object per
+update with `update`, `env_steps`, `wall_time`, `fps` and the same tags.
+On resume, lines and events after the checkpoint are dropped first, so the
+logs never hold an update twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterator
+
+log = logging.getLogger(__name__)
+
+
+class Timer:
+    """Accumulates wall time per named phase: `with timer("env_step"): ...`."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.totals[name] += time.perf_counter() - start
+
+    def pop(self) -> dict[str, float]:
+        out, self.totals = dict(self.totals), defaultdict(float)
+        return out
+
+
+def truncate_jsonl(path: Path, last_update: int) -> None:
+    """Keep only the lines of updates <= last_update (atomic rewrite)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["update"] <= last_update:
+                kept.append(line)
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn last line from a crash
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+
+
+class MetricsWriter:
+    """Rank 0's sinks. `enabled=False` gives the null writer used on every other rank."""
+
+    def __init__(self, run_dir: str | Path, enabled: bool, tensorboard: bool, resume_update: int = 0,
+                 resume_env_steps: int = 0):
+        self.enabled = enabled
+        self.tb = None
+        self.file = None
+        if not enabled:
+            return
+        run_dir = Path(run_dir)
+        path = run_dir / "metrics.jsonl"
+        truncate_jsonl(path, resume_update)
+        self.file = open(path, "a", buffering=1)
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = resume_env_steps + 1 if resume_update > 0 else None
+            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge)
+
+    def write(self, update: int, env_steps: int, scalars: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        clean = {k: (v if math.isfinite(v) else None) for k, v in scalars.items()}
+        record = {"update": update, "env_steps": env_steps, "wall_time": time.time(), **clean}
+        self.file.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            for tag, value in scalars.items():
+                if "/" in tag and math.isfinite(value):
+                    self.tb.add_scalar(tag, value, env_steps)
+
+    def flush(self) -> None:
+        if self.tb is not None:
+            self.tb.flush()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        if self.tb is not None:
+            self.tb.close()
+            self.tb = None
+
+
+def format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def progress_line(env_steps: int, total: int, fps: float, scalars: dict[str, float]) -> str:
+    """One console line: steps / total, windowed fps, reward, success, ETA."""
+    parts = [f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)", f"fps {fps:,.0f}"]
+    for tag, label in (("train/reward", "reward"), ("train/success", "success"), ("train/spl", "spl")):
+        if tag in scalars and math.isfinite(scalars[tag]):
+            parts.append(f"{label} {scalars[tag]:.3f}")
+    parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
+    return " | ".join(parts)

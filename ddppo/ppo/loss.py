@@ -1,0 +1,54 @@
+"""The clipped PPO objective (Schulman et al. 2017) with named terms and diagnostics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@dataclasses.dataclass
+class LossOutput:
+    """The scalar to minimise and its named parts (all means over valid samples)."""
+
+    total: torch.Tensor
+    policy: torch.Tensor  # clipped surrogate, negated
+    value: torch.Tensor  # (clipped) squared error, times 0.5
+    entropy: torch.Tensor  # mean policy entropy
+    approx_kl: torch.Tensor  # E[(r - 1) - log r], behaviour -> current policy
+    clip_fraction: torch.Tensor  # share of samples with |r - 1| > clip
+    ratio_min: torch.Tensor
+    ratio_max: torch.Tensor
+    ratio_mean: torch.Tensor
+
+    def scalars(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name).detach()) for f in dataclasses.fields(self)}
+
+
+def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, entropy: torch.Tensor,
+             values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, valid: torch.Tensor, *,
+             clip: float, clip_value_loss: bool, value_coef: float, entropy_coef: float) -> LossOutput:
+    """total = policy + value_coef * value - entropy_coef * entropy, each a masked mean."""
+    log_ratio = new_logp - old_logp
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
+    policy = -masked_mean(surrogate, valid)
+    if clip_value_loss:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        value_err = torch.max((values - returns) ** 2, (clipped - returns) ** 2)
+    else:
+        value_err = (values - returns) ** 2
+    value = 0.5 * masked_mean(value_err, valid)
+    ent = masked_mean(entropy, valid)
+    with torch.no_grad():
+        approx_kl = masked_mean(ratio - 1.0 - log_ratio, valid)
+        clip_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), valid)
+        vr = ratio[valid > 0]
+        rmin, rmax = (vr.min(), vr.max()) if vr.numel() else (ratio.new_tensor(1.0), ratio.new_tensor(1.0))
+        rmean = masked_mean(ratio, valid)
+    total = policy + value_coef * value - entropy_coef * ent
+    return LossOutput(total, policy, value, ent, approx_kl, clip_fraction, rmin, rmax, rmean)

@@ -1,0 +1,204 @@
+"""Actor-critic policy: an encoder per observation key, an optional recurrent core, and heads.
+
+Observation conventions: a key whose space has 3 dims is an image (H, W, C),
+uint8 (scaled to [0, 1]) or float; anything else is flattened into a vector.
+Recurrent state is one tensor (layers, N, H); for an LSTM, h and c are stacked
+along the first dimension (2 * layers, N, H).
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium
+import torch
+from torch import nn
+from torch.distributions import Categorical, Normal
+
+from ddppo.config import PolicyConfig
+
+
+def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
+    if isinstance(layer, (nn.Linear, nn.Conv2d)):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+class MLPEncoder(nn.Module):
+    def __init__(self, in_dim: int, hidden: int, layers: int):
+        super().__init__()
+        mods: list[nn.Module] = []
+        for i in range(layers):
+            mods += [_init(nn.Linear(in_dim if i == 0 else hidden, hidden)), nn.ReLU()]
+        self.net = nn.Sequential(*mods)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.flatten(1).float())
+
+
+class CNNEncoder(nn.Module):
+    """Small conv net (Nature-DQN style, adapted to the input size)."""
+
+    def __init__(self, shape: tuple[int, int, int], hidden: int):
+        super().__init__()
+        h, w, c = shape
+        self.conv = nn.Sequential(
+            _init(nn.Conv2d(c, 32, 5, stride=2, padding=2)), nn.ReLU(),
+            _init(nn.Conv2d(32, 64, 3, stride=2, padding=1)), nn.ReLU(),
+            _init(nn.Conv2d(64, 64, 3, stride=2, padding=1)), nn.ReLU(),
+            nn.AdaptiveAvgPool2d((min(4, h), min(4, w))), nn.Flatten(),
+        )
+        self.fc = nn.Sequential(_init(nn.Linear(64 * min(4, h) * min(4, w), hidden)), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x))
+
+
+class ImageInput(nn.Module):
+    """(B, H, W, C) uint8/float -> (B, C, H, W) float, then an image encoder."""
+
+    def __init__(self, space: gymnasium.spaces.Box, encoder: nn.Module):
+        super().__init__()
+        self.scale = 1.0 / 255.0 if space.dtype == "uint8" else 1.0
+        self.encoder = encoder
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x.permute(0, 3, 1, 2).float() * self.scale)
+
+
+def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    if len(space.shape) == 3:
+        if cfg.image_encoder == "resnet":
+            from ddppo.ppo.resnet import ResNetEncoder
+
+            enc: nn.Module = ResNetEncoder(space.shape[2], base_width=cfg.resnet_base_width,
+                                           layers=tuple(cfg.resnet_layers), out_dim=cfg.hidden_size,
+                                           spatial_size=space.shape[0])
+        else:
+            enc = CNNEncoder(space.shape, cfg.hidden_size)
+        return ImageInput(space, enc)
+    return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers)
+
+
+class RecurrentCore(nn.Module):
+    """GRU/LSTM over time with the state zeroed where an episode starts."""
+
+    def __init__(self, kind: str, size: int, layers: int):
+        super().__init__()
+        self.kind, self.layers = kind, layers
+        rnn = nn.GRU if kind == "gru" else nn.LSTM
+        self.rnn = rnn(size, size, num_layers=layers)
+        for name, p in self.rnn.named_parameters():
+            if "weight" in name:
+                nn.init.orthogonal_(p)
+            else:
+                nn.init.zeros_(p)
+
+    @property
+    def state_layers(self) -> int:
+        return self.layers * (2 if self.kind == "lstm" else 1)
+
+    def _run(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.kind == "lstm":
+            out, (hh, cc) = self.rnn(x, (h[: self.layers].contiguous(), h[self.layers:].contiguous()))
+            return out, torch.cat([hh, cc])
+        return self.rnn(x, h.contiguous())
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (T, N, H), h (state_layers, N, H), start (T, N) -> out (T, N, H), new state.
+
+        Runs whole stretches of time between episode starts in one cuDNN/ATen call.
+        """
+        T = x.shape[0]
+        cuts = [0] + [t for t in range(1, T) if bool(start[t].any())] + [T]
+        outs = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            h = h * (1.0 - start[a]).view(1, -1, 1)
+            out, h = self._run(x[a:b], h)
+            outs.append(out)
+        return torch.cat(outs), h
+
+
+class Policy(nn.Module):
+    """Encoders -> (recurrent core) -> categorical or diagonal-Gaussian actor, and a critic."""
+
+    def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
+                 cfg: PolicyConfig, value_head: bool = True):
+        super().__init__()
+        self.keys = sorted(obs_space.spaces)
+        self.encoders = nn.ModuleDict({k: make_encoder(obs_space[k], cfg) for k in self.keys})
+        width = cfg.hidden_size
+        self.fuse = nn.Sequential(_init(nn.Linear(width * len(self.keys), width)), nn.ReLU())
+        self.core = RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers) if cfg.rnn_type != "none" else None
+        self.hidden_size = width
+        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        if self.discrete:
+            self.actor = _init(nn.Linear(width, int(action_space.n)), 0.01)
+        elif isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1:
+            self.actor = _init(nn.Linear(width, action_space.shape[0]), 0.01)
+            self.log_std = nn.Parameter(torch.full((action_space.shape[0],), float(cfg.init_log_std)))
+        else:
+            raise ValueError(f"unsupported action space {action_space}: use Discrete or a 1-D Box")
+        self.critic = _init(nn.Linear(width, 1), 1.0) if value_head else None
+
+    # ------------------------------------------------------------------ state
+    def initial_hidden(self, num_envs: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        layers = self.core.state_layers if self.core is not None else 1
+        return torch.zeros(layers, num_envs, self.hidden_size, device=device)
+
+    # --------------------------------------------------------------- internals
+    def _features(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
+                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """obs (T, N, ...) -> features (T, N, H), new hidden."""
+        T, N = start.shape
+        flat = [self.encoders[k](obs[k].reshape(T * N, *obs[k].shape[2:])) for k in self.keys]
+        x = self.fuse(torch.cat(flat, dim=-1)).view(T, N, -1)
+        if self.core is None:
+            return x, hidden
+        return self.core(x, hidden, start)
+
+    def distribution(self, features: torch.Tensor) -> torch.distributions.Distribution:
+        logits = self.actor(features)
+        if self.discrete:
+            return Categorical(logits=logits)
+        return Normal(logits, self.log_std.exp().expand_as(logits))
+
+    def _logp(self, dist: torch.distributions.Distribution, actions: torch.Tensor) -> torch.Tensor:
+        lp = dist.log_prob(actions)
+        return lp if self.discrete else lp.sum(-1)
+
+    def _entropy(self, dist: torch.distributions.Distribution) -> torch.Tensor:
+        ent = dist.entropy()
+        return ent if self.discrete else ent.sum(-1)
+
+    def _value(self, features: torch.Tensor) -> torch.Tensor:
+        if self.critic is None:
+            return torch.zeros(features.shape[:-1], device=features.device)
+        return self.critic(features).squeeze(-1)
+
+    # ---------------------------------------------------------------- public
+    @torch.no_grad()
+    def act(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, new hidden."""
+        feats, hidden = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+        feats = feats[0]
+        dist = self.distribution(feats)
+        if deterministic:
+            action = dist.probs.argmax(-1) if self.discrete else dist.mean
+        else:
+            action = dist.sample()
+        return action, self._logp(dist, action), self._value(feats), hidden
+
+    @torch.no_grad()
+    def value(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+        return self._value(feats[0])
+
+    def evaluate(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+                 actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Whole sequences: obs (T, N, ...) -> logp, entropy, value, each (T, N)."""
+        feats, _ = self._features(obs, hidden, start)
+        dist = self.distribution(feats)
+        return self._logp(dist, actions), self._entropy(dist), self._value(feats)

@@ -1,0 +1,94 @@
+"""The PPO update: epochs x minibatches, one gradient all-reduce per minibatch.
+
+Gradient weighting (the documented default): each rank back-propagates the
+mean loss over its own valid samples; `DistContext.all_reduce_gradients`
+weights every rank by its sample count, so the applied gradient equals the
+gradient of the mean loss over all valid samples of all ranks. A preempted
+rank (fewer steps) therefore counts less, exactly as its data does.
+
+Non-finite gradients: the all-reduced buffer is identical on every rank, so
+every rank sees the same non-finite value and skips the same optimiser step;
+the update is reported as skipped and counted by the trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+import torch
+
+from ddppo.config import PPOConfig
+from ddppo.distributed import DistContext
+from ddppo.ppo.loss import ppo_loss
+from ddppo.ppo.policy import Policy
+from ddppo.rollout.storage import RolloutStorage
+
+
+@dataclasses.dataclass
+class UpdateResult:
+    stats: dict[str, float]  # loss/* and diagnostics, averaged over minibatches
+    skipped_steps: int  # optimiser steps skipped for non-finite gradients
+
+
+def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
+    var = target.var()
+    return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
+
+
+class PPOUpdater:
+    def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext):
+        self.policy, self.cfg, self.ctx = policy, cfg, ctx
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, eps=cfg.adam_eps)
+
+    def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
+        """The learning rate follows the env-step counter (so it resumes exactly)."""
+        lr = self.cfg.lr
+        if self.cfg.lr_schedule == "linear":
+            lr *= max(0.0, 1.0 - env_steps / total_env_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def update(self, storage: RolloutStorage, timer) -> UpdateResult:
+        cfg = self.cfg
+        L = storage.step
+        if cfg.normalize_advantage and L > 0:
+            adv = storage.advantages[:L]
+            adv.sub_(adv.mean()).div_(adv.std(unbiased=False) + 1e-8)
+        sums: dict[str, float] = defaultdict(float)
+        count, skipped = 0, 0
+        for _ in range(cfg.epochs):
+            for mb in storage.minibatches(cfg.num_mini_batch):
+                with timer("learn_forward_backward"):
+                    logp, entropy, values = self.policy.evaluate(mb.obs, mb.hidden, mb.episode_start, mb.actions)
+                    out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
+                                   mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
+                                   value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    out.total.backward()
+                with timer("allreduce"):
+                    self.ctx.all_reduce_gradients(self.params, int(mb.valid.sum()))
+                with timer("optimizer"):
+                    grads = [p.grad for p in self.params]
+                    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+                    if not torch.isfinite(norm):
+                        skipped += 1
+                        continue
+                    if cfg.max_grad_norm > 0:
+                        torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                    self.optimizer.step()
+                for k, v in out.scalars().items():
+                    if k == "ratio_min":
+                        sums[k] = min(sums.get(k, v), v)
+                    elif k == "ratio_max":
+                        sums[k] = max(sums.get(k, v), v)
+                    else:
+                        sums[k] += v
+                sums["grad_norm"] += float(norm)
+                count += 1
+        stats = {k: v if k in ("ratio_min", "ratio_max") else v / max(count, 1) for k, v in sums.items()}
+        if L > 0:
+            stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L])
+        return UpdateResult(stats, skipped)

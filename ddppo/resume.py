@@ -1,0 +1,109 @@
+"""The run directory as the unit of resume: its config, and picking up from its newest checkpoint.
+
+Resume policy:
+- `ddppo train` on a run dir with checkpoints continues from the newest valid
+  one (corrupt ones are skipped with a warning): parameters, optimiser, counters,
+  and, when the world size is unchanged, every rank's RNG, environment and
+  recurrent state (bit-identical continuation on CPU).
+- A changed world size is allowed: parameters, optimiser and counters are
+  restored; environments and RNGs start afresh from per-rank seeds.
+- A config that changes a shape-affecting key (`config.SHAPE_KEYS`) is refused,
+  naming the keys; other keys (e.g. `ppo.lr`) may change, and the previous
+  config.yaml is kept beside the new one.
+- `checkpoint.path` initialises the weights of a run dir that has no checkpoints
+  of its own (fine-tuning); counters and optimiser start fresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key, to_yaml
+from ddppo.distributed import DistContext
+from ddppo.rollout.collector import RolloutCollector
+
+log = logging.getLogger(__name__)
+
+
+def _shape_conflicts(stored: Config, cfg: Config, where: str) -> None:
+    changed = [k for k in diff_keys(stored, cfg) if k in SHAPE_KEYS]
+    if changed:
+        detail = ", ".join(f"{k}: {get_key(stored, k)!r} -> {get_key(cfg, k)!r}" for k in changed)
+        raise ConfigError(f"{where} was trained with a different model shape ({detail}); "
+                          f"use a new run.dir, or set these keys back to the stored values")
+
+
+def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
+    """Check the run dir's stored config against this one (every rank); rank 0 writes config.yaml."""
+    run_dir = Path(cfg.run.dir)
+    stored_path = run_dir / "config.yaml"
+    changed: list[str] = []
+    if stored_path.is_file():
+        stored = from_yaml_text(stored_path.read_text(), str(stored_path))
+        _shape_conflicts(stored, cfg, f"run.dir={cfg.run.dir}")
+        changed = diff_keys(stored, cfg)
+    if not ctx.is_main:
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if changed:
+        keep = run_dir / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml"
+        stored_path.rename(keep)
+        log.warning("config changed since the last run (%s); previous config kept as %s", ", ".join(changed),
+                    keep.name)
+    if changed or not stored_path.is_file():
+        tmp = run_dir / ".config.yaml.tmp"
+        tmp.write_text(to_yaml(cfg))
+        tmp.replace(stored_path)
+
+
+def _choose(cfg: Config) -> tuple[str, str]:
+    """On rank 0: ("run", path) | ("init", path) | ("none", "") | ("error", message)."""
+    try:
+        if cfg.checkpoint.resume:
+            found = ckpt.newest_valid(cfg.run.dir)
+            if found is not None:
+                return "run", str(found[0])
+        if cfg.checkpoint.path:
+            ckpt.load(cfg.checkpoint.path)  # fail early, naming the file
+            return "init", cfg.checkpoint.path
+        return "none", ""
+    except ckpt.CheckpointError as err:
+        return "error", str(err)
+
+
+def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+            collector: RolloutCollector) -> tuple[int, int, int] | None:
+    """Load the checkpoint rank 0 chose; returns (update, env_steps, skipped_in_a_row) or None."""
+    kind, value = ctx.broadcast_object(_choose(cfg) if ctx.is_main else None)
+    if kind == "error":
+        raise ckpt.CheckpointError(value)
+    if kind == "none":
+        return None
+    data = ckpt.load(value, map_location=ctx.device)
+    _shape_conflicts(from_yaml_text(data["config_yaml"], value), cfg, f"checkpoint {value}")
+    try:
+        policy.load_state_dict(data["model"])
+    except RuntimeError as err:
+        raise ckpt.CheckpointError(f"checkpoint {value} does not fit this model: {str(err)[:500]}") from None
+    if kind == "init":
+        log.info("initialised weights from %s", value)
+        return None
+    optimizer.load_state_dict(data["optimizer"])
+    counters = data["counters"]
+    if data["world_size"] == ctx.world_size:
+        state = data["rank_states"][ctx.rank]
+        ckpt.set_rng_state(state["rng"])
+        try:
+            collector.load_state_dict(state)
+        except (KeyError, ValueError, RuntimeError) as err:
+            log.warning("environment state in %s does not fit (%s); environments restart", value, err)
+    else:
+        log.warning("world size changed from %d to %d: parameters, optimiser and counters restored; "
+                    "environments and RNGs start afresh", data["world_size"], ctx.world_size)
+    log.info("resumed from %s at update %d (%d env steps)", value, counters["update"], counters["env_steps"])
+    return counters["update"], counters["env_steps"], counters.get("skipped_in_a_row", 0)

@@ -1,0 +1,115 @@
+"""Rollout collection: policy.act and env.step into the storage, with preemption checked every step.
+
+The collector owns what carries over from one rollout to the next: the current
+observation, episode-start flags and recurrent state. A preempted rollout simply
+ends early; the next one starts from wherever the environments are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from envs.base import StepResult, VecEnv
+from ddppo.metrics import Timer
+from ddppo.ppo.policy import Policy
+from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.storage import RolloutStorage
+
+# per-episode metrics the trainer aggregates (an env reports the ones that apply to it)
+EPISODE_KEYS = ("return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions")
+
+
+@dataclasses.dataclass
+class CollectResult:
+    steps: int  # steps per env collected (L)
+    preempted: bool
+    episode_sums: np.ndarray  # (len(EPISODE_KEYS),)
+    episode_counts: np.ndarray  # (len(EPISODE_KEYS),)
+
+
+def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
+
+
+class RolloutCollector:
+    def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
+                 timer: Timer, gamma: float, device: torch.device):
+        self.envs, self.policy, self.storage = envs, policy, storage
+        self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
+        box = envs.action_space if isinstance(envs.action_space, gymnasium.spaces.Box) else None
+        self.action_bounds = (box.low, box.high) if box is not None else None
+        n = envs.num_envs
+        self.obs = obs_to_torch(envs.reset(), device)
+        self.start = torch.ones(n, device=device)
+        self.hidden = policy.initial_hidden(n, device)
+
+    # --------------------------------------------------------------- carry-over
+    def state_dict(self) -> dict[str, Any]:
+        return {"obs": {k: v.cpu() for k, v in self.obs.items()}, "start": self.start.cpu(),
+                "hidden": self.hidden.cpu(), "env": self.envs.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.envs.load_state_dict(state["env"])
+        self.obs = {k: torch.as_tensor(v).to(self.device) for k, v in state["obs"].items()}
+        self.start = torch.as_tensor(state["start"]).to(self.device)
+        self.hidden = torch.as_tensor(state["hidden"]).to(self.device)
+
+    # ------------------------------------------------------------------ collect
+    def collect(self, update: int) -> CollectResult:
+        s, timer = self.storage, self.timer
+        s.set_first(self.obs, self.start, self.hidden)
+        sums = np.zeros(len(EPISODE_KEYS))
+        counts = np.zeros(len(EPISODE_KEYS))
+        obs, start, hidden = self.obs, self.start, self.hidden
+        preempted = False
+        for t in range(s.num_steps):
+            if self.preemption.should_stop(update, t):
+                preempted = True
+                break
+            with timer("policy_forward"):
+                action, logp, value, hidden = self.policy.act(obs, hidden, start)
+            env_action = action.cpu().numpy()
+            if self.action_bounds is not None:
+                env_action = np.clip(env_action, *self.action_bounds)
+            with timer("env_step"):
+                res = self.envs.step(env_action)
+            with timer("obs_transfer"):
+                obs = obs_to_torch(res.obs, self.device)
+                reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
+                done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
+            if res.truncated.any():
+                with timer("policy_forward"):
+                    reward += self._truncation_bootstrap(res, hidden)
+            with timer("storage"):
+                s.insert(action, logp, value, reward, done, obs)
+                for ep in res.episodes:
+                    for i, key in enumerate(EPISODE_KEYS):
+                        if key in ep.metrics:
+                            sums[i] += ep.metrics[key]
+                            counts[i] += 1
+            start = done
+        if not preempted:
+            self.preemption.finished(update)
+        self.obs = {k: v.clone() for k, v in obs.items()}
+        self.start, self.hidden = start.clone(), hidden
+        return CollectResult(s.step, preempted, sums, counts)
+
+    def _truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor) -> torch.Tensor:
+        """gamma * V(final observation) for envs cut by a time limit (zero elsewhere)."""
+        rows = np.flatnonzero(res.truncated & ~res.terminated)
+        extra = torch.zeros(self.envs.num_envs, device=self.device)
+        if rows.size:
+            idx = torch.from_numpy(rows).to(self.device)
+            final = obs_to_torch({k: v[rows] for k, v in res.final_obs.items()}, self.device)
+            v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
+            extra[idx] = self.gamma * v
+        return extra
+
+    def last_value(self) -> torch.Tensor:
+        """V(observation the next rollout starts from): the GAE bootstrap."""
+        return self.policy.value(self.obs, self.hidden, self.start)

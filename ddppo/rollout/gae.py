@@ -1,0 +1,25 @@
+"""Generalised advantage estimation (Schulman et al. 2016) as a pure function."""
+
+from __future__ import annotations
+
+import torch
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma: float,
+        lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns for a (T, N) rollout.
+
+    rewards[t], dones[t]: reward and episode end after the action at step t.
+    values: (T + 1, N); values[T] bootstraps the step after the last one.
+    A done step does not bootstrap (a truncated step's reward already holds
+    gamma * V(final observation), added at collection time).
+    """
+    T = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    not_done = 1.0 - dones.to(rewards.dtype)
+    for t in reversed(range(T)):
+        delta = rewards[t] + gamma * values[t + 1] * not_done[t] - values[t]
+        last = delta + gamma * lam * not_done[t] * last
+        advantages[t] = last
+    return advantages, advantages + values[:T]

@@ -1,0 +1,132 @@
+"""Preallocated rollout storage with a valid-step mask.
+
+Layout is (time, env, ...). A rank that is preempted after L < T steps leaves
+steps L..T-1 unwritten; they are masked out (`valid`) of every loss and
+statistic, and returns bootstrap from `values[L]`, the value of the observation
+the next rollout starts from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+import gymnasium
+import numpy as np
+import torch
+
+from ddppo.rollout.gae import gae
+
+
+@dataclasses.dataclass
+class MiniBatch:
+    """A slice of the rollout over a subset of environments, time kept whole (for recurrence)."""
+
+    obs: dict[str, torch.Tensor]  # (L, n, ...)
+    episode_start: torch.Tensor  # (L, n) 1.0 where obs[t] is the first of an episode
+    hidden: torch.Tensor  # (layers, n, H): recurrent state before obs[0]
+    actions: torch.Tensor  # (L, n, ...)
+    old_logp: torch.Tensor  # (L, n)
+    old_values: torch.Tensor  # (L, n)
+    advantages: torch.Tensor  # (L, n)
+    returns: torch.Tensor  # (L, n)
+    valid: torch.Tensor  # (L, n) float mask
+    ref_logp: torch.Tensor | None = None  # (L, n) log-prob under a reference policy, when used
+
+
+def torch_dtype(space: gymnasium.spaces.Space) -> torch.dtype:
+    return torch.uint8 if space.dtype == np.uint8 else torch.float32
+
+
+class RolloutStorage:
+    """Tensors for one rollout of `num_steps` x `num_envs`, allocated once."""
+
+    def __init__(self, num_steps: int, num_envs: int, obs_space: gymnasium.spaces.Dict,
+                 action_space: gymnasium.spaces.Space, hidden_shape: tuple[int, ...], device: torch.device):
+        T, N = num_steps, num_envs
+        self.num_steps, self.num_envs, self.device = T, N, device
+        self.obs = {k: torch.zeros((T + 1, N, *s.shape), dtype=torch_dtype(s), device=device)
+                    for k, s in obs_space.spaces.items()}
+        self.episode_start = torch.ones(T + 1, N, device=device)
+        if isinstance(action_space, gymnasium.spaces.Discrete):
+            self.actions = torch.zeros(T, N, dtype=torch.long, device=device)
+        else:
+            self.actions = torch.zeros(T, N, *action_space.shape, device=device)
+        self.logp = torch.zeros(T, N, device=device)
+        self.values = torch.zeros(T + 1, N, device=device)
+        self.rewards = torch.zeros(T, N, device=device)
+        self.dones = torch.zeros(T, N, device=device)
+        self.hidden0 = torch.zeros(hidden_shape, device=device)
+        self.advantages = torch.zeros(T, N, device=device)
+        self.returns = torch.zeros(T, N, device=device)
+        self.step = 0  # steps collected so far in this rollout (L)
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """(T, N) mask of collected steps."""
+        mask = torch.zeros(self.num_steps, self.num_envs, device=self.device)
+        mask[: self.step] = 1.0
+        return mask
+
+    def nbytes(self) -> int:
+        tensors = [*self.obs.values(), self.episode_start, self.actions, self.logp, self.values, self.rewards,
+                   self.dones, self.hidden0, self.advantages, self.returns]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def set_first(self, obs: dict[str, torch.Tensor], episode_start: torch.Tensor, hidden: torch.Tensor) -> None:
+        """The observation, episode-start flags and recurrent state the rollout starts from."""
+        for k, v in obs.items():
+            self.obs[k][0].copy_(v)
+        self.episode_start[0].copy_(episode_start)
+        self.hidden0.copy_(hidden)
+        self.step = 0
+
+    def insert(self, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor, reward: torch.Tensor,
+               done: torch.Tensor, next_obs: dict[str, torch.Tensor]) -> None:
+        t = self.step
+        self.actions[t].copy_(action)
+        self.logp[t].copy_(logp)
+        self.values[t].copy_(value)
+        self.rewards[t].copy_(reward)
+        self.dones[t].copy_(done)
+        for k, v in next_obs.items():
+            self.obs[k][t + 1].copy_(v)
+        self.episode_start[t + 1].copy_(done)
+        self.step = t + 1
+
+    def last_obs(self) -> dict[str, torch.Tensor]:
+        return {k: v[self.step] for k, v in self.obs.items()}
+
+    def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
+        """GAE over the collected steps, bootstrapping from `last_value` = V(obs[L])."""
+        L = self.step
+        self.values[L].copy_(last_value)
+        adv, ret = gae(self.rewards[:L], self.values[: L + 1], self.dones[:L], gamma, lam)
+        self.advantages.zero_()
+        self.returns.zero_()
+        self.advantages[:L] = adv
+        self.returns[:L] = ret
+
+    def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
+                    ref_logp: torch.Tensor | None = None) -> Iterator[MiniBatch]:
+        """`num_mini_batch` minibatches split by environment over the collected steps.
+
+        Always yields exactly `num_mini_batch` batches, however few steps were collected,
+        so every rank performs the same number of optimiser steps (and collectives).
+        """
+        L = self.step
+        perm = torch.randperm(self.num_envs, generator=generator).to(self.device)
+        valid = self.valid
+        for idx in perm.chunk(num_mini_batch):
+            yield MiniBatch(
+                obs={k: v[:L, idx] for k, v in self.obs.items()},
+                episode_start=self.episode_start[:L, idx],
+                hidden=self.hidden0[:, idx],
+                actions=self.actions[:L, idx],
+                old_logp=self.logp[:L, idx],
+                old_values=self.values[:L, idx],
+                advantages=self.advantages[:L, idx],
+                returns=self.returns[:L, idx],
+                valid=valid[:L, idx],
+                ref_logp=None if ref_logp is None else ref_logp[:L, idx],
+            )

@@ -1,0 +1,96 @@
+"""The once-per-update statistics collective: episode metrics, losses, timings, stop flags.
+
+Each rank packs one float64 vector; a single all-gather gives every rank the
+whole (world_size, K) table, from which sums, means and min/mean/max over ranks
+are computed identically everywhere (so every rank takes the same decisions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from ddppo.distributed import DistContext
+from ddppo.ppo.update import UpdateResult
+from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
+
+PHASES = ("policy_forward", "env_step", "obs_transfer", "storage", "straggler_wait", "gae",
+          "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
+LOSS_KEYS = ("total", "policy", "value", "entropy", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
+             "ratio_mean", "grad_norm", "explained_variance")
+_HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time")
+
+
+@dataclasses.dataclass
+class StepStats:
+    """What one rank contributes for one update."""
+
+    collected: CollectResult
+    result: UpdateResult
+    stop_flags: int
+    update_time: float
+    timings: dict[str, float]
+
+
+@dataclasses.dataclass
+class Reduced:
+    """The same on every rank after the collective."""
+
+    episode_sums: np.ndarray
+    episode_counts: np.ndarray
+    env_steps_this_update: int
+    update_time_max: float
+    skipped_steps: int
+    stop_flags: int
+    losses: dict[str, float]
+    perf: dict[str, float]
+    preempt: dict[str, float]
+
+
+def pack(s: StepStats) -> torch.Tensor:
+    head = [s.collected.steps, float(s.collected.preempted), s.stop_flags, s.result.skipped_steps, s.update_time]
+    losses = [s.result.stats.get(k, float("nan")) for k in LOSS_KEYS]
+    phases = [s.timings.get(p, 0.0) for p in PHASES]
+    return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + losses + phases,
+                        dtype=torch.float64)
+
+
+def unpack(table: np.ndarray, num_envs: int, num_steps: int) -> Reduced:
+    n_ep, n_loss = len(EPISODE_KEYS), len(LOSS_KEYS)
+    head = table[:, : len(_HEAD)]
+    col = len(_HEAD)
+    ep_sums = table[:, col: col + n_ep].sum(0)
+    ep_counts = table[:, col + n_ep: col + 2 * n_ep].sum(0)
+    col += 2 * n_ep
+    loss_table = table[:, col: col + n_loss]
+    phase_table = table[:, col + n_loss:]
+    losses = {}
+    for i, k in enumerate(LOSS_KEYS):
+        vals = loss_table[:, i]
+        reduce = np.nanmin if k == "ratio_min" else np.nanmax if k == "ratio_max" else np.nanmean
+        losses[k] = float(reduce(vals)) if np.isfinite(vals).any() else float("nan")
+    perf = {}
+    for i, phase in enumerate(PHASES):
+        vals = phase_table[:, i]
+        perf[f"perf/{phase}_s"] = float(vals.mean())
+        perf[f"perf/{phase}_s_min"] = float(vals.min())
+        perf[f"perf/{phase}_s_max"] = float(vals.max())
+    perf["perf/update_s"] = float(head[:, 4].max())
+    steps = head[:, 0]
+    preempt = {
+        "preempt/steps_fraction_min": float(steps.min() / num_steps),
+        "preempt/steps_fraction_mean": float(steps.mean() / num_steps),
+        "preempt/num_preempted": float(head[:, 1].sum()),
+        "preempt/straggler_wait_s_max": float(phase_table[:, PHASES.index("straggler_wait")].max()),
+    }
+    flags = 0
+    for f in head[:, 2].astype(np.int64):
+        flags |= int(f)
+    return Reduced(ep_sums, ep_counts, int(steps.sum()) * num_envs, float(head[:, 4].max()),
+                   int(head[:, 3].max()), flags, losses, perf, preempt)
+
+
+def reduce_stats(ctx: DistContext, local: StepStats, num_envs: int, num_steps: int) -> Reduced:
+    return unpack(ctx.all_gather_stats(pack(local)).numpy(), num_envs, num_steps)

@@ -1,0 +1,190 @@
+"""Trainer.train(): collect -> returns -> PPO update -> reduce stats -> log / checkpoint / agree on stop.
+
+Every rank runs this same loop. Per update, every rank performs the same
+collectives in the same order (see ddppo/distributed.py), whatever happened
+locally: a preempted rollout, a skipped update, a signal.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from envs.registry import EnvSpec, make_vec_env
+from ddppo import checkpoint as ckpt
+from ddppo import signals
+from ddppo.config import Config, to_yaml
+from ddppo.distributed import DistContext
+from ddppo.metrics import MetricsWriter, Timer, progress_line
+from ddppo.ppo.policy import Policy
+from ddppo.ppo.update import PPOUpdater
+from ddppo.resume import prepare_run_dir, restore
+from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
+from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.storage import RolloutStorage
+from ddppo.stats import StepStats, reduce_stats
+
+log = logging.getLogger(__name__)
+
+# stop flags, OR-ed over ranks once per update
+STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
+
+
+class Trainer:
+    def __init__(self, cfg: Config, ctx: DistContext):
+        self.cfg, self.ctx = cfg, ctx
+        self.timer = Timer()
+        self.start_time = time.monotonic()
+        prepare_run_dir(cfg, ctx)
+        spec = EnvSpec(num_envs=cfg.env.num_envs, seed=ctx.seed, num_workers=cfg.env.num_workers,
+                       rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
+                       gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1)
+        self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+        try:
+            self._build(spec)
+        except BaseException:
+            self.envs.close()
+            raise
+
+    def _build(self, spec: EnvSpec) -> None:
+        cfg, ctx = self.cfg, self.ctx
+        torch.manual_seed(ctx.seed)
+        np.random.seed(ctx.seed % 2**32)
+        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
+        hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
+        self.storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
+                                      self.envs.action_space, hidden_shape, ctx.device)
+        self.collector = RolloutCollector(self.envs, self.policy, self.storage,
+                                          Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
+                                          cfg.ppo.gamma, ctx.device)
+        self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
+        restored = restore(cfg, ctx, self.policy, self.updater.optimizer, self.collector)
+        if restored is not None:
+            self.update, self.env_steps, self.skipped_in_a_row = restored
+        ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
+        self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
+        self.window: deque = deque(maxlen=cfg.log.window)
+
+    # --------------------------------------------------------------------- loop
+    def train(self) -> int:
+        """Run until the step budget, a signal, the time budget or repeated non-finite updates; exit code."""
+        cfg, ctx = self.cfg, self.ctx
+        if self.env_steps >= cfg.run.total_env_steps:
+            log.info("run already finished: %d/%d env steps", self.env_steps, cfg.run.total_env_steps)
+            return 0
+        last_print = time.monotonic()
+        log.info("training %s on %d rank(s) x %d envs, from update %d", cfg.env.name, ctx.world_size,
+                 cfg.env.num_envs, self.update)
+        while True:
+            update = self.update + 1
+            t0 = time.perf_counter()
+            collected = self.collector.collect(update)
+            with self.timer("straggler_wait"):
+                steps_per_rank = ctx.rollout_barrier(collected.steps)
+            ctx.mark_started()
+            with self.timer("gae"):
+                self.storage.compute_returns(self.collector.last_value(), cfg.ppo.gamma, cfg.ppo.gae_lambda)
+            lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
+            result = self.updater.update(self.storage, self.timer)
+            local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
+                              self.timer.pop())
+            reduced = reduce_stats(ctx, local, cfg.env.num_envs, cfg.rollout.num_steps)
+            self.update = update
+            self.env_steps += int(steps_per_rank.sum().item()) * cfg.env.num_envs
+            self.skipped_in_a_row = self.skipped_in_a_row + 1 if reduced.skipped_steps else 0
+            stop = reduced.stop_flags
+            if self.skipped_in_a_row >= cfg.ppo.max_skipped_updates:
+                stop |= STOP_NONFINITE
+            done = self.env_steps >= cfg.run.total_env_steps
+            with self.timer("log_checkpoint"):
+                scalars = self._scalars(reduced, lr)
+                self.writer.write(update, self.env_steps, scalars)
+                if stop or done or update % cfg.checkpoint.interval_updates == 0:
+                    self._save()
+            if ctx.is_main and (time.monotonic() - last_print >= cfg.log.interval_s or stop or done):
+                last_print = time.monotonic()
+                log.info("update %d | %s", update, progress_line(self.env_steps, cfg.run.total_env_steps,
+                                                                 scalars["perf/fps"], scalars))
+            if stop or done:
+                return self._finish(stop)
+
+    def _local_stop_flags(self) -> int:
+        flags = 0
+        sig = signals.pending()
+        if sig:
+            flags |= STOP_REQUEUE if sig == int(signals.signal.SIGUSR1) else STOP_TERM
+        budget = self.cfg.run.time_budget_s
+        if budget > 0 and time.monotonic() - self.start_time >= budget:
+            flags |= STOP_BUDGET
+        return flags
+
+    def _finish(self, stop: int) -> int:
+        self.writer.flush()
+        if stop & STOP_NONFINITE:
+            log.error("stopping at update %d: %d consecutive updates had non-finite gradients "
+                      "(ppo.max_skipped_updates=%d); lower ppo.lr or check the environment's rewards",
+                      self.update, self.skipped_in_a_row, self.cfg.ppo.max_skipped_updates)
+            return 1
+        if stop:
+            reasons = [n for f, n in ((STOP_REQUEUE, "SIGUSR1"), (STOP_TERM, "SIGTERM/SIGINT"),
+                                      (STOP_BUDGET, "time budget")) if stop & f]
+            log.info("stopping at update %d (%s); checkpoint saved", self.update, ", ".join(reasons))
+            if stop & STOP_REQUEUE and self.ctx.is_main:
+                signals.requeue_slurm_job()
+        else:
+            log.info("finished: %d env steps in %d updates", self.env_steps, self.update)
+        return 0
+
+    # ---------------------------------------------------------------- outputs
+    def _scalars(self, r, lr: float) -> dict[str, float]:
+        cfg = self.cfg
+        self.window.append((r.episode_sums, r.episode_counts, r.env_steps_this_update, r.update_time_max))
+        sums = sum(w[0] for w in self.window)
+        counts = sum(w[1] for w in self.window)
+        fps = sum(w[2] for w in self.window) / max(sum(w[3] for w in self.window), 1e-9)
+        out: dict[str, float] = {"fps": fps, "perf/fps": fps, "perf/fps_update": r.env_steps_this_update /
+                                 max(r.update_time_max, 1e-9), "loss/lr": lr}
+        names = {"return": "reward", "length": "episode_length"}
+        for i, key in enumerate(EPISODE_KEYS):
+            if counts[i] > 0:
+                out[f"train/{names.get(key, key)}"] = float(sums[i] / counts[i])
+        out["train/episodes"] = float(r.episode_counts[0])
+        out.update({f"loss/{k}": v for k, v in r.losses.items()})
+        out.update(r.perf)
+        out.update(r.preempt)
+        out["loss/skipped_steps"] = float(r.skipped_steps)
+        return out
+
+    def _save(self) -> None:
+        """Every rank hands its own state to rank 0, which writes one checkpoint file."""
+        rank_state = {"rng": ckpt.rng_state(), **self.collector.state_dict()}
+        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(rank_state)))
+        if not self.ctx.is_main:
+            return
+        states = [ckpt.from_bytes(b) for b in blobs]
+        payload = {
+            "model": self.policy.state_dict(),
+            "optimizer": self.updater.optimizer.state_dict(),
+            "counters": {"update": self.update, "env_steps": self.env_steps,
+                         "skipped_in_a_row": self.skipped_in_a_row},
+            "config_yaml": to_yaml(self.cfg),
+            "world_size": self.ctx.world_size,
+            "rank_states": states,
+        }
+        try:
+            path = ckpt.save(self.cfg.run.dir, self.update, payload, self.cfg.checkpoint.keep_last)
+            log.debug("saved %s", path)
+        except ckpt.CheckpointError as err:
+            log.error("%s", err)
+        except OSError as err:
+            log.error("could not write checkpoint for update %d (%s); the previous checkpoints are intact",
+                      self.update, err)
+
+    def close(self) -> None:
+        self.writer.close()
+        self.envs.close()
