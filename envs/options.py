@@ -21,21 +21,28 @@ class GridNavOptions:
     map_size: int = 12  # side of the square map in cells
     num_maps: int = 256  # maps generated per rank (seeded); each episode draws one
     max_room_splits: int = 3  # recursive wall splits that carve the map into rooms joined by doors
+    door_width: int = 2  # cells per door
     obstacle_density: float = 0.04  # fraction of free cells turned into furniture-like obstacles
-    num_headings: int = 4  # heading increments in a full turn (4 = 90 degree turns)
+    num_headings: int = 4  # heading increments in a full turn: 4 (90 degree turns) or 8 (diagonal moves too)
     num_rays: int = 16  # rays of the egocentric range scan
+    fov_degrees: float = 360.0  # field of view of the range scan (360 = all around)
     max_range: float = 6.0  # range scan clip, in cells
     success_distance: float = 0.5  # STOP within this geodesic distance (cells) is a success
     max_episode_steps: int = 100  # time limit (a truncation, not a termination)
     min_geodesic: float = 2.0  # minimum start->goal geodesic distance (cells)
+    goals_per_map: int = 32  # goal cells per map with precomputed geodesic distance fields
     slack_reward: float = -0.01  # reward added every step
     success_reward: float = 2.5  # reward for a successful STOP
 
     def problems(self) -> list[str]:
         p = []
-        for key in ("map_size", "num_maps", "num_headings", "num_rays", "max_episode_steps"):
+        for key in ("map_size", "num_maps", "num_rays", "max_episode_steps", "door_width", "goals_per_map"):
             if getattr(self, key) <= 0:
                 p.append(f"{key}={getattr(self, key)} must be > 0")
+        if self.num_headings not in (4, 8):
+            p.append(f"num_headings={self.num_headings} must be 4 or 8 (moves go to neighbouring cells)")
+        if not 0 < self.fov_degrees <= 360:
+            p.append(f"fov_degrees={self.fov_degrees} must be in (0, 360]")
         if self.map_size < 5:
             p.append(f"map_size={self.map_size} must be >= 5 (walls need room)")
         if not 0.0 <= self.obstacle_density < 0.5:
@@ -75,6 +82,7 @@ class SyntheticOptions:
     slow_ranks: list = dataclasses.field(default_factory=list)  # ranks whose steps are slower
     slow_factor: float = 1.0  # step_sleep_s multiplier on slow_ranks
     step_compute: int = 0  # extra busy work per step (matrix size), to make it CPU bound
+    fail_at_step: int = 0  # >0: raise an error at this batched step (fault injection for tests); 0 = never
 
     def problems(self) -> list[str]:
         p = []
@@ -83,4 +91,6 @@ class SyntheticOptions:
                 p.append(f"{key}={getattr(self, key)} must be > 0")
         if self.step_sleep_s < 0 or self.slow_factor <= 0 or self.step_compute < 0:
             p.append("step_sleep_s and step_compute must be >= 0, slow_factor > 0")
+        if self.fail_at_step < 0:
+            p.append(f"fail_at_step={self.fail_at_step} must be >= 0")
         return p
