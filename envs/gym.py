@@ -1,0 +1,142 @@
+"""Any gymnasium environment id as a VecEnv (env.name: gym:<id>).
+
+Built with `gymnasium.make_vec` in same-step autoreset mode, so a finished
+env's last observation comes back in `final_obs` and its first observation of
+the next episode in `obs`. Observations are always a dict: a Box observation
+becomes key "state" (float32), a Discrete one a one-hot "state"; Dict
+observations keep their keys. Box actions are clipped to the action space.
+Each sub-env gets its own seed drawn from `EnvSpec.seed`.
+
+Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps
+only counters (episodes finished, resets done). After `load_state_dict` the
+next `reset()` starts fresh episodes, seeded from (seed, resets done) so a
+resumed run does not replay the episodes it already saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.options import GymOptions
+
+
+class GymVecEnv:
+    """Implements envs.base.VecEnv on top of a gymnasium vector env."""
+
+    def __init__(self, env_id: str, options: GymOptions, spec: Any):
+        problems = options.problems()
+        if problems:
+            raise EnvError("gym options: " + "; ".join(problems))
+        if ":" not in env_id and env_id not in gymnasium.registry:  # "module:Id" registers on import
+            raise EnvError(f"gymnasium has no environment id {env_id!r}; list the ids with "
+                           "`python -c \"import gymnasium; gymnasium.pprint_registry()\"`")
+        kwargs = dict(options.kwargs)
+        if options.max_episode_steps > 0:
+            kwargs["max_episode_steps"] = options.max_episode_steps
+        try:
+            self._env = gymnasium.make_vec(
+                env_id, num_envs=spec.num_envs, vectorization_mode=options.vectorization_mode,
+                vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}, **kwargs)
+        except Exception as exc:  # dependency missing, bad kwargs, ...
+            raise EnvError(f"could not make gymnasium env {env_id!r}: {type(exc).__name__}: {exc}") from exc
+        self.env_id = env_id
+        self.num_envs = spec.num_envs
+        self._seed = spec.seed
+        single_obs, single_act = self._env.single_observation_space, self._env.single_action_space
+        self._convert = _obs_converter(single_obs, env_id)
+        self.observation_space = _dict_space(single_obs)
+        if not isinstance(single_act, (spaces.Discrete, spaces.Box)):
+            self._env.close()
+            raise EnvError(f"gym env {env_id!r} has action space {single_act}; only Discrete and Box are supported")
+        self.action_space = single_act
+        self._ret = np.zeros(self.num_envs, np.float64)
+        self._len = np.zeros(self.num_envs, np.int64)
+        self._episodes = 0
+        self._resets = 0
+
+    def reset(self) -> Obs:
+        entropy = [int(self._seed), self._resets]
+        seeds = np.random.SeedSequence(entropy).generate_state(self.num_envs).tolist()
+        obs, _ = self._env.reset(seed=seeds)
+        self._resets += 1
+        self._ret[:] = 0.0
+        self._len[:] = 0
+        return self._convert(obs)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        acts = np.asarray(actions)
+        if isinstance(self.action_space, spaces.Box):
+            acts = np.clip(acts.astype(self.action_space.dtype).reshape(self.num_envs, *self.action_space.shape),
+                           self.action_space.low, self.action_space.high)
+        else:
+            acts = acts.reshape(self.num_envs).astype(np.int64) + int(self.action_space.start)
+        obs, reward, terminated, truncated, infos = self._env.step(acts)
+        reward = np.asarray(reward, np.float32)
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        self._ret += reward
+        self._len += 1
+        obs = self._convert(obs)
+        final_obs = obs
+        episodes = []
+        done = terminated | truncated
+        if done.any():
+            final_obs = {k: v.copy() for k, v in obs.items()}
+            finals = infos["final_obs"]
+            for i in np.flatnonzero(done):
+                row = self._convert(_batch_of_one(finals[i]))
+                for k in final_obs:
+                    final_obs[k][i] = row[k][0]
+                episodes.append(EpisodeInfo(int(i), {"return": float(self._ret[i]), "length": float(self._len[i])}))
+            self._episodes += len(episodes)
+            self._ret[done] = 0.0
+            self._len[done] = 0
+        return StepResult(obs, reward, terminated, truncated, final_obs, episodes)
+
+    def close(self) -> None:
+        self._env.close()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"episodes": self._episodes, "resets": self._resets}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._episodes = int(state["episodes"])
+        self._resets = int(state["resets"])
+
+
+def _batch_of_one(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return {k: np.asarray(v)[None] for k, v in obs.items()}
+    return np.asarray(obs)[None]
+
+
+def _dict_space(space: spaces.Space) -> spaces.Dict:
+    if isinstance(space, spaces.Dict):
+        return space
+    if isinstance(space, spaces.Discrete):
+        return spaces.Dict({"state": spaces.Box(0.0, 1.0, (int(space.n),), np.float32)})
+    return spaces.Dict({"state": spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                                            dtype=np.float32)})
+
+
+def _obs_converter(space: spaces.Space, env_id: str):
+    """A function turning one batched gymnasium observation into our dict of arrays."""
+    if isinstance(space, spaces.Dict):
+        if not all(isinstance(s, spaces.Box) for s in space.spaces.values()):
+            raise EnvError(f"gym env {env_id!r}: Dict observations must hold only Box spaces, got {space}")
+        return lambda obs: {k: np.asarray(v) for k, v in obs.items()}
+    if isinstance(space, spaces.Box):
+        return lambda obs: {"state": np.asarray(obs, np.float32)}
+    if isinstance(space, spaces.Discrete):
+        eye = np.eye(int(space.n), dtype=np.float32)
+        return lambda obs: {"state": eye[np.asarray(obs, np.int64) - int(space.start)]}
+    raise EnvError(f"gym env {env_id!r} has observation space {space}; supported: Box, Discrete, Dict of Box")
+
+
+def make_gym(env_id: str, options: GymOptions, spec: Any) -> GymVecEnv:
+    """Registry factory for env.name=gym:<id>."""
+    return GymVecEnv(env_id, options, spec)

@@ -1,0 +1,120 @@
+"""A cheap environment with controllable step cost, for distributed and performance tests.
+
+Observation `obs` (obs_dim,) float32 is fresh Gaussian noise each step. The
+reward is 1 when the action equals argmax(W @ obs) for a fixed random matrix W
+(drawn from the seed), else 0: learnable by a linear policy, with a known best
+return of `episode_length` per episode. Episodes last exactly `episode_length`
+steps and end by truncation.
+
+Each batched step sleeps `step_sleep_s` (times `slow_factor` on `slow_ranks`)
+and, with `step_compute` > 0, multiplies two (step_compute, step_compute)
+matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
+(counted since construction), for tests of error handling.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.options import SyntheticOptions
+
+
+class SyntheticFailure(RuntimeError):
+    """The deliberate failure asked for with `fail_at_step`."""
+
+
+class SyntheticEnv:
+    """Implements envs.base.VecEnv."""
+
+    def __init__(self, options: SyntheticOptions, spec: Any):
+        problems = options.problems()
+        if problems:
+            raise EnvError("synthetic options: " + "; ".join(problems))
+        self.options = options
+        self.num_envs = spec.num_envs
+        self.observation_space = gymnasium.spaces.Dict(
+            {"obs": gymnasium.spaces.Box(-np.inf, np.inf, (options.obs_dim,), np.float32)})
+        self.action_space = gymnasium.spaces.Discrete(options.num_actions)
+        self._projection = np.random.default_rng([spec.seed, 1]).standard_normal(
+            (options.obs_dim, options.num_actions)).astype(np.float32)
+        self._rng = np.random.default_rng([spec.seed, 2])
+        slow = spec.rank in [int(r) for r in options.slow_ranks]
+        self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0)
+        self._work = np.ones((options.step_compute, options.step_compute), np.float32) / max(1, options.step_compute)
+        self._obs = np.zeros((self.num_envs, options.obs_dim), np.float32)
+        self._steps = np.zeros(self.num_envs, np.int64)
+        self._ret = np.zeros(self.num_envs, np.float64)
+        self._total_steps = 0
+
+    def reset(self) -> Obs:
+        self._obs = self._draw(self.num_envs)
+        self._steps[:] = 0
+        self._ret[:] = 0.0
+        return {"obs": self._obs.copy()}
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        self._total_steps += 1
+        if self.options.fail_at_step and self._total_steps == self.options.fail_at_step:
+            raise SyntheticFailure(f"synthetic env: deliberate failure at step {self._total_steps} (fail_at_step)")
+        self._burn()
+        a = np.asarray(actions).reshape(self.num_envs)
+        reward = (a == self.best_actions({"obs": self._obs})).astype(np.float32)
+        self._ret += reward
+        self._steps += 1
+        truncated = self._steps >= self.options.episode_length
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        final = self._draw(self.num_envs)  # the observation after this step
+        episodes = []
+        obs = final
+        if truncated.any():
+            idx = np.flatnonzero(truncated)
+            episodes = [EpisodeInfo(int(i), {"return": float(self._ret[i]), "length": float(self._steps[i])})
+                        for i in idx]
+            obs = final.copy()
+            obs[idx] = self._draw(len(idx))
+            self._steps[idx] = 0
+            self._ret[idx] = 0.0
+        self._obs = obs
+        return StepResult({"obs": obs.copy()}, reward, terminated, truncated, {"obs": final}, episodes)
+
+    def close(self) -> None:
+        pass
+
+    def best_actions(self, obs: Obs) -> np.ndarray:
+        """(N,) the rewarded action for each observation (an optimal policy)."""
+        return (np.asarray(obs["obs"], np.float32) @ self._projection).argmax(axis=1)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self._rng.bit_generator.state, "obs": self._obs.copy(), "steps": self._steps.copy(),
+                "ret": self._ret.copy(), "total_steps": self._total_steps, "projection": self._projection.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if np.shape(state["obs"]) != self._obs.shape:
+            raise EnvError(f"synthetic state has obs shape {np.shape(state['obs'])}, expected {self._obs.shape}")
+        if np.shape(state["projection"]) != self._projection.shape:
+            raise EnvError("synthetic state has another obs_dim or num_actions")
+        self._projection = np.array(state["projection"], np.float32)
+        self._rng.bit_generator.state = state["rng"]
+        self._obs = np.array(state["obs"], np.float32)
+        self._steps = np.array(state["steps"], np.int64)
+        self._ret = np.array(state["ret"], np.float64)
+        self._total_steps = int(state["total_steps"])
+
+    def _draw(self, n: int) -> np.ndarray:
+        return self._rng.standard_normal((n, self.options.obs_dim)).astype(np.float32)
+
+    def _burn(self) -> None:
+        if self._sleep_s > 0:
+            time.sleep(self._sleep_s)
+        if self.options.step_compute > 0:
+            self._work = (self._work @ self._work) / np.float32(self.options.step_compute)
+
+
+def make_synthetic(options: SyntheticOptions, spec: Any) -> SyntheticEnv:
+    """Registry factory for env.name=synthetic."""
+    return SyntheticEnv(options, spec)
