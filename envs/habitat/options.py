@@ -1,15 +1,69 @@
-"""Options of the habitat-sim PointNav environment (env.habitat.*)."""
+"""Options of the habitat-sim PointNav environment (env.habitat.*).
+
+Defaults follow the DD-PPO paper (Wijmans et al., 2020) and habitat's PointNav
+task: 256x256 depth clipped to 0-10 m, STOP within 0.2 m (geodesic) of the goal,
+500-step limit, reward -0.01 per step + decrease in geodesic distance + 2.5 on
+success, forward 0.25 m, turns of 10 degrees.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+
+BACKENDS = ("habitat", "grid")
 
 
 @dataclasses.dataclass
 class HabitatOptions:
     """habitat-sim PointNav (see envs/habitat/)."""
 
-    dataset: str = ""  # PointNav episodes: a .json.gz file, or a folder with content/*.json.gz
+    dataset: str = ""  # PointNav episodes: a .json.gz file, or a folder with content/*.json.gz (habitat format)
+    scenes_dir: str = "data/scene_datasets"  # root that episodes' scene_id paths are relative to
+    scenes: list = dataclasses.field(default_factory=list)  # only episodes of these scene names (file stem); empty = all
+    backend: str = "habitat"  # habitat (habitat-sim) | grid (built-in 2-D double of the scene's floor plan, for tests)
+    shuffle: bool = True  # shuffle each env's episodes every pass (grouped by scene, seeded)
+    max_episode_steps: int = 500  # time limit (a truncation, not a termination)
+    success_distance: float = 0.2  # STOP within this geodesic distance (m) of the goal is a success
+    slack_reward: float = -0.01  # reward added every step
+    success_reward: float = 2.5  # reward for a successful STOP
+    distance_reward_scale: float = 1.0  # weight of the per-step decrease in geodesic distance
+    forward_step: float = 0.25  # MOVE_FORWARD distance (m)
+    turn_angle: float = 10.0  # TURN_LEFT / TURN_RIGHT angle (degrees)
+    depth_width: int = 256  # depth image width (pixels)
+    depth_height: int = 256  # depth image height (pixels)
+    min_depth: float = 0.0  # depth clip minimum (m)
+    max_depth: float = 10.0  # depth clip maximum (m)
+    normalize_depth: bool = True  # map [min_depth, max_depth] to [0, 1]
+    rgb: bool = False  # also observe an RGB image (uint8, key "rgb")
+    rgb_width: int = 256  # RGB image width (pixels)
+    rgb_height: int = 256  # RGB image height (pixels)
+    hfov: float = 90.0  # horizontal field of view of both cameras (degrees)
+    sensor_height: float = 1.25  # camera height above the agent's feet (m)
+    agent_height: float = 1.5  # agent cylinder height (m); must match the navmesh
+    agent_radius: float = 0.1  # agent cylinder radius (m); must match the navmesh
+    allow_sliding: bool = True  # slide along walls on collision instead of stopping
+    gpu_device_id: int = -2  # renderer GPU; -2 = this rank's local GPU (or -1 without CUDA), -1 = CPU/EGL software
 
     def problems(self) -> list[str]:
-        return []
+        p = []
+        if self.backend not in BACKENDS:
+            p.append(f"backend={self.backend!r} must be one of {', '.join(BACKENDS)}")
+        if not self.dataset:
+            p.append("dataset='' must name a PointNav .json.gz file or a folder with content/*.json.gz "
+                     "(make one with `python -m envs.habitat.episode_gen`)")
+        for key in ("max_episode_steps", "depth_width", "depth_height", "rgb_width", "rgb_height"):
+            if getattr(self, key) <= 0:
+                p.append(f"{key}={getattr(self, key)} must be > 0")
+        for key in ("success_distance", "forward_step", "turn_angle", "agent_height", "agent_radius",
+                    "sensor_height"):
+            if not getattr(self, key) > 0:
+                p.append(f"{key}={getattr(self, key)} must be > 0")
+        if not 0 < self.hfov < 180:
+            p.append(f"hfov={self.hfov} must be in (0, 180) degrees")
+        if not 0 <= self.min_depth < self.max_depth:
+            p.append(f"min_depth={self.min_depth}, max_depth={self.max_depth}: need 0 <= min_depth < max_depth")
+        if self.gpu_device_id < -2:
+            p.append(f"gpu_device_id={self.gpu_device_id} must be >= -2 (-2 = local GPU, -1 = CPU rendering)")
+        if not all(isinstance(s, str) and s for s in self.scenes):
+            p.append(f"scenes={list(self.scenes)} must be a list of scene names (e.g. [gen_000])")
+        return p

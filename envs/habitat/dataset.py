@@ -1,0 +1,233 @@
+"""habitat's standard PointNav episode format: read, write, partition, iterate.
+
+A dataset is gzipped JSON `{"episodes": [...]}`; each episode has
+`episode_id`, `scene_id`, `start_position` [x, y, z], `start_rotation`
+[x, y, z, w], `goals` [{`position`, `radius`}] and `info.geodesic_distance`
+(other keys are kept and written back). It comes as one file, or as a split
+folder `<split>/<split>.json.gz` (no episodes) + `<split>/content/<scene>.json.gz`,
+so the public Gibson / MP3D / HM3D PointNav datasets load as they are.
+`scene_id` is relative to a scenes root (a leading `data/scene_datasets/` is
+dropped first, as habitat-lab does) unless it is absolute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from envs.base import EnvError
+
+DEFAULT_SCENE_PREFIX = "data/scene_datasets/"
+_KNOWN = ("episode_id", "scene_id", "start_position", "start_rotation", "goals", "info")
+
+
+@dataclasses.dataclass
+class Goal:
+    position: list[float]
+    radius: float | None = None
+
+
+@dataclasses.dataclass
+class Episode:
+    episode_id: str
+    scene_id: str
+    start_position: list[float]
+    start_rotation: list[float]  # [x, y, z, w]
+    goals: list[Goal]
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # other keys of the record, kept as they are
+
+    @property
+    def geodesic_distance(self) -> float | None:
+        d = self.info.get("geodesic_distance") if self.info else None
+        return None if d is None else float(d)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "episode_id": self.episode_id,
+            "scene_id": self.scene_id,
+            "start_position": [float(v) for v in self.start_position],
+            "start_rotation": [float(v) for v in self.start_rotation],
+            "goals": [{"position": [float(v) for v in g.position], "radius": g.radius} for g in self.goals],
+            "info": self.info,
+        }
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, rec: dict[str, Any]) -> "Episode":
+        missing = [k for k in ("episode_id", "scene_id", "start_position", "start_rotation", "goals") if k not in rec]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        pos, rot = [float(v) for v in rec["start_position"]], [float(v) for v in rec["start_rotation"]]
+        if len(pos) != 3 or len(rot) != 4:
+            raise ValueError("start_position needs 3 numbers and start_rotation 4 ([x, y, z, w])")
+        goals = [Goal([float(v) for v in g["position"]], None if g.get("radius") is None else float(g["radius"]))
+                 for g in rec["goals"]]
+        if not goals or any(len(g.position) != 3 for g in goals):
+            raise ValueError("goals must be a non-empty list of {position: [x, y, z], radius}")
+        return cls(str(rec["episode_id"]), str(rec["scene_id"]), pos, rot, goals, dict(rec.get("info") or {}),
+                   {k: v for k, v in rec.items() if k not in _KNOWN})
+
+
+# ---------------------------------------------------------------- files
+def _load_json(path: str) -> dict[str, Any]:
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as err:
+        raise EnvError(f"dataset file {path!r} is not readable gzipped JSON: {err}") from err
+    if not isinstance(data, dict) or not isinstance(data.get("episodes"), list):
+        raise EnvError(f"dataset file {path!r} has no 'episodes' list (not a habitat PointNav dataset)")
+    return data
+
+
+def _parse(path: str) -> list[Episode]:
+    out = []
+    for k, rec in enumerate(_load_json(path)["episodes"]):
+        try:
+            out.append(Episode.from_json(rec))
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            eid = rec.get("episode_id", "?") if isinstance(rec, dict) else "?"
+            raise EnvError(f"dataset file {path!r}: episode #{k} (episode_id {eid!r}) is malformed: {err}") from err
+    return out
+
+
+def _content_files(folder: str) -> list[str]:
+    files = sorted(glob.glob(os.path.join(folder, "*.json.gz")) + glob.glob(os.path.join(folder, "*.json")))
+    if not files:
+        raise EnvError(f"dataset folder {folder!r} holds no *.json.gz episode files")
+    return files
+
+
+def read_episodes(path: str) -> list[Episode]:
+    """Episodes of a dataset file, or of a split folder (content/*.json.gz or *.json.gz)."""
+    if not path:
+        raise EnvError("no dataset given: set env.habitat.dataset to a .json.gz file or a split folder")
+    if os.path.isdir(path):
+        content = os.path.join(path, "content")
+        files = _content_files(content if os.path.isdir(content) else path)
+        return [ep for f in files for ep in _parse(f)]
+    if not os.path.isfile(path):
+        raise EnvError(f"dataset {path!r} does not exist")
+    episodes = _parse(path)
+    content = os.path.join(os.path.dirname(path), "content")
+    if not episodes and os.path.isdir(content):
+        return [ep for f in _content_files(content) for ep in _parse(f)]
+    return episodes
+
+
+def write_episodes(path: str, episodes: list[Episode]) -> None:
+    """One gzipped JSON file (written atomically, byte-reproducible)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    data = json.dumps({"episodes": [ep.to_json() for ep in episodes]}).encode()
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def write_split(folder: str, episodes: list[Episode], split: str | None = None) -> list[str]:
+    """habitat's split layout: `<folder>/<split>.json.gz` (empty) + `content/<scene>.json.gz`."""
+    split = split or os.path.basename(os.path.normpath(folder))
+    by_scene: dict[str, list[Episode]] = {}
+    for ep in episodes:
+        by_scene.setdefault(scene_name(ep.scene_id), []).append(ep)
+    written = []
+    for name, eps in sorted(by_scene.items()):
+        written.append(os.path.join(folder, "content", f"{name}.json.gz"))
+        write_episodes(written[-1], eps)
+    written.append(os.path.join(folder, f"{split}.json.gz"))
+    write_episodes(written[-1], [])
+    return written
+
+
+# ---------------------------------------------------------------- scenes
+def scene_name(scene_id: str) -> str:
+    """`gibson/Adrian.glb` -> `Adrian`."""
+    return os.path.basename(scene_id).split(".")[0]
+
+
+def resolve_scene(scene_id: str, scenes_dir: str) -> str:
+    """The scene file of an episode's scene_id under the scenes root."""
+    if os.path.isabs(scene_id):
+        return scene_id
+    if scene_id.startswith(DEFAULT_SCENE_PREFIX):
+        scene_id = scene_id[len(DEFAULT_SCENE_PREFIX):]
+    return os.path.join(scenes_dir, scene_id)
+
+
+def filter_scenes(episodes: list[Episode], scenes: list[str]) -> list[Episode]:
+    if not scenes:
+        return episodes
+    wanted = set(scenes)
+    return [ep for ep in episodes if scene_name(ep.scene_id) in wanted]
+
+
+# ---------------------------------------------------------------- partition & order
+def partition(episodes: list[Episode], num_slots: int, slot: int) -> list[int]:
+    """Indices of the episodes env `slot` of `num_slots` plays in one pass.
+
+    Episodes are ordered by scene, then cut into `num_slots` contiguous chunks,
+    so every episode belongs to exactly one slot and each slot touches few
+    scenes (switching scenes is the expensive part of a reset). With fewer
+    episodes than slots, slot k plays episode k mod n (some repeat).
+    """
+    if not 0 <= slot < num_slots:
+        raise ValueError(f"slot {slot} is not in [0, {num_slots})")
+    n = len(episodes)
+    if n == 0:
+        raise EnvError("the dataset has no episodes (after env.habitat.scenes filtering)")
+    order = sorted(range(n), key=lambda k: (episodes[k].scene_id, k))
+    lo, hi = slot * n // num_slots, (slot + 1) * n // num_slots
+    return order[lo:hi] if hi > lo else [order[slot % n]]
+
+
+class EpisodeIterator:
+    """Endless passes over one slot's episodes; each pass reshuffled (grouped by scene)."""
+
+    def __init__(self, indices: list[int], scene_of: list[str], seed: int | list[int], shuffle: bool = True):
+        self._indices = list(indices)
+        self._scene_of = scene_of
+        self._shuffle = shuffle
+        self._rng = np.random.default_rng(seed)
+        self._order: list[int] = []
+        self._pos = 0
+
+    def _new_pass(self) -> None:
+        if not self._shuffle:
+            self._order = list(self._indices)
+        else:
+            groups: dict[str, list[int]] = {}
+            for k in self._indices:
+                groups.setdefault(self._scene_of[k], []).append(k)
+            names = sorted(groups)
+            self._rng.shuffle(names)
+            self._order = []
+            for name in names:
+                group = groups[name]
+                self._rng.shuffle(group)
+                self._order += group
+        self._pos = 0
+
+    def __next__(self) -> int:
+        if self._pos >= len(self._order):
+            self._new_pass()
+        k = self._order[self._pos]
+        self._pos += 1
+        return k
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"order": list(self._order), "pos": self._pos, "rng": self._rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._order = [int(k) for k in state["order"]]
+        self._pos = int(state["pos"])
+        self._rng.bit_generator.state = state["rng"]

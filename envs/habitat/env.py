@@ -1,0 +1,176 @@
+"""The habitat PointNav VecEnv (env.name: habitat_pointnav).
+
+`make_habitat_pointnav(options, spec)` builds `spec.num_envs` PointNav envs
+stepped in this process, one simulator each (subprocess workers come from
+envs.vector, which calls this factory once per worker).
+
+Episodes are partitioned so none is played twice in one pass over the dataset:
+the dataset (ordered by scene) is cut into `world_size * worker_count`
+contiguous chunks, one per (rank, worker); each chunk is cut again into one
+contiguous run per env. Each env then plays its own episodes endlessly,
+reshuffled every pass (grouped by scene, since switching scenes is the
+expensive part of a reset).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.habitat.dataset import Episode, EpisodeIterator, filter_scenes, partition, read_episodes, resolve_scene
+from envs.habitat.gridsim import layout_path_for
+from envs.habitat.interface import ACTIONS, SimSettings, make_simulator
+from envs.habitat.options import HabitatOptions
+from envs.habitat.task import GOAL_KEY, PointNavTask
+
+log = logging.getLogger(__name__)
+STATE_VERSION = 1
+
+
+def env_partition(episodes: list[Episode], spec: Any) -> list[list[int]]:
+    """For each of this batch's envs, the indices of the episodes it plays (see module docstring)."""
+    workers = int(getattr(spec, "worker_count", 1) or 1)
+    worker = int(getattr(spec, "worker_index", 0) or 0)
+    groups = spec.world_size * workers
+    group = spec.rank * workers + worker
+    if groups * spec.num_envs > len(episodes):
+        log.warning("only %d episodes for %d envs in total: some envs replay the same episodes in one pass",
+                    len(episodes), groups * spec.num_envs)
+    chunk = partition(episodes, groups, group)
+    sub = [episodes[k] for k in chunk]
+    return [[chunk[j] for j in partition(sub, spec.num_envs, i)] for i in range(spec.num_envs)]
+
+
+def check_files(options: HabitatOptions, episodes: list[Episode], indices: list[int]) -> None:
+    """One EnvError naming the first missing scene/navmesh/floor-plan file and an episode that needs it."""
+    seen: set[str] = set()
+    for k in indices:
+        ep = episodes[k]
+        if ep.scene_id in seen:
+            continue
+        seen.add(ep.scene_id)
+        scene = resolve_scene(ep.scene_id, options.scenes_dir)
+        needed = [("scene file", scene)]
+        if options.backend == "habitat":
+            needed.append(("navmesh", os.path.splitext(scene)[0] + ".navmesh"))
+        else:
+            needed = [("floor plan (grid backend)", layout_path_for(scene))]
+        for what, path in needed:
+            if not os.path.isfile(path):
+                raise EnvError(
+                    f"{what} {path!r} does not exist; needed by episode {ep.episode_id!r} (scene_id "
+                    f"{ep.scene_id!r}) of dataset {options.dataset!r} with env.habitat.scenes_dir="
+                    f"{options.scenes_dir!r}")
+
+
+class HabitatPointNavEnv:
+    """`num_envs` PointNav envs in this process, one simulator each (implements envs.base.VecEnv)."""
+
+    def __init__(self, options: HabitatOptions, spec: Any, episodes: list[Episode] | None = None):
+        found = options.problems()
+        if found:
+            raise EnvError("invalid env.habitat options: " + "; ".join(found))
+        self.opt = options
+        self.num_envs = spec.num_envs
+        if episodes is None:
+            episodes = filter_scenes(read_episodes(options.dataset), list(options.scenes))
+        if not episodes:
+            raise EnvError(f"dataset {options.dataset!r} has no episodes for env.habitat.scenes={options.scenes}")
+        self._episodes = episodes
+        parts = env_partition(episodes, spec)
+        scene_of = [ep.scene_id for ep in episodes]
+        self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
+        gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
+        self._tasks: list[PointNavTask] = []
+        try:  # simulators load no scene yet; building them first reports a missing habitat-sim first
+            for i in range(self.num_envs):
+                settings = SimSettings.from_options(options, gpu_device_id=gpu, seed=spec.seed * 1000 + i)
+                self._tasks.append(PointNavTask(make_simulator(options.backend, settings), options))
+            check_files(options, episodes, [k for part in parts for k in part])
+        except BaseException:
+            self.close()
+            raise
+        self.action_space = gymnasium.spaces.Discrete(len(ACTIONS))
+        high = 1.0 if options.normalize_depth else options.max_depth
+        spaces = {"depth": gymnasium.spaces.Box(0.0, high, (options.depth_height, options.depth_width, 1), np.float32),
+                  GOAL_KEY: gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)}
+        if options.rgb:
+            spaces["rgb"] = gymnasium.spaces.Box(0, 255, (options.rgb_height, options.rgb_width, 3), np.uint8)
+        self.observation_space = gymnasium.spaces.Dict(spaces)
+
+    # ---------------------------------------------------------------- VecEnv
+    def _start_next(self, i: int) -> dict[str, np.ndarray]:
+        k = next(self._iters[i])
+        ep = self._episodes[k]
+        return self._tasks[i].reset(ep, k, resolve_scene(ep.scene_id, self.opt.scenes_dir))
+
+    def _stack(self, rows: list[dict[str, np.ndarray]]) -> Obs:
+        return {key: np.stack([r[key] for r in rows]) for key in self.observation_space.spaces}
+
+    def reset(self) -> Obs:
+        return self._stack([self._start_next(i) for i in range(self.num_envs)])
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        actions = np.asarray(actions).reshape(self.num_envs)
+        n = self.num_envs
+        reward = np.zeros(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        obs_rows, final_rows, finished = [], [], []
+        for i in range(n):
+            obs, r, term, trunc, metrics = self._tasks[i].step(int(actions[i]))
+            reward[i], terminated[i], truncated[i] = r, term, trunc
+            final_rows.append(obs)
+            if metrics is not None:
+                finished.append(EpisodeInfo(env_index=i, metrics=metrics))
+                obs = self._start_next(i)
+            obs_rows.append(obs)
+        return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.sim.close()
+        self._tasks = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "num_episodes": len(self._episodes),
+                "iterators": [it.state_dict() for it in self._iters],
+                "tasks": [task.state_dict() for task in self._tasks]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore episode order and the running episodes (scene, pose, progress) of every env."""
+        if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs \
+                or int(state["num_episodes"]) != len(self._episodes):
+            raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs "
+                           f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
+                           f"{len(self._episodes)} episodes (same env.num_envs and dataset needed)")
+        for it, sub in zip(self._iters, state["iterators"]):
+            it.load_state_dict(sub)
+        for task, sub in zip(self._tasks, state["tasks"]):
+            if sub:
+                ep = self._episodes[int(sub["episode"]["episode_index"])]
+                task.load_state_dict(sub, ep, resolve_scene(ep.scene_id, self.opt.scenes_dir))
+
+    # ---------------------------------------------------------------- introspection
+    def current_episodes(self) -> list[Episode | None]:
+        """The episode each env is playing (None before the first reset)."""
+        return [task.episode for task in self._tasks]
+
+    @property
+    def simulators(self) -> list[Any]:
+        return [task.sim for task in self._tasks]
+
+
+def make_habitat_pointnav(options: HabitatOptions, spec: Any) -> Any:
+    """Registry factory for env.name=habitat_pointnav (in-process; envs.vector handles num_workers > 0)."""
+    if spec.num_workers > 0:
+        from envs.vector import SubprocVecEnv  # noqa: PLC0415
+
+        return SubprocVecEnv("habitat_pointnav", dataclasses.asdict(options), spec, spec.num_workers)
+    return HabitatPointNavEnv(options, spec)

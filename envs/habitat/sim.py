@@ -1,0 +1,249 @@
+"""habitat-sim behind the `NavSimulator` interface.
+
+This is the only module that imports `habitat_sim`, and only when a simulator
+is built. It supports habitat-sim 0.2.x and 0.3.x by using the API both share:
+`ShortestPath` + `pathfinder.find_path` for geodesic distances (0.2.2 has no
+`Simulator.geodesic_distance`), the "collided" flag that `Simulator.step`
+adds to its observations, `recompute_navmesh(pathfinder, settings)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from envs.base import EnvError
+from envs.habitat.interface import SimSettings
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "habitat-sim is needed for env.habitat.backend=habitat but could not be imported ({err}). "
+    "It is not on PyPI for Linux; install the headless build from conda: "
+    "`conda install -c aihabitat -c conda-forge habitat-sim headless`, "
+    "or build it from source (https://github.com/facebookresearch/habitat-sim, `python setup.py install --headless`). "
+    "Without it, env.habitat.backend=grid runs the same task on a 2-D double of generated scenes."
+)
+
+
+def import_habitat_sim() -> Any:
+    """`habitat_sim`, or an EnvError saying how to install it."""
+    try:
+        import habitat_sim  # noqa: PLC0415 - imported lazily on purpose
+    except ImportError as err:  # also covers a broken install (missing shared libraries)
+        raise EnvError(INSTALL_HINT.format(err=err)) from err
+    return habitat_sim
+
+
+def habitat_sim_available() -> bool:
+    try:
+        import_habitat_sim()
+    except EnvError:
+        return False
+    return True
+
+
+def navmesh_path_for(scene_path: str) -> str:
+    """Where habitat-sim looks for a scene's navmesh: `<scene without extension>.navmesh`."""
+    return os.path.splitext(scene_path)[0] + ".navmesh"
+
+
+def _xyzw(q: Any) -> np.ndarray:
+    """A rotation from habitat-sim (numpy-quaternion or magnum) as [x, y, z, w]."""
+    if hasattr(q, "w") and hasattr(q, "x"):  # numpy-quaternion
+        return np.array([q.x, q.y, q.z, q.w], dtype=np.float64)
+    if hasattr(q, "vector") and hasattr(q, "scalar"):  # magnum.Quaternion
+        v = q.vector
+        return np.array([v[0], v[1], v[2], q.scalar], dtype=np.float64)
+    return np.asarray(q, dtype=np.float64).reshape(4)
+
+
+class HabitatSim:
+    """One habitat-sim Simulator with one agent (depth and optional RGB cameras)."""
+
+    def __init__(self, settings: SimSettings):
+        self._hs = import_habitat_sim()
+        self.settings = settings
+        self._sim: Any = None
+        self.scene_path = ""
+
+    # ---------------------------------------------------------------- config
+    def _camera(self, uuid: str, sensor_type: Any, height: int, width: int, channels: int) -> Any:
+        spec = self._hs.CameraSensorSpec()
+        spec.uuid = uuid
+        spec.sensor_type = sensor_type
+        spec.resolution = [height, width]
+        spec.position = [0.0, self.settings.sensor_height, 0.0]
+        spec.channels = channels
+        try:
+            spec.hfov = float(self.settings.hfov)
+        except TypeError:  # builds whose setter wants a magnum angle
+            import magnum  # noqa: PLC0415 - ships with habitat-sim
+
+            spec.hfov = magnum.Deg(float(self.settings.hfov))
+        return spec
+
+    def _config(self, scene_path: str) -> Any:
+        hs, s = self._hs, self.settings
+        sim_cfg = hs.SimulatorConfiguration()
+        sim_cfg.scene_id = scene_path
+        sim_cfg.gpu_device_id = s.gpu_device_id
+        sim_cfg.random_seed = s.seed
+        sim_cfg.enable_physics = False
+        sim_cfg.allow_sliding = s.allow_sliding
+        sensors = []
+        if s.depth_sensor:
+            sensors.append(self._camera("depth", hs.SensorType.DEPTH, s.depth_height, s.depth_width, 1))
+        if s.rgb:
+            sensors.append(self._camera("rgb", hs.SensorType.COLOR, s.rgb_height, s.rgb_width, 4))
+        agent = hs.agent.AgentConfiguration()
+        agent.height = s.agent_height
+        agent.radius = s.agent_radius
+        agent.sensor_specifications = sensors
+        act, amount = hs.agent.ActionSpec, hs.agent.ActuationSpec
+        agent.action_space = {
+            "move_forward": act("move_forward", amount(amount=s.forward_step)),
+            "turn_left": act("turn_left", amount(amount=s.turn_angle)),
+            "turn_right": act("turn_right", amount(amount=s.turn_angle)),
+        }
+        return hs.Configuration(sim_cfg, [agent])
+
+    def load_scene(self, scene_path: str) -> None:
+        if scene_path == self.scene_path and self._sim is not None:
+            return
+        if not os.path.isfile(scene_path):
+            raise EnvError(f"scene file {scene_path!r} does not exist")
+        navmesh = navmesh_path_for(scene_path)
+        if self.settings.require_navmesh and not os.path.isfile(navmesh):
+            raise EnvError(f"navmesh {navmesh!r} of scene {scene_path!r} does not exist; "
+                           f"make it with `python -m envs.habitat.scene_gen navmesh {scene_path}`")
+        config = self._config(scene_path)
+        try:
+            if self._sim is None:
+                self._sim = self._hs.Simulator(config)
+            else:
+                self._sim.reconfigure(config)
+        except Exception as err:  # habitat-sim raises plain RuntimeError/AssertionError
+            raise EnvError(f"habitat-sim could not load scene {scene_path!r}: {err}") from err
+        self.scene_path = scene_path
+        pathfinder = self._sim.pathfinder
+        if not pathfinder.is_loaded and os.path.isfile(navmesh):
+            pathfinder.load_nav_mesh(navmesh)
+        if self.settings.require_navmesh and not pathfinder.is_loaded:
+            raise EnvError(f"habitat-sim could not load navmesh {navmesh!r} of scene {scene_path!r}")
+        self.seed(self.settings.seed)
+
+    def _require(self) -> Any:
+        if self._sim is None:
+            raise EnvError("HabitatSim: load_scene() must be called before using the simulator")
+        return self._sim
+
+    # ---------------------------------------------------------------- agent
+    def seed(self, seed: int) -> None:
+        sim = self._require()
+        sim.seed(int(seed))
+        sim.pathfinder.seed(int(seed))
+
+    def set_agent_pose(self, position: np.ndarray, rotation: np.ndarray) -> None:
+        state = self._hs.AgentState()
+        state.position = np.asarray(position, dtype=np.float32)
+        q = np.asarray(rotation, dtype=np.float64)
+        state.rotation = q / np.linalg.norm(q)
+        self._require().get_agent(0).set_state(state, reset_sensors=True)
+
+    def agent_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        state = self._require().get_agent(0).get_state()
+        return np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation)
+
+    def _convert(self, raw: dict) -> dict[str, np.ndarray]:
+        # habitat-sim reuses its observation buffers between steps: copy them out
+        obs = {}
+        if "depth" in raw:
+            obs["depth"] = np.array(raw["depth"], dtype=np.float32, copy=True).reshape(
+                self.settings.depth_height, self.settings.depth_width)
+        if "rgb" in raw:
+            obs["rgb"] = np.array(np.asarray(raw["rgb"])[..., :3], dtype=np.uint8, copy=True)
+        return obs
+
+    def observe(self) -> dict[str, np.ndarray]:
+        return self._convert(self._require().get_sensor_observations())
+
+    def step(self, action: str) -> tuple[dict[str, np.ndarray], bool]:
+        raw = self._require().step(action)
+        return self._convert(raw), bool(raw.get("collided", False))
+
+    # ---------------------------------------------------------------- navmesh
+    def sample_navigable_point(self) -> np.ndarray:
+        return np.asarray(self._require().pathfinder.get_random_navigable_point(), dtype=np.float64)
+
+    def is_navigable(self, point: np.ndarray) -> bool:
+        return bool(self._require().pathfinder.is_navigable(np.asarray(point, dtype=np.float32)))
+
+    def snap_point(self, point: np.ndarray) -> np.ndarray:
+        return np.asarray(self._require().pathfinder.snap_point(np.asarray(point, dtype=np.float32)),
+                          dtype=np.float64)
+
+    def _find_path(self, start: np.ndarray, end: np.ndarray) -> Any:
+        path = self._hs.ShortestPath()
+        path.requested_start = np.asarray(start, dtype=np.float32)
+        path.requested_end = np.asarray(end, dtype=np.float32)
+        found = self._require().pathfinder.find_path(path)
+        return path if found else None
+
+    def geodesic_distance(self, start: np.ndarray, end: np.ndarray) -> float:
+        path = self._find_path(start, end)
+        if path is None:
+            return math.inf
+        d = float(path.geodesic_distance)
+        return d if math.isfinite(d) else math.inf
+
+    def shortest_path(self, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+        path = self._find_path(start, end)
+        if path is None:
+            return []
+        return [np.asarray(p, dtype=np.float64) for p in path.points]
+
+    def recompute_navmesh(self) -> float:
+        """Compute the loaded scene's navmesh for this agent's radius and height; returns its area (m^2)."""
+        sim = self._require()
+        settings = self._hs.nav.NavMeshSettings()
+        settings.set_defaults()
+        settings.agent_radius = self.settings.agent_radius
+        settings.agent_height = self.settings.agent_height
+        if not sim.recompute_navmesh(sim.pathfinder, settings):
+            raise EnvError(f"habitat-sim could not compute a navmesh for {self.scene_path!r}")
+        return float(sim.pathfinder.navigable_area)
+
+    def save_navmesh(self, path: str) -> None:
+        if not self._require().pathfinder.save_nav_mesh(path):
+            raise EnvError(f"habitat-sim could not save the navmesh to {path!r}")
+
+    def close(self) -> None:
+        if self._sim is not None:
+            self._sim.close()
+            self._sim = None
+            self.scene_path = ""
+
+
+def compute_navmesh(scene_path: str, settings: SimSettings, out_path: str | None = None) -> tuple[str, float]:
+    """Compute and save `<scene>.navmesh` (or `out_path`); returns (path, navigable area m^2).
+
+    habitat-sim only builds scene collision data when a renderer exists, so the
+    simulator is made with a small depth camera.
+    """
+    small = dataclasses.replace(settings, depth_width=16, depth_height=16, depth_sensor=True, rgb=False,
+                                require_navmesh=False)
+    sim = HabitatSim(small)
+    try:
+        sim.load_scene(scene_path)
+        area = sim.recompute_navmesh()
+        out = out_path or navmesh_path_for(scene_path)
+        sim.save_navmesh(out)
+    finally:
+        sim.close()
+    return out, area
