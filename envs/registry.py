@@ -55,10 +55,24 @@ class EnvSpec:
     world_size: int = 1
     local_rank: int = 0
     gpu_device_id: int = -1  # renderer device for simulators; -1 = CPU/EGL software
+    worker_index: int = 0  # which share of this rank's envs this batch is (set for subprocess workers)
+    worker_count: int = 1  # how many shares this rank's envs are split into (e.g. to partition episodes)
+    worker_timeout_s: float = 60.0  # a subprocess worker silent this long on a step/reset is reported as hung
+    worker_start_timeout_s: float = 600.0  # the same for building the envs in a worker
 
 
 def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv:
-    """Build the named environment batch. `options` is its option section as a dict."""
+    """Build the named environment batch. `options` is its option section as a dict.
+
+    With `spec.num_workers > 0` the envs are split over that many subprocess
+    workers (envs.vector.SubprocVecEnv); each worker calls this with num_workers=0.
+    """
+    if spec.num_workers > 0:
+        if section_for(name) is None:
+            raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
+        from envs.vector import SubprocVecEnv
+
+        return SubprocVecEnv(name, options, spec, spec.num_workers)
     if name.startswith(GYM_PREFIX):
         from envs.gym import make_gym
 

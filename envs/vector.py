@@ -1,0 +1,317 @@
+"""Subprocess env workers with shared-memory observations.
+
+`SubprocVecEnv` splits a rank's `num_envs` over `num_workers` worker processes.
+Each worker builds its own in-process VecEnv through the registry (with a
+derived seed, its share of the envs and `worker_index`/`worker_count` set in
+its EnvSpec) and writes observations, final observations, rewards and done
+flags straight into shared memory; actions, commands and episode summaries
+travel over pipes.
+
+Robustness: workers ignore SIGINT, SIGTERM and SIGUSR1 (the trainer owns
+signal handling and closes the workers); an exception in a worker is raised in
+the parent as EnvError with the worker's index and traceback; a worker that
+dies or does not answer within `EnvSpec.worker_timeout_s` is reported as an
+EnvError naming it instead of hanging. After any such error the env is broken:
+further calls raise, and `close()` (always safe, idempotent, also run at garbage
+collection and interpreter exit) terminates the workers and frees the memory.
+Workers are started with "forkserver" (never a plain fork: the parent may have
+imported torch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing as mp
+import multiprocessing.connection
+import signal
+import time
+import traceback
+import weakref
+from multiprocessing import shared_memory
+from typing import Any, Mapping
+
+import numpy as np
+
+from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+
+log = logging.getLogger(__name__)
+
+_PRELOAD = ["numpy", "gymnasium", "envs.base", "envs.registry"]
+
+
+def worker_spec(spec: Any, worker_index: int, num_workers: int) -> Any:
+    """The EnvSpec worker `worker_index` builds its envs with: its share of num_envs (the first
+    workers take one more when it does not divide), in-process (num_workers=0), and a seed of its
+    own; worker 0 keeps the rank's seed, so one worker reproduces in-process stepping."""
+    counts = _split(spec.num_envs, num_workers)
+    seed = spec.seed if worker_index == 0 else int(np.random.SeedSequence([spec.seed, worker_index]).generate_state(1)[0])
+    return dataclasses.replace(spec, num_envs=counts[worker_index], seed=seed, num_workers=0,
+                               worker_index=worker_index, worker_count=num_workers)
+
+
+def _split(n: int, parts: int) -> list[int]:
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+class SubprocVecEnv:
+    """Implements envs.base.VecEnv with `num_workers` subprocesses (see the module docstring)."""
+
+    def __init__(self, name: str, options: Mapping[str, Any], spec: Any, num_workers: int,
+                 start_method: str = "forkserver"):
+        if not 0 < num_workers <= spec.num_envs:
+            raise EnvError(f"env.num_workers={num_workers} must be in [1, num_envs={spec.num_envs}]")
+        self.num_envs = spec.num_envs
+        self.num_workers = num_workers
+        self._timeout_s = float(spec.worker_timeout_s)
+        self._broken: str | None = None
+        counts = _split(spec.num_envs, num_workers)
+        self._bounds = [(sum(counts[:w]), sum(counts[:w + 1])) for w in range(num_workers)]
+        ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            ctx.set_forkserver_preload(_PRELOAD)
+        self._res = _Resources()
+        self._finalizer = weakref.finalize(self, self._res.close)
+        for w in range(num_workers):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, name=f"env-worker-{w}",
+                               args=(child, name, dict(options), worker_spec(spec, w, num_workers)))
+            proc.start()
+            child.close()
+            self._res.conns.append(parent)
+            self._res.procs.append(proc)
+        try:
+            spaces = self._gather("build", float(spec.worker_start_timeout_s))
+            self.observation_space, self.action_space = spaces[0]
+            for w, other in enumerate(spaces):
+                if other != spaces[0]:
+                    raise EnvError(f"env worker {w} built spaces {other}, worker 0 built {spaces[0]}")
+            self._attach()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self._res.procs]
+
+    # ---- VecEnv ---------------------------------------------------------------------------
+    def reset(self) -> Obs:
+        self._broadcast("reset")
+        return {k: v.copy() for k, v in self._views["obs"].items()}
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        actions = np.asarray(actions)
+        for w, (lo, hi) in enumerate(self._bounds):
+            self._send(w, "step", actions[lo:hi])
+        replies = self._gather("step", self._timeout_s)
+        episodes = [EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics)
+                    for w, eps in enumerate(replies) for e in eps]
+        v = self._views
+        return StepResult(
+            obs={k: a.copy() for k, a in v["obs"].items()},
+            reward=v["reward"].copy(),
+            terminated=v["terminated"].copy(),
+            truncated=v["truncated"].copy(),
+            final_obs={k: a.copy() for k, a in v["final_obs"].items()},
+            episodes=episodes,
+        )
+
+    def close(self) -> None:
+        self._views = {}
+        self._finalizer()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"workers": self._broadcast("state_dict")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "workers" not in state:
+            raise EnvError("env state was saved without subprocess workers (env.num_workers=0); "
+                           f"this run has env.num_workers={self.num_workers}")
+        workers = state["workers"]
+        if len(workers) != self.num_workers:
+            raise EnvError(f"env state holds {len(workers)} workers, this run has env.num_workers={self.num_workers}")
+        for w, sub in enumerate(workers):
+            self._send(w, "load_state_dict", sub)
+        self._gather("load_state_dict", self._timeout_s)
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def _attach(self) -> None:
+        """Allocate one shared block for all batched outputs and give each worker its rows."""
+        n = self.num_envs
+        fields = [(f"obs/{k}", (n, *s.shape), s.dtype) for k, s in self.observation_space.spaces.items()]
+        fields += [(f"final_obs/{k}", (n, *s.shape), s.dtype) for k, s in self.observation_space.spaces.items()]
+        fields += [("reward", (n,), np.float32), ("terminated", (n,), bool), ("truncated", (n,), bool)]
+        layout, offset = [], 0
+        for key, shape, dtype in fields:
+            layout.append((key, shape, np.dtype(dtype).str, offset))
+            offset += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
+        self._res.shm = shared_memory.SharedMemory(create=True, size=max(offset, 64))
+        self._views = _views(self._res.shm, layout, 0, n)
+        for w, (lo, hi) in enumerate(self._bounds):
+            self._send(w, "attach", (self._res.shm.name, layout, lo, hi))
+        self._gather("attach", self._timeout_s)
+
+    def _broadcast(self, cmd: str, arg: Any = None) -> list[Any]:
+        for w in range(self.num_workers):
+            self._send(w, cmd, arg)
+        return self._gather(cmd, self._timeout_s)
+
+    def _send(self, w: int, cmd: str, arg: Any = None) -> None:
+        if self._broken:
+            raise EnvError(f"env workers are unusable after an earlier error: {self._broken}")
+        try:
+            self._res.conns[w].send((cmd, arg))
+        except (BrokenPipeError, ConnectionResetError, OSError) as exc:
+            self._fail(f"env worker {w} cannot be reached for {cmd!r} ({exc}); {self._exit_text(w)}")
+
+    def _gather(self, cmd: str, timeout_s: float) -> list[Any]:
+        """One reply per worker, in worker order; raises EnvError on an error, a death or a timeout."""
+        conns, procs = self._res.conns, self._res.procs
+        replies: dict[int, Any] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(replies) < len(conns):
+            waiting = [w for w in range(len(conns)) if w not in replies]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._fail(f"env worker(s) {waiting} did not answer {cmd!r} within {timeout_s:g} s "
+                           "(hung or too slow; see EnvSpec.worker_timeout_s)")
+            handles = [conns[w] for w in waiting] + [procs[w].sentinel for w in waiting]
+            ready = mp.connection.wait(handles, timeout=remaining)
+            for w in waiting:
+                if conns[w] in ready or (procs[w].sentinel in ready and conns[w].poll()):
+                    try:
+                        status, payload = conns[w].recv()
+                    except (EOFError, OSError):
+                        procs[w].join(1.0)
+                        self._fail(f"env worker {w} died during {cmd!r}; {self._exit_text(w)}")
+                    if status == "error":
+                        self._fail(f"env worker {w} failed during {cmd!r}:\n{payload}")
+                    replies[w] = payload
+                elif procs[w].sentinel in ready:
+                    procs[w].join(1.0)
+                    self._fail(f"env worker {w} died during {cmd!r}; {self._exit_text(w)}")
+        return [replies[w] for w in range(len(conns))]
+
+    def _exit_text(self, w: int) -> str:
+        proc = self._res.procs[w]
+        code = proc.exitcode
+        if code is None:
+            return f"pid {proc.pid} still running"
+        if code < 0:
+            return f"pid {proc.pid} killed by signal {signal.Signals(-code).name}"
+        return f"pid {proc.pid} exited with code {code}"
+
+    def _fail(self, message: str) -> None:
+        self._broken = message.splitlines()[0]
+        self._res.join_s = 0.5  # a broken worker may never answer "close": do not wait long for it
+        raise EnvError(message)
+
+
+class _Resources:
+    """Processes, pipes and shared memory; `close` is safe to call at any time, any number of times."""
+
+    def __init__(self):
+        self.procs: list[Any] = []
+        self.conns: list[Any] = []
+        self.shm: shared_memory.SharedMemory | None = None
+        self.join_s = 5.0  # how long close() waits for workers to exit before killing them
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(("close", None))
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass
+        deadline = time.monotonic() + self.join_s
+        for proc in self.procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self.procs:
+            if proc.is_alive():
+                log.warning("env worker %s (pid %s) did not exit; terminating it", proc.name, proc.pid)
+                proc.kill()
+                proc.join(2.0)
+        for conn in self.conns:
+            conn.close()
+        if self.shm is not None:
+            self.shm.close()
+            try:
+                self.shm.unlink()
+            except FileNotFoundError:
+                pass
+        self.procs, self.conns, self.shm = [], [], None
+
+
+def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
+    """Numpy views of rows lo:hi of every field: {"obs": {key: arr}, "final_obs": {...}, "reward": arr, ...}."""
+    views: dict[str, Any] = {"obs": {}, "final_obs": {}}
+    for key, shape, dtype, offset in layout:
+        array = np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)[lo:hi]
+        group, _, sub = key.partition("/")
+        if sub:
+            views[group][sub] = array
+        else:
+            views[group] = array
+    return views
+
+
+def _worker_main(conn, name: str, options: dict, spec: Any) -> None:
+    """Worker process: build the env, then serve commands until "close" or the parent goes away."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+    from envs.registry import make_vec_env
+
+    env, shm, views = None, None, None
+    try:
+        try:
+            env = make_vec_env(name, options, spec)
+            conn.send(("ok", (env.observation_space, env.action_space)))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+            return
+        while True:
+            try:
+                cmd, arg = conn.recv()
+            except (EOFError, OSError):  # the parent is gone
+                return
+            if cmd == "close":
+                return
+            try:
+                if cmd == "attach":
+                    shm_name, layout, lo, hi = arg
+                    shm = shared_memory.SharedMemory(name=shm_name)
+                    views = _views(shm, layout, lo, hi)
+                    reply = None
+                elif cmd == "reset":
+                    _write(views["obs"], env.reset())
+                    reply = None
+                elif cmd == "step":
+                    result = env.step(arg)
+                    _write(views["obs"], result.obs)
+                    _write(views["final_obs"], result.final_obs)
+                    views["reward"][:] = result.reward
+                    views["terminated"][:] = result.terminated
+                    views["truncated"][:] = result.truncated
+                    reply = result.episodes
+                elif cmd == "state_dict":
+                    reply = env.state_dict()
+                elif cmd == "load_state_dict":
+                    env.load_state_dict(arg)
+                    reply = None
+                else:
+                    raise EnvError(f"unknown env worker command {cmd!r}")
+                conn.send(("ok", reply))
+            except Exception:
+                conn.send(("error", traceback.format_exc()))
+    finally:
+        views = None
+        if env is not None:
+            env.close()
+        if shm is not None:
+            shm.close()
+        conn.close()
+
+
+def _write(dest: dict[str, np.ndarray], obs: Obs) -> None:
+    for k, v in dest.items():
+        v[:] = obs[k]

@@ -1,0 +1,165 @@
+"""Subprocess env workers: same results as in-process stepping, errors instead of hangs, cleanup."""
+
+import dataclasses
+import os
+import signal
+import time
+from multiprocessing import shared_memory
+
+import numpy as np
+import pytest
+
+from envs.base import EnvError, VecEnv
+from envs.registry import EnvSpec, make_vec_env
+from envs.vector import SubprocVecEnv, worker_spec
+
+GRID = {"num_maps": 4, "max_episode_steps": 15}
+
+
+@pytest.fixture
+def closing():
+    envs = []
+    yield envs.append
+    for env in envs:
+        env.close()
+
+
+def in_process(name, options, spec, num_workers):
+    """The envs each worker builds, built here."""
+    return [make_vec_env(name, options, worker_spec(spec, w, num_workers)) for w in range(num_workers)]
+
+
+def assert_same_steps(sub, parts, actions):
+    first = sub.reset()
+    expected = [p.reset() for p in parts]
+    for k in first:
+        np.testing.assert_array_equal(first[k], np.concatenate([e[k] for e in expected]))
+    for act in actions:
+        got = sub.step(act)
+        offset, eps, rows = 0, [], []
+        for p in parts:
+            rows.append(p.step(act[offset:offset + p.num_envs]))
+            eps += [(e.env_index + offset, e.metrics) for e in rows[-1].episodes]
+            offset += p.num_envs
+        for k in got.obs:
+            np.testing.assert_array_equal(got.obs[k], np.concatenate([r.obs[k] for r in rows]))
+            done = got.done
+            np.testing.assert_array_equal(got.final_obs[k][done], np.concatenate([r.final_obs[k] for r in rows])[done])
+        for field in ("reward", "terminated", "truncated"):
+            np.testing.assert_array_equal(getattr(got, field), np.concatenate([getattr(r, field) for r in rows]))
+        assert [(e.env_index, e.metrics) for e in got.episodes] == eps
+
+
+def test_workers_step_like_in_process_envs(closing):
+    spec = EnvSpec(num_envs=5, seed=11, num_workers=2)
+    sub = make_vec_env("gridnav", GRID, spec)
+    closing(sub)
+    assert isinstance(sub, SubprocVecEnv) and isinstance(sub, VecEnv)
+    assert sub.num_envs == 5 and sub.observation_space["depth"].shape == (16,)
+    parts = in_process("gridnav", GRID, spec, 2)
+    assert [p.num_envs for p in parts] == [3, 2]
+    assert_same_steps(sub, parts, np.random.default_rng(0).integers(0, 4, (40, 5)))
+
+
+def test_one_worker_reproduces_in_process_stepping_and_state_round_trips(closing):
+    spec = EnvSpec(num_envs=3, seed=4, num_workers=1)
+    sub = make_vec_env("gridnav", GRID, spec)
+    closing(sub)
+    local = make_vec_env("gridnav", GRID, dataclasses.replace(spec, num_workers=0))
+    actions = np.random.default_rng(1).integers(0, 4, (30, 3))
+    assert_same_steps(sub, [local], actions[:10])
+    state = sub.state_dict()
+    assert len(state["workers"]) == 1
+    sub.load_state_dict({"workers": [local.state_dict()]})
+    for act in actions[10:]:
+        np.testing.assert_array_equal(sub.step(act).obs["depth"], local.step(act).obs["depth"])
+    with pytest.raises(EnvError, match="2 workers"):
+        sub.load_state_dict({"workers": [state["workers"][0]] * 2})
+    with pytest.raises(EnvError, match="without subprocess workers"):
+        sub.load_state_dict(local.state_dict())
+
+
+def test_worker_specs_split_envs_and_partition_work():
+    spec = EnvSpec(num_envs=7, seed=3, rank=2)
+    specs = [worker_spec(spec, w, 3) for w in range(3)]
+    assert [s.num_envs for s in specs] == [3, 2, 2]
+    assert [(s.worker_index, s.worker_count, s.num_workers, s.rank) for s in specs] == [
+        (0, 3, 0, 2), (1, 3, 0, 2), (2, 3, 0, 2)]
+    assert specs[0].seed == 3 and len({s.seed for s in specs}) == 3
+
+
+def test_gym_env_through_workers(closing):
+    sub = make_vec_env("gym:CartPole-v1", {}, EnvSpec(num_envs=4, seed=0, num_workers=2))
+    closing(sub)
+    sub.reset()
+    done = 0
+    for _ in range(60):
+        res = sub.step(np.ones(4, dtype=np.int64))
+        done += len(res.episodes)
+    assert done >= 4 and res.obs["state"].shape == (4, 4)
+
+
+def test_worker_exception_is_raised_with_its_traceback(closing):
+    sub = make_vec_env("synthetic", {"fail_at_step": 2}, EnvSpec(num_envs=4, seed=0, num_workers=2))
+    closing(sub)
+    sub.reset()
+    sub.step(np.zeros(4, int))
+    with pytest.raises(EnvError, match=r"(?s)env worker \d failed during 'step'.*Traceback.*SyntheticFailure"):
+        sub.step(np.zeros(4, int))
+    with pytest.raises(EnvError, match="unusable"):
+        sub.step(np.zeros(4, int))
+
+
+def test_build_error_in_a_worker_is_reported():
+    with pytest.raises(EnvError, match=r"(?s)env worker 0 failed during 'build'.*num_headings"):
+        make_vec_env("gridnav", {"num_headings": 6}, EnvSpec(num_envs=2, seed=0, num_workers=1))
+
+
+def test_killed_worker_is_reported_fast(closing):
+    sub = make_vec_env("synthetic", {}, EnvSpec(num_envs=4, seed=0, num_workers=2))
+    closing(sub)
+    sub.reset()
+    os.kill(sub.worker_pids[1], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(EnvError, match="env worker 1 .*SIGKILL"):
+        sub.step(np.zeros(4, int))
+    assert time.monotonic() - start < 5
+
+
+def test_hung_worker_times_out(closing):
+    spec = EnvSpec(num_envs=2, seed=0, num_workers=2, worker_timeout_s=0.3)
+    sub = make_vec_env("synthetic", {"step_sleep_s": 30.0, "slow_ranks": [0]}, spec)
+    closing(sub)
+    sub.reset()
+    start = time.monotonic()
+    with pytest.raises(EnvError, match=r"env worker\(s\) \[0, 1\] did not answer 'step' within 0.3 s"):
+        sub.step(np.zeros(2, int))
+    sub.close()  # kills the sleeping workers instead of waiting for them
+    assert time.monotonic() - start < 5
+
+
+def test_workers_ignore_interrupt_terminate_and_usr1(closing):
+    sub = make_vec_env("synthetic", {}, EnvSpec(num_envs=2, seed=0, num_workers=2))
+    closing(sub)
+    sub.reset()
+    for pid in sub.worker_pids:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+            os.kill(pid, sig)
+    time.sleep(0.2)
+    assert sub.step(np.zeros(2, int)).obs["obs"].shape == (2, 8)
+
+
+def test_close_stops_workers_and_frees_shared_memory():
+    sub = make_vec_env("synthetic", {}, EnvSpec(num_envs=2, seed=0, num_workers=2))
+    sub.reset()
+    procs, name = list(sub._res.procs), sub._res.shm.name
+    sub.close()
+    sub.close()
+    assert not any(p.is_alive() for p in procs)
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
+
+
+def test_bad_worker_count_is_rejected():
+    with pytest.raises(EnvError, match="num_workers=3"):
+        make_vec_env("synthetic", {}, EnvSpec(num_envs=2, seed=0, num_workers=3))
