@@ -1,0 +1,64 @@
+"""Raw env stepping speed (env-steps/s, random actions, no policy) for a few batch sizes.
+
+    python benchmarks/env_fps.py [--seconds 1.0] [--workers 2]
+
+Prints figures only; performance is never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from envs.registry import EnvSpec, make_vec_env  # noqa: E402
+
+
+def steps_per_second(name: str, options: dict, spec: EnvSpec, seconds: float) -> float:
+    env = make_vec_env(name, options, spec)
+    try:
+        env.reset()
+        space = env.action_space
+        rng = np.random.default_rng(0)
+        if hasattr(space, "n"):
+            actions = rng.integers(0, space.n, (256, spec.num_envs))
+        else:
+            actions = rng.uniform(space.low, space.high, (256, spec.num_envs, *space.shape)).astype(np.float32)
+        for a in actions[:10]:  # warm up
+            env.step(a)
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for a in actions[:32]:
+                env.step(a)
+            steps += 32
+        return steps * spec.num_envs / (time.perf_counter() - start)
+    finally:
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.0, help="measuring time per configuration")
+    parser.add_argument("--workers", type=int, default=2, help="subprocess workers for the SubprocVecEnv rows")
+    args = parser.parse_args()
+    rows = [
+        ("gridnav", {}, [1, 16, 64, 256], 0),
+        ("gridnav", {"num_headings": 8}, [64], 0),
+        ("gym:CartPole-v1", {}, [1, 16, 64], 0),
+        ("synthetic", {}, [64], 0),
+        ("gridnav", {}, [64, 256], args.workers),
+    ]
+    print(f"{'env':<18} {'options':<20} {'workers':>7} {'num_envs':>8} {'env-steps/s':>12}")
+    for name, options, sizes, workers in rows:
+        for n in sizes:
+            fps = steps_per_second(name, options, EnvSpec(num_envs=n, seed=0, num_workers=workers), args.seconds)
+            print(f"{name:<18} {str(options or '-'):<20} {workers:>7} {n:>8} {fps:>12,.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
