@@ -35,7 +35,7 @@ class RunConfig:
     seed: int = 0  # base seed; rank r uses a seed derived from (seed, r)
     total_env_steps: int = 2_000_000  # env steps summed over all ranks; training stops after reaching it
     time_budget_s: float = 0.0  # wall-clock budget of this process in seconds (0 = none); stops with a checkpoint
-    torch_threads: int = 0  # intra-op threads per rank (0 = CPU cores / ranks on this node)
+    torch_threads: int = 1  # intra-op threads per rank (0 = CPU cores / ranks on this node); small RL nets are fastest with 1
     deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact resume on CPU)
 
 

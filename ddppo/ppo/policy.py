@@ -99,7 +99,8 @@ class RecurrentCore(nn.Module):
     def state_layers(self) -> int:
         return self.layers * (2 if self.kind == "lstm" else 1)
 
-    def _run(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _run(self, x, h: torch.Tensor):
+        """x: (T, N, H) tensor or a PackedSequence."""
         if self.kind == "lstm":
             out, (hh, cc) = self.rnn(x, (h[: self.layers].contiguous(), h[self.layers:].contiguous()))
             return out, torch.cat([hh, cc])
@@ -108,16 +109,33 @@ class RecurrentCore(nn.Module):
     def forward(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (T, N, H), h (state_layers, N, H), start (T, N) -> out (T, N, H), new state.
 
-        Runs whole stretches of time between episode starts in one cuDNN/ATen call.
+        One step (acting) runs directly. A sequence (learning) is cut into episode
+        segments, which run as one packed sequence: a single ATen/cuDNN call instead
+        of a Python loop over time. A segment starting at t=0 continues `h` (unless
+        start[0] resets it); every other segment starts from zeros.
         """
-        T = x.shape[0]
-        cuts = [0] + [t for t in range(1, T) if bool(start[t].any())] + [T]
-        outs = []
-        for a, b in zip(cuts[:-1], cuts[1:]):
-            h = h * (1.0 - start[a]).view(1, -1, 1)
-            out, h = self._run(x[a:b], h)
-            outs.append(out)
-        return torch.cat(outs), h
+        T, N = start.shape
+        if T == 1:
+            return self._run(x, h * (1.0 - start[0]).view(1, -1, 1))
+        cut = start.t().reshape(-1).clone()  # env-major boundaries
+        cut[::T] = 1.0
+        seg = torch.cumsum(cut, 0).long() - 1  # segment of each (env, t)
+        first = torch.nonzero(cut, as_tuple=False).squeeze(1)  # flat index where each segment starts
+        num_segs = first.numel()
+        lengths = torch.bincount(seg, minlength=num_segs)
+        pos = torch.arange(N * T, device=x.device) - first[seg]
+        padded = x.new_zeros(int(lengths.max()), num_segs, x.shape[-1])
+        padded[pos, seg] = x.transpose(0, 1).reshape(N * T, -1)
+        h0 = h.new_zeros(h.shape[0], num_segs, h.shape[-1])
+        at_zero = first % T == 0
+        envs = first[at_zero] // T
+        h0[:, at_zero] = h[:, envs] * (1.0 - start[0, envs]).view(1, -1, 1)
+        packed = nn.utils.rnn.pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
+        out_packed, hn = self._run(packed, h0)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out_packed)
+        out = out[pos, seg].view(N, T, -1).transpose(0, 1)
+        last = seg.view(N, T)[:, -1]
+        return out, hn[:, last]
 
 
 class Policy(nn.Module):
