@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_config_args(sub.add_parser("train", help="train (runs unchanged under torchrun and srun)"))
     _add_config_args(sub.add_parser("config", help="print the fully resolved config"))
+    bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures (see ddppo/bench.py)")
+    bench.add_argument("what", choices=["throughput"], help="throughput: raw env vs rollout vs training fps")
+    bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
+                       help="a config and overrides to measure (repeatable); default: gridnav and cartpole")
+    bench.add_argument("--rounds", type=int, default=5, help="interleaved measurement rounds (medians reported)")
+    bench.add_argument("--out", default="benchmarks/results/throughput.json", help="JSON output path")
     return parser
 
 
@@ -82,13 +88,22 @@ def cmd_train(args: argparse.Namespace) -> int:
         ctx.close()
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ddppo import bench
+
+    logging.basicConfig(level=logging.WARNING)
+    cases = [(c[0], c[1:]) for c in args.case] if args.case else [("configs/gridnav.yaml", []),
+                                                                  ("configs/cartpole.yaml", [])]
+    return bench.main_throughput(cases, args.out, args.rounds)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ddppo.checkpoint import CheckpointError
     from ddppo.config import ConfigError
     from envs.base import EnvError
 
-    handlers = {"train": cmd_train, "config": cmd_config}
+    handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench}
     try:
         return handlers[args.command](args)
     except (ConfigError, EnvError, CheckpointError) as err:

@@ -1,0 +1,118 @@
+"""`ddppo bench throughput`: raw env stepping vs rollout-phase vs full-training fps, side by side.
+
+All three are measured in one process, on the same env and batch, interleaved
+over several rounds (medians reported), so the ratios hold on a noisy shared
+machine even when absolute figures drift. Figures are printed as a table and
+written as JSON; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ddppo.config import Config, load_config
+from ddppo.distributed import DistContext, init_distributed
+from ddppo.metrics import Timer
+from ddppo.ppo.policy import Policy
+from ddppo.ppo.update import PPOUpdater
+from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.storage import RolloutStorage
+from envs.registry import EnvSpec, make_vec_env
+
+log = logging.getLogger(__name__)
+
+
+def _raw_env_fps(envs, steps: int, rng: np.random.Generator) -> float:
+    space = envs.action_space
+    if hasattr(space, "n"):
+        actions = rng.integers(0, space.n, size=(steps, envs.num_envs))
+    else:
+        actions = rng.uniform(space.low, space.high, size=(steps, envs.num_envs, *space.shape)).astype(np.float32)
+    start = time.perf_counter()
+    for t in range(steps):
+        envs.step(actions[t])
+    return steps * envs.num_envs / (time.perf_counter() - start)
+
+
+class _Setup:
+    """One rank's env, policy, storage and collector, built like the trainer builds them."""
+
+    def __init__(self, cfg: Config, ctx: DistContext):
+        spec = EnvSpec(num_envs=cfg.env.num_envs, seed=ctx.seed, num_workers=cfg.env.num_workers)
+        self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
+        hidden = tuple(self.policy.initial_hidden(spec.num_envs).shape)
+        self.storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
+                                      self.envs.action_space, hidden, ctx.device)
+        self.timer = Timer()
+        self.collector = RolloutCollector(self.envs, self.policy, self.storage,
+                                          Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
+                                          cfg.ppo.gamma, ctx.device)
+        self.cfg = cfg
+
+    def rollout_fps(self, update: int) -> float:
+        start = time.perf_counter()
+        res = self.collector.collect(update)
+        return res.steps * self.envs.num_envs / (time.perf_counter() - start)
+
+    def train_fps(self, update: int) -> float:
+        """One whole update (collect + returns + PPO) as the trainer runs it, without logging."""
+        start = time.perf_counter()
+        res = self.collector.collect(update)
+        self.storage.compute_returns(self.collector.last_value(), self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda)
+        self.updater.update(self.storage, self.timer)
+        return res.steps * self.envs.num_envs / (time.perf_counter() - start)
+
+
+def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, Any]:
+    cfg = load_config(config, overrides)
+    torch.set_num_threads(cfg.run.torch_threads or 1)
+    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
+    try:
+        setup = _Setup(cfg, ctx)
+        try:
+            rng = np.random.default_rng(0)
+            setup.rollout_fps(0)  # warm-up
+            raw, roll, train = [], [], []
+            for r in range(rounds):
+                raw.append(_raw_env_fps(setup.envs, cfg.rollout.num_steps, rng))
+                roll.append(setup.rollout_fps(r + 1))
+                train.append(setup.train_fps(r + 1))
+            result = {
+                "config": config, "overrides": overrides, "env": cfg.env.name, "num_envs": cfg.env.num_envs,
+                "num_steps": cfg.rollout.num_steps, "rounds": rounds,
+                "raw_env_fps": statistics.median(raw), "rollout_fps": statistics.median(roll),
+                "train_fps": statistics.median(train),
+                "rollout_phases_s": {k: v / rounds for k, v in setup.timer.pop().items()},
+            }
+            result["rollout_over_raw"] = result["rollout_fps"] / result["raw_env_fps"]
+            result["train_over_raw"] = result["train_fps"] / result["raw_env_fps"]
+            return result
+        finally:
+            setup.envs.close()
+    finally:
+        ctx.close()
+
+
+def main_throughput(cases: list[tuple[str, list[str]]], out: str, rounds: int) -> int:
+    results = [throughput(c, o, rounds) for c, o in cases]
+    header = f"{'env':<18}{'envs':>6}{'raw fps':>12}{'rollout fps':>13}{'train fps':>11}{'rollout/raw':>13}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        lines.append(f"{r['env']:<18}{r['num_envs']:>6}{r['raw_env_fps']:>12,.0f}{r['rollout_fps']:>13,.0f}"
+                     f"{r['train_fps']:>11,.0f}{r['rollout_over_raw']:>13.2f}")
+    print("\n".join(lines))  # noqa: T201 - the benchmark's output
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")  # noqa: T201
+    return 0
