@@ -202,11 +202,15 @@ class Policy(nn.Module):
         """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, new hidden."""
         feats, hidden = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
         feats = feats[0]
+        if self.discrete:  # the hot path: no Distribution object per step
+            logp_all = torch.log_softmax(self.actor(feats), -1)
+            if deterministic:
+                action = logp_all.argmax(-1)
+            else:
+                action = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
+            return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self._value(feats), hidden
         dist = self.distribution(feats)
-        if deterministic:
-            action = dist.probs.argmax(-1) if self.discrete else dist.mean
-        else:
-            action = dist.sample()
+        action = dist.mean if deterministic else dist.sample()
         return action, self._logp(dist, action), self._value(feats), hidden
 
     @torch.no_grad()
