@@ -107,21 +107,56 @@ def _content_files(folder: str) -> list[str]:
     return files
 
 
-def read_episodes(path: str) -> list[Episode]:
-    """Episodes of a dataset file, or of a split folder (content/*.json.gz or *.json.gz)."""
+def _sources(path: str) -> tuple[list[str], list[Episode] | None]:
+    """(per-scene content files, None) for a split folder; ([], episodes) for a single file."""
     if not path:
         raise EnvError("no dataset given: set env.habitat.dataset to a .json.gz file or a split folder")
     if os.path.isdir(path):
         content = os.path.join(path, "content")
-        files = _content_files(content if os.path.isdir(content) else path)
-        return [ep for f in files for ep in _parse(f)]
+        return _content_files(content if os.path.isdir(content) else path), None
     if not os.path.isfile(path):
         raise EnvError(f"dataset {path!r} does not exist")
     episodes = _parse(path)
     content = os.path.join(os.path.dirname(path), "content")
     if not episodes and os.path.isdir(content):
-        return [ep for f in _content_files(content) for ep in _parse(f)]
-    return episodes
+        return _content_files(content), None
+    return [], episodes
+
+
+def read_episodes(path: str) -> list[Episode]:
+    """Episodes of a dataset file, or of a split folder (content/*.json.gz or *.json.gz)."""
+    files, episodes = _sources(path)
+    return episodes if episodes is not None else [ep for f in files for ep in _parse(f)]
+
+
+def read_partition(path: str, groups: int, group: int, scenes: list[str] = ()) -> list[Episode]:
+    """The episodes of worker group `group` of `groups` (disjoint groups that cover the dataset).
+
+    A split folder is divided by its per-scene content files first, so a worker
+    parses only its own scenes' files (the public datasets hold millions of
+    episodes); groups that outnumber the files share one file and split its
+    episodes. A single file is read whole and cut like `partition`.
+    """
+    files, episodes = _sources(path)
+    if episodes is not None:
+        episodes = filter_scenes(episodes, list(scenes))
+        if not episodes:
+            raise EnvError(f"dataset {path!r} has no episodes for env.habitat.scenes={list(scenes)}")
+        return [episodes[k] for k in partition(episodes, groups, group)]
+    if scenes:
+        files = [f for f in files if scene_name(f) in set(scenes)]
+        if not files:
+            raise EnvError(f"dataset {path!r} has no content file for env.habitat.scenes={list(scenes)}")
+    n = len(files)
+    if n >= groups:
+        mine = files[group * n // groups:(group + 1) * n // groups]
+        return [ep for f in mine for ep in filter_scenes(_parse(f), list(scenes))]
+    k = group * n // groups  # this group's file, shared with the groups mapped to the same file
+    sharing = [g for g in range(groups) if g * n // groups == k]
+    episodes = filter_scenes(_parse(files[k]), list(scenes))
+    if not episodes:
+        raise EnvError(f"dataset file {files[k]!r} has no episodes")
+    return [episodes[j] for j in partition(episodes, len(sharing), group - sharing[0])]
 
 
 def write_episodes(path: str, episodes: list[Episode]) -> None:
@@ -129,7 +164,7 @@ def write_episodes(path: str, episodes: list[Episode]) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     data = json.dumps({"episodes": [ep.to_json() for ep in episodes]}).encode()
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
         f.write(data)
     os.replace(tmp, path)
 
@@ -186,8 +221,9 @@ def partition(episodes: list[Episode], num_slots: int, slot: int) -> list[int]:
     if n == 0:
         raise EnvError("the dataset has no episodes (after env.habitat.scenes filtering)")
     order = sorted(range(n), key=lambda k: (episodes[k].scene_id, k))
-    lo, hi = slot * n // num_slots, (slot + 1) * n // num_slots
-    return order[lo:hi] if hi > lo else [order[slot % n]]
+    if n < num_slots:
+        return [order[slot % n]]
+    return order[slot * n // num_slots:(slot + 1) * n // num_slots]
 
 
 class EpisodeIterator:
@@ -200,6 +236,10 @@ class EpisodeIterator:
         self._rng = np.random.default_rng(seed)
         self._order: list[int] = []
         self._pos = 0
+
+    @property
+    def indices(self) -> list[int]:
+        return list(self._indices)
 
     def _new_pass(self) -> None:
         if not self._shuffle:

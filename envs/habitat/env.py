@@ -5,9 +5,10 @@ stepped in this process, one simulator each (subprocess workers come from
 envs.vector, which calls this factory once per worker).
 
 Episodes are partitioned so none is played twice in one pass over the dataset:
-the dataset (ordered by scene) is cut into `world_size * worker_count`
-contiguous chunks, one per (rank, worker); each chunk is cut again into one
-contiguous run per env. Each env then plays its own episodes endlessly,
+the dataset is cut into `world_size * worker_count` disjoint groups, one per
+(rank, worker) -- by per-scene content files when it is a split folder, so a
+worker only parses its own scenes (`dataset.read_partition`); each group's
+episodes, ordered by scene, are cut again into one contiguous run per env. Each env then plays its own episodes endlessly,
 reshuffled every pass (grouped by scene, since switching scenes is the
 expensive part of a reset).
 """
@@ -23,7 +24,7 @@ import gymnasium
 import numpy as np
 
 from envs.base import EnvError, EpisodeInfo, Obs, StepResult
-from envs.habitat.dataset import Episode, EpisodeIterator, filter_scenes, partition, read_episodes, resolve_scene
+from envs.habitat.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
 from envs.habitat.gridsim import layout_path_for
 from envs.habitat.interface import ACTIONS, SimSettings, make_simulator
 from envs.habitat.options import HabitatOptions
@@ -33,18 +34,19 @@ log = logging.getLogger(__name__)
 STATE_VERSION = 1
 
 
-def env_partition(episodes: list[Episode], spec: Any) -> list[list[int]]:
-    """For each of this batch's envs, the indices of the episodes it plays (see module docstring)."""
+def group_of(spec: Any) -> tuple[int, int]:
+    """(group, groups): this batch's share of the whole job, one per (rank, worker)."""
     workers = int(getattr(spec, "worker_count", 1) or 1)
     worker = int(getattr(spec, "worker_index", 0) or 0)
-    groups = spec.world_size * workers
-    group = spec.rank * workers + worker
-    if groups * spec.num_envs > len(episodes):
-        log.warning("only %d episodes for %d envs in total: some envs replay the same episodes in one pass",
-                    len(episodes), groups * spec.num_envs)
-    chunk = partition(episodes, groups, group)
-    sub = [episodes[k] for k in chunk]
-    return [[chunk[j] for j in partition(sub, spec.num_envs, i)] for i in range(spec.num_envs)]
+    return spec.rank * workers + worker, spec.world_size * workers
+
+
+def env_partition(episodes: list[Episode], num_envs: int) -> list[list[int]]:
+    """For each env of this batch, the indices (into `episodes`, this group's) of the episodes it plays."""
+    if num_envs > len(episodes):
+        log.warning("only %d episodes for %d envs: some envs replay the same episodes in one pass",
+                    len(episodes), num_envs)
+    return [partition(episodes, num_envs, i) for i in range(num_envs)]
 
 
 def check_files(options: HabitatOptions, episodes: list[Episode], indices: list[int]) -> None:
@@ -78,12 +80,13 @@ class HabitatPointNavEnv:
             raise EnvError("invalid env.habitat options: " + "; ".join(found))
         self.opt = options
         self.num_envs = spec.num_envs
+        group, groups = group_of(spec)
         if episodes is None:
-            episodes = filter_scenes(read_episodes(options.dataset), list(options.scenes))
-        if not episodes:
-            raise EnvError(f"dataset {options.dataset!r} has no episodes for env.habitat.scenes={options.scenes}")
+            episodes = read_partition(options.dataset, groups, group, list(options.scenes))
+        else:
+            episodes = [episodes[k] for k in partition(episodes, groups, group)]
         self._episodes = episodes
-        parts = env_partition(episodes, spec)
+        parts = env_partition(episodes, self.num_envs)
         scene_of = [ep.scene_id for ep in episodes]
         self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
         gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
@@ -158,6 +161,10 @@ class HabitatPointNavEnv:
                 task.load_state_dict(sub, ep, resolve_scene(ep.scene_id, self.opt.scenes_dir))
 
     # ---------------------------------------------------------------- introspection
+    def assigned_episodes(self) -> list[list[Episode]]:
+        """For each env, the episodes it plays in every pass."""
+        return [[self._episodes[k] for k in it.indices] for it in self._iters]
+
     def current_episodes(self) -> list[Episode | None]:
         """The episode each env is playing (None before the first reset)."""
         return [task.episode for task in self._tasks]
