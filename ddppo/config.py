@@ -133,6 +133,16 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    """`ddppo eval`: held-out episodes on a checkpoint."""
+
+    num_episodes: int = 100  # episodes per checkpoint, over all ranks (ignored where a dataset split is run whole)
+    deterministic: bool = True  # greedy actions (argmax / Gaussian mean); false samples like training
+    seed_offset: int = 1000003  # eval envs use seeds derived from run.seed + this, apart from training's
+    video_fps: int = 8  # frames per second of --video files
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole experiment."""
 
@@ -145,6 +155,7 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     @property
     def env_options(self) -> dict[str, Any]:
@@ -187,7 +198,7 @@ def problems(cfg: Config) -> list[str]:
     _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
               "policy.mlp_layers", "log.interval_s", "log.window", "checkpoint.interval_updates",
-              "checkpoint.keep_last", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
+              "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
                 "ppo.entropy_coef", "ppo.max_grad_norm"):
         if get_key(cfg, key) < 0:
