@@ -93,7 +93,8 @@ class HabitatPointNavEnv:
         self._tasks: list[PointNavTask] = []
         try:  # simulators load no scene yet; building them first reports a missing habitat-sim first
             for i in range(self.num_envs):
-                settings = SimSettings.from_options(options, gpu_device_id=gpu, seed=spec.seed * 1000 + i)
+                seed = int(np.random.SeedSequence([spec.seed, i]).generate_state(1)[0]) & 0x7FFFFFFF  # fits a C int
+                settings = SimSettings.from_options(options, gpu_device_id=gpu, seed=seed)
                 self._tasks.append(PointNavTask(make_simulator(options.backend, settings), options))
             check_files(options, episodes, [k for part in parts for k in part])
         except BaseException:

@@ -12,6 +12,13 @@ from envs.habitat.interface import SimSettings
 from envs.habitat.layout import Box, Layout, LayoutParams, generate_layout
 from envs.habitat.options import HabitatOptions
 from envs.habitat.scene_gen import write_scene
+from habitat_testutil import habitat_gpu
+
+
+@pytest.fixture(scope="session")
+def gpu() -> int:
+    return habitat_gpu()
+
 
 SMALL = LayoutParams(size_min=5.0, size_max=6.0, max_rooms=3, max_furniture=1)
 

@@ -31,22 +31,12 @@ from envs.habitat.options import HabitatOptions  # noqa: E402
 from envs.habitat.scene_gen import generate_scenes  # noqa: E402
 from envs.habitat.sim import HabitatSim  # noqa: E402
 from envs.registry import EnvSpec  # noqa: E402
+from habitat_testutil import habitat_gpu  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _gpu() -> int:
-    if "DDPPO_HABITAT_GPU" in os.environ:
-        return int(os.environ["DDPPO_HABITAT_GPU"])
-    try:
-        import torch
-
-        return 0 if torch.cuda.is_available() else -1
-    except ImportError:
-        return -1
-
-
-GPU = _gpu()
+GPU = habitat_gpu()
 PARAMS = LayoutParams(size_min=5.0, size_max=7.0, max_rooms=3, max_furniture=2)
 
 

@@ -96,9 +96,9 @@ def test_scene_mesh_geometry(tmp_path):
     assert {p.color for n, p in prims.items() if n.startswith("furniture")} == set(furniture_colors)
 
 
-def test_cli_generate_without_habitat_sim_says_no_navmesh(tmp_path, capsys):
+def test_cli_generate_writes_scenes_and_says_whether_navmeshes_were_made(tmp_path, capsys, gpu):
     rc = scene_gen.main(["generate", "--out", str(tmp_path), "--num-scenes", "2", "--seed", "3",
-                         "--size-min", "5", "--size-max", "6"])
+                         "--size-min", "5", "--size-max", "6", "--gpu-device-id", str(gpu)])
     out = capsys.readouterr().out
     assert rc == 0
     for k in range(2):
