@@ -72,7 +72,7 @@ def test_navmesh_is_the_floor_and_is_connected(data):
         sim.load_scene(data["scenes"][0].glb)
         points = [sim.sample_navigable_point() for _ in range(200)]
         heights = np.array([p[1] for p in points])
-        assert np.all(np.abs(heights) < 0.3), "navigable points off the floor (ceiling/furniture-top islands?)"
+        assert np.all(np.abs(heights) < 0.5), "navigable points off the floor (ceiling/furniture-top islands?)"
         grid = GridSim(SimSettings(depth_sensor=False))
         grid.load_scene(data["scenes"][0].glb)
         x0, z0, x1, z1 = grid.layout.footprint
