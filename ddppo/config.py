@@ -254,14 +254,56 @@ def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:
     return ConfigError(f"{source}: {where}{msg}. Run `ddppo config CONFIG` to see every valid key.")
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: what is wrong and where."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
+
+
+def _section_problems(layer: Any, schema: Any, prefix: str = "") -> list[str]:
+    """Keys of a (plain) layer that give a value where the schema has a section of keys."""
+    if not isinstance(layer, dict):
+        return []
+    out = []
+    for key, value in layer.items():
+        default = getattr(schema, key, None) if isinstance(key, str) else None
+        if not dataclasses.is_dataclass(default):
+            continue  # a leaf, or an unknown key (the merge names it)
+        if isinstance(value, dict):
+            out += _section_problems(value, default, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={value!r} must be a section of keys (e.g. {prefix}{key}."
+                       f"{dataclasses.fields(default)[0].name}=...), not a single value")
+    return out
+
+
+def _non_finite(obj: Any, prefix: str = "") -> list[str]:
+    """Float fields holding nan or inf (no option means anything with them)."""
+    out = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _non_finite(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            out.append(f"{prefix}{f.name}={value} must be a finite number")
+    return out
+
+
 def _read_yaml(path: str | Path) -> DictConfig:
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; pass a YAML file such as configs/gridnav.yaml")
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise ConfigError(f"config file {str(path)!r} {what}; pass a YAML file such as configs/gridnav.yaml")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not a YAML text file (not UTF-8 text); "
+                          f"pass a YAML file such as configs/gridnav.yaml") from None
+    except OSError as err:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {err.strerror or err}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {_yaml_problem(err)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -285,6 +327,9 @@ def build_config(*layers: tuple[str, DictConfig]) -> Config:
     """Merge named layers onto the schema, convert to a frozen Config and check it."""
     merged = _schema()
     for source, layer in layers:
+        wrong = _section_problems(OmegaConf.to_container(layer), Config())
+        if wrong:
+            raise ConfigError(f"{source}: " + "; ".join(wrong))
         try:
             merged = OmegaConf.merge(merged, layer)
         except OmegaConfBaseException as err:
@@ -293,7 +338,7 @@ def build_config(*layers: tuple[str, DictConfig]) -> Config:
         cfg: Config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         raise _wrap(err, "config") from None
-    found = problems(cfg)
+    found = _non_finite(cfg) + problems(cfg)
     if found:
         raise ConfigError("invalid config:\n  " + "\n  ".join(found))
     return cfg
