@@ -156,8 +156,9 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated zip, garbage, pickled objects
+        first_line = (str(err).splitlines() or ["(no message)"])[0][:200]
         raise CheckpointError(f"{str(path)!r} is not a readable ddppo checkpoint "
-                              f"({type(err).__name__}: {str(err).splitlines()[0][:200]})") from None
+                              f"({type(err).__name__}: {first_line})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "model" not in data:
         raise CheckpointError(f"{str(path)!r} is not a ddppo checkpoint (format {FORMAT} with a model)")
     return from_storable(data)
