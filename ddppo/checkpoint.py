@@ -131,10 +131,28 @@ def save(run_dir: str | Path, update: int, payload: dict[str, Any], keep_last: i
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _set_aside_newer(run_dir, update)
     _fsync_dir(d)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink(missing_ok=True)
     return final
+
+
+def _update_of(path: Path) -> int:
+    return int(_NAME.match(path.name).group(1))
+
+
+def _set_aside_newer(run_dir: str | Path, update: int) -> None:
+    """Checkpoints of later updates than the one just written belong to an abandoned timeline
+    (a corrupt newest one that resume skipped, or a run started with checkpoint.resume=false).
+    Left in place they would outrank the new checkpoint in keep-last pruning (deleting it) and
+    on the next resume; they are renamed to `*.stale`, never deleted."""
+    for path in list_checkpoints(run_dir):
+        if _update_of(path) > update:
+            stale = path.with_name(path.name + ".stale")
+            os.replace(path, stale)
+            log.warning("checkpoint %s is newer than update %d just saved; kept as %s", path.name, update,
+                        stale.name)
 
 
 def _fsync_dir(d: Path) -> None:
