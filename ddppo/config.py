@@ -109,6 +109,7 @@ class PolicyConfig:
     image_encoder: str = "cnn"  # cnn (small conv net) | resnet (GroupNorm ResNet) for image observations
     resnet_base_width: int = 32  # ResNet base channel width
     resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2])  # ResNet blocks per stage
+    resnet_bottleneck: bool = False  # bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in DD-PPO)
     init_log_std: float = 0.0  # initial log std of Gaussian heads (Box actions)
 
 
@@ -179,6 +180,7 @@ SHAPE_KEYS = (
     "policy.image_encoder",
     "policy.resnet_base_width",
     "policy.resnet_layers",
+    "policy.resnet_bottleneck",
     "env.gridnav.num_rays",
     "env.synthetic.obs_dim",
     "env.synthetic.num_actions",

@@ -74,7 +74,7 @@ def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
 
             enc: nn.Module = ResNetEncoder(space.shape[2], base_width=cfg.resnet_base_width,
                                            layers=tuple(cfg.resnet_layers), out_dim=cfg.hidden_size,
-                                           spatial_size=space.shape[0])
+                                           spatial_size=space.shape[:2], bottleneck=cfg.resnet_bottleneck)
         else:
             enc = CNNEncoder(space.shape, cfg.hidden_size)
         return ImageInput(space, enc)
