@@ -38,6 +38,15 @@ def _shape_conflicts(stored: Config, cfg: Config, where: str) -> None:
                           f"use a new run.dir, or set these keys back to the stored values")
 
 
+def _unused(path: Path) -> Path:
+    """`path`, or `stem.1.yaml`, `stem.2.yaml`, ... : a name nothing has yet (rename overwrites)."""
+    candidate, n = path, 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
+    return candidate
+
+
 def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
     """Check the run dir's stored config against this one (every rank); rank 0 writes config.yaml."""
     run_dir = Path(cfg.run.dir)
@@ -51,7 +60,7 @@ def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     if changed:
-        keep = run_dir / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml"
+        keep = _unused(run_dir / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml")
         stored_path.rename(keep)
         log.warning("config changed since the last run (%s); previous config kept as %s", ", ".join(changed),
                     keep.name)
