@@ -54,7 +54,8 @@ def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
     changed: list[str] = []
     if stored_path.is_file():
         stored = from_yaml_text(stored_path.read_text(), str(stored_path))
-        _shape_conflicts(stored, cfg, f"run.dir={cfg.run.dir}")
+        if ckpt.list_checkpoints(run_dir):  # without checkpoints nothing was trained: any change is fine
+            _shape_conflicts(stored, cfg, f"run.dir={cfg.run.dir}")
         changed = diff_keys(stored, cfg)
     if not ctx.is_main:
         return
