@@ -12,14 +12,17 @@ Collectives per update, identical on every rank and in the same order:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime
 import logging
 import os
+import queue
 import re
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -96,6 +99,35 @@ def rank_seed(seed: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
 
 
+class _BoundedCaller:
+    """Runs calls on one daemon thread and waits at most `timeout_s` for each.
+
+    A TCPStore client blocks without limit on a store host that is alive but
+    hung (stopped, swapping, stuck on NFS): its socket reads ignore the store's
+    timeout. Waiting here instead keeps such a host from hanging this rank.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="ddppo-store", daemon=True)
+            self._thread.start()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._jobs.put((fn, future))
+        return future.result(timeout=timeout_s)  # TimeoutError when the store does not answer
+
+    def _work(self) -> None:
+        while True:
+            fn, future = self._jobs.get()
+            try:
+                future.set_result(fn())
+            except BaseException as err:  # handed to the waiting caller
+                future.set_exception(err)
+
+
 class DistContext:
     """This rank's place in the job and the collectives it takes part in."""
 
@@ -111,6 +143,7 @@ class DistContext:
         self.seed = rank_seed(run_seed, launch.rank)
         self._timeout_s = timeout_s
         self._group: Any = None  # default group (start-up timeout) until `mark_started`
+        self._store_call = _BoundedCaller()
         # collectives go through CPU tensors on gloo, device tensors on nccl
         self.comm_device = device if backend == "nccl" else torch.device("cpu")
 
@@ -199,11 +232,16 @@ class DistContext:
     # ------------------------------------------------------- preemption store
     def add_to_counter(self, key: str, amount: int) -> int:
         with self.guard(f"store counter {key}"):
-            return int(self.store.add(key, amount))
+            try:
+                return int(self._store_call(lambda: self.store.add(key, amount), self._timeout_s))
+            except TimeoutError:
+                raise PeerLostError(f"rank {self.rank}: store counter {key} failed: the rendezvous store did "
+                                    f"not answer within dist.timeout_s={self._timeout_s:g} s (its host, rank 0 "
+                                    f"or the launcher, may be hung)") from None
 
     def delete_key(self, key: str) -> None:
         with contextlib.suppress(Exception):
-            self.store.delete_key(key)
+            self._store_call(lambda: self.store.delete_key(key), self._timeout_s)
 
     # ----------------------------------------------------------------- faults
     @contextlib.contextmanager
@@ -221,20 +259,33 @@ class DistContext:
 
     def _lost_ranks(self) -> str:
         """Ask the survivors to check in through the store; whoever does not is lost."""
-        key = f"alive/{time.time_ns() // 10**10}"  # same 10 s window for all survivors (best effort)
+        wait_s = min(10.0, self._timeout_s)
         try:
-            self.store.set(f"{key}/{self.rank}", "1")
-            deadline = time.monotonic() + min(10.0, self._timeout_s)
-            missing: list[int] = list(range(self.world_size))
-            while time.monotonic() < deadline and missing:
-                missing = [r for r in missing if not self.store.check([f"{key}/{r}"])]
-                time.sleep(0.2)
-            if missing:
-                return f"peer rank(s) {missing} lost (they did not check in after the failure)"
-            return "a peer rank failed"
-        except Exception:
+            missing = self._store_call(lambda: self._check_in(wait_s), wait_s + 5.0)
+        except Exception:  # unreachable (dead host) or not answering (hung host)
             return ("a peer rank was lost, and the rendezvous store is unreachable "
-                    "(rank 0, which hosts it, may be the one that died)")
+                    "(rank 0, which hosts it, may be the one that died or hangs)")
+        if missing:
+            return f"peer rank(s) {missing} lost (they did not check in after the failure)"
+        return "a peer rank failed"
+
+    def _check_in(self, wait_s: float) -> list[int]:
+        """Check in under this 10 s window and the next; ranks that do not within `wait_s` are returned.
+
+        Survivors whose failures straddle a window boundary still meet in the later window.
+        """
+        window = time.time_ns() // 10**10
+        keys = (f"alive/{window}", f"alive/{window + 1}")
+        for key in keys:
+            self.store.set(f"{key}/{self.rank}", "1")
+        deadline = time.monotonic() + wait_s
+        missing = list(range(self.world_size))
+        while missing:
+            missing = [r for r in missing if not any(self.store.check([f"{k}/{r}"]) for k in keys)]
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        return missing
 
     def close(self) -> None:
         if dist.is_initialized():
