@@ -51,14 +51,18 @@ class Launch:
 
 
 def expand_first_host(nodelist: str) -> str:
-    """First host of a SLURM nodelist: 'gpu[03-05,07],cpu1' -> 'gpu03'."""
-    first = re.match(r"([^,\[]+)(\[([^\]]+)\])?", nodelist.strip())
-    if not first:
+    """First host of a SLURM nodelist: 'gpu[03-05,07],cpu1' -> 'gpu03', 'r[1-2]-n[01-04]' -> 'r1-n01'."""
+    text = nodelist.strip()
+    depth, end = 0, len(text)
+    for i, ch in enumerate(text):  # the first top-level entry: commas inside brackets do not split
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            end = i
+            break
+    host = re.sub(r"\[([^\[\]]*)\]", lambda m: m.group(1).split(",")[0].split("-")[0], text[:end])
+    if not host or "[" in host or "]" in host:
         raise ValueError(f"cannot parse SLURM_JOB_NODELIST={nodelist!r}")
-    prefix, _, ranges = first.groups()
-    if not ranges:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
+    return host
 
 
 def read_launch(environ: dict[str, str] | None = None) -> Launch:
