@@ -121,6 +121,7 @@ class LogConfig:
     tensorboard: bool = True  # write TensorBoard events to run.dir/tb (rank 0)
     level: str = "INFO"  # logging level
     window: int = 10  # updates averaged for the console line and train/* and perf/fps (windowed)
+    bottleneck_interval_s: float = 300.0  # seconds between console lines naming the dominant bottleneck
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def problems(cfg: Config) -> list[str]:
     p: list[str] = []
     _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
-              "policy.mlp_layers", "log.interval_s", "log.window", "checkpoint.interval_updates",
+              "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s", "checkpoint.interval_updates",
               "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
                 "ppo.entropy_coef", "ppo.max_grad_norm"):

@@ -20,7 +20,7 @@ PHASES = ("policy_forward", "env_step", "obs_transfer", "storage", "straggler_wa
           "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
 LOSS_KEYS = ("total", "policy", "value", "entropy", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
              "ratio_mean", "grad_norm", "explained_variance")
-_HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time")
+_HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time", "rss_gb", "memory_fraction")
 
 
 @dataclasses.dataclass
@@ -32,6 +32,8 @@ class StepStats:
     stop_flags: int
     update_time: float
     timings: dict[str, float]
+    rss_gb: float = 0.0  # resident memory of this rank
+    memory_fraction: float = 0.0  # the tighter of host RSS / RAM and CUDA max allocated / device memory
 
 
 @dataclasses.dataclass
@@ -50,7 +52,8 @@ class Reduced:
 
 
 def pack(s: StepStats) -> torch.Tensor:
-    head = [s.collected.steps, float(s.collected.preempted), s.stop_flags, s.result.skipped_steps, s.update_time]
+    head = [s.collected.steps, float(s.collected.preempted), s.stop_flags, s.result.skipped_steps, s.update_time,
+            s.rss_gb, s.memory_fraction]
     losses = [s.result.stats.get(k, float("nan")) for k in LOSS_KEYS]
     phases = [s.timings.get(p, 0.0) for p in PHASES]
     return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + losses + phases,
@@ -78,6 +81,8 @@ def unpack(table: np.ndarray, num_envs: int, num_steps: int) -> Reduced:
         perf[f"perf/{phase}_s_min"] = float(vals.min())
         perf[f"perf/{phase}_s_max"] = float(vals.max())
     perf["perf/update_s"] = float(head[:, 4].max())
+    perf["perf/rss_gb_max"] = float(head[:, 5].max())
+    perf["perf/memory_fraction_max"] = float(head[:, 6].max())
     steps = head[:, 0]
     preempt = {
         "preempt/steps_fraction_min": float(steps.min() / num_steps),
@@ -90,6 +95,18 @@ def unpack(table: np.ndarray, num_envs: int, num_steps: int) -> Reduced:
         flags |= int(f)
     return Reduced(ep_sums, ep_counts, int(steps.sum()) * num_envs, float(head[:, 4].max()),
                    int(head[:, 3].max()), flags, losses, perf, preempt)
+
+
+def memory_usage(device: torch.device) -> tuple[float, float]:
+    """(RSS in GB, the tighter of RSS / RAM and CUDA max allocated / device memory)."""
+    import psutil
+
+    rss = psutil.Process().memory_info().rss
+    fraction = rss / psutil.virtual_memory().total
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        fraction = max(fraction, torch.cuda.max_memory_allocated(device) / total)
+    return rss / 1e9, fraction
 
 
 def reduce_stats(ctx: DistContext, local: StepStats, num_envs: int, num_steps: int) -> Reduced:

@@ -26,7 +26,8 @@ from ddppo.resume import prepare_run_dir, restore
 from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.stats import StepStats, reduce_stats
+from ddppo.bottleneck import diagnose
+from ddppo.stats import StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class Trainer:
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
         self.window: deque = deque(maxlen=cfg.log.window)
+        self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
     # --------------------------------------------------------------------- loop
     def train(self) -> int:
@@ -77,7 +79,7 @@ class Trainer:
         if self.env_steps >= cfg.run.total_env_steps:
             log.info("run already finished: %d/%d env steps", self.env_steps, cfg.run.total_env_steps)
             return 0
-        last_print = time.monotonic()
+        last_print = last_diagnosis = time.monotonic()
         log.info("training %s on %d rank(s) x %d envs, from update %d", cfg.env.name, ctx.world_size,
                  cfg.env.num_envs, self.update)
         while True:
@@ -92,7 +94,7 @@ class Trainer:
             lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
             result = self.updater.update(self.storage, self.timer)
             local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
-                              self.timer.pop())
+                              self.timer.pop(), *memory_usage(ctx.device))
             reduced = reduce_stats(ctx, local, cfg.env.num_envs, cfg.rollout.num_steps)
             self.update = update
             self.env_steps += int(steps_per_rank.sum().item()) * cfg.env.num_envs
@@ -106,12 +108,22 @@ class Trainer:
                 self.writer.write(update, self.env_steps, scalars)
                 if stop or done or update % cfg.checkpoint.interval_updates == 0:
                     self._save()
+            self.perf_window.append(reduced.perf)
             if ctx.is_main and (time.monotonic() - last_print >= cfg.log.interval_s or stop or done):
                 last_print = time.monotonic()
                 log.info("update %d | %s", update, progress_line(self.env_steps, cfg.run.total_env_steps,
                                                                  scalars["perf/fps"], scalars))
+            if ctx.is_main and (time.monotonic() - last_diagnosis >= cfg.log.bottleneck_interval_s or stop or done):
+                last_diagnosis = time.monotonic()
+                self._log_bottleneck()
             if stop or done:
                 return self._finish(stop)
+
+    def _log_bottleneck(self) -> None:
+        window = list(self.perf_window)
+        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window))
+        if found is not None:
+            log.info("%s", found.line())
 
     def _local_stop_flags(self) -> int:
         flags = 0

@@ -1,0 +1,73 @@
+"""Name the bottleneck from the per-phase timings, with the knob that addresses it.
+
+Each update every rank times its phases; `stats.unpack` reduces them to
+mean/min/max over ranks. Over a window of updates, the shares of wall time
+point at one of the usual culprits of distributed RL:
+
+  straggler-bound      fast ranks wait at the end-of-rollout sync for the slow ones
+  environment-bound    env.step dominates the rollout, and the rollout dominates the update
+  policy-bound         policy.act dominates the rollout (inference throughput)
+  learner-bound        forward/backward/optimizer dominate the update
+  communication-bound  the gradient all-reduce dominates the update
+  memory pressure      resident or device memory near the limit (reported in any case)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping
+
+COLLECT = ("policy_forward", "env_step", "obs_transfer", "storage")
+LEARN = ("gae", "learn_forward_backward", "optimizer")
+
+KNOBS = {
+    "straggler-bound": "lower preemption.sync_frac (e.g. 0.6) so slow ranks are preempted; check the slow "
+                       "ranks' simulators / nodes",
+    "environment-bound": "raise env.num_workers (parallel simulator processes) or ranks per node; "
+                         "keep env.num_envs per worker small",
+    "policy-bound": "raise env.num_envs (bigger inference batches), run on a GPU, or shrink policy.hidden_size",
+    "learner-bound": "lower ppo.epochs, or use fewer, larger minibatches (lower ppo.num_mini_batch); "
+                     "a GPU helps most",
+    "communication-bound": "lower ppo.num_mini_batch (fewer all-reduces per update) or ppo.epochs; "
+                           "check the interconnect (NCCL on GPUs)",
+    "memory pressure": "lower env.num_envs or rollout.num_steps (rollout storage), or policy size",
+}
+
+
+@dataclasses.dataclass
+class Diagnosis:
+    name: str
+    share: float  # share of update wall time (or of memory limit for memory pressure)
+    knob: str
+    shares: dict[str, float]  # every phase group's share, for the log line
+
+    def line(self) -> str:
+        parts = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(self.shares.items(), key=lambda kv: -kv[1]))
+        return f"bottleneck: {self.name} ({100 * self.share:.0f}% of wall time) -> {self.knob} [{parts}]"
+
+
+def _sum(perf: Mapping[str, float], phases: Iterable[str], suffix: str = "") -> float:
+    return sum(perf.get(f"perf/{p}_s{suffix}", 0.0) for p in phases)
+
+
+def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0) -> Diagnosis | None:
+    """Diagnose from the reduced perf dicts of recent updates (see stats.unpack)."""
+    if not window:
+        return None
+    total = sum(p.get("perf/update_s", 0.0) for p in window)
+    if total <= 0:
+        return None
+    wait = sum(p.get("perf/straggler_wait_s_max", 0.0) for p in window) / total
+    env = sum(_sum(p, ("env_step",)) for p in window) / total
+    policy = sum(_sum(p, ("policy_forward",)) for p in window) / total
+    learn = sum(_sum(p, LEARN) for p in window) / total
+    comm = sum(_sum(p, ("allreduce",)) for p in window) / total
+    shares = {"straggler wait": wait, "env step": env, "policy forward": policy, "learning": learn,
+              "all-reduce": comm}
+    if memory_fraction >= 0.9:
+        return Diagnosis("memory pressure", memory_fraction, KNOBS["memory pressure"], shares)
+    # a straggler shows as the slowest rank's wait share being large, whatever else dominates
+    candidates = {"straggler-bound": wait, "environment-bound": env, "policy-bound": policy,
+                  "learner-bound": learn, "communication-bound": comm}
+    name = max(candidates, key=candidates.get)
+    return Diagnosis(name, candidates[name], KNOBS[name], shares)
