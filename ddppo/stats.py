@@ -13,13 +13,20 @@ import numpy as np
 import torch
 
 from ddppo.distributed import DistContext
-from ddppo.ppo.update import UpdateResult
+from ddppo.ppo.update import EPOCH_KEYS, UpdateResult
 from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
 
 PHASES = ("policy_forward", "env_step", "obs_transfer", "storage", "straggler_wait", "gae",
           "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
 LOSS_KEYS = ("total", "policy", "value", "entropy", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
              "ratio_mean", "grad_norm", "explained_variance")
+
+
+def loss_keys(epochs: int) -> tuple[str, ...]:
+    """Every loss/diagnostic key, the per-epoch staleness diagnostics included (same on every rank)."""
+    return LOSS_KEYS + tuple(f"epoch{e}/{k}" for e in range(epochs) for k in EPOCH_KEYS)
+
+
 _HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time", "rss_gb", "memory_fraction")
 
 
@@ -51,17 +58,17 @@ class Reduced:
     preempt: dict[str, float]
 
 
-def pack(s: StepStats) -> torch.Tensor:
+def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
     head = [s.collected.steps, float(s.collected.preempted), s.stop_flags, s.result.skipped_steps, s.update_time,
             s.rss_gb, s.memory_fraction]
-    losses = [s.result.stats.get(k, float("nan")) for k in LOSS_KEYS]
+    losses = [s.result.stats.get(k, float("nan")) for k in keys]
     phases = [s.timings.get(p, 0.0) for p in PHASES]
     return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + losses + phases,
                         dtype=torch.float64)
 
 
-def unpack(table: np.ndarray, num_envs: int, num_steps: int) -> Reduced:
-    n_ep, n_loss = len(EPISODE_KEYS), len(LOSS_KEYS)
+def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: int) -> Reduced:
+    n_ep, n_loss = len(EPISODE_KEYS), len(keys)
     head = table[:, : len(_HEAD)]
     col = len(_HEAD)
     ep_sums = table[:, col: col + n_ep].sum(0)
@@ -70,9 +77,9 @@ def unpack(table: np.ndarray, num_envs: int, num_steps: int) -> Reduced:
     loss_table = table[:, col: col + n_loss]
     phase_table = table[:, col + n_loss:]
     losses = {}
-    for i, k in enumerate(LOSS_KEYS):
+    for i, k in enumerate(keys):
         vals = loss_table[:, i]
-        reduce = np.nanmin if k == "ratio_min" else np.nanmax if k == "ratio_max" else np.nanmean
+        reduce = np.nanmin if k.endswith("ratio_min") else np.nanmax if k.endswith("ratio_max") else np.nanmean
         losses[k] = float(reduce(vals)) if np.isfinite(vals).any() else float("nan")
     perf = {}
     for i, phase in enumerate(PHASES):
@@ -109,5 +116,6 @@ def memory_usage(device: torch.device) -> tuple[float, float]:
     return rss / 1e9, fraction
 
 
-def reduce_stats(ctx: DistContext, local: StepStats, num_envs: int, num_steps: int) -> Reduced:
-    return unpack(ctx.all_gather_stats(pack(local)).numpy(), num_envs, num_steps)
+def reduce_stats(ctx: DistContext, local: StepStats, epochs: int, num_envs: int, num_steps: int) -> Reduced:
+    keys = loss_keys(epochs)
+    return unpack(ctx.all_gather_stats(pack(local, keys)).numpy(), keys, num_envs, num_steps)

@@ -95,7 +95,7 @@ class Trainer:
             result = self.updater.update(self.storage, self.timer)
             local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
                               self.timer.pop(), *memory_usage(ctx.device))
-            reduced = reduce_stats(ctx, local, cfg.env.num_envs, cfg.rollout.num_steps)
+            reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
             self.update = update
             self.env_steps += int(steps_per_rank.sum().item()) * cfg.env.num_envs
             self.skipped_in_a_row = self.skipped_in_a_row + 1 if reduced.skipped_steps else 0

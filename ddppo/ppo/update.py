@@ -31,6 +31,29 @@ class UpdateResult:
     skipped_steps: int  # optimiser steps skipped for non-finite gradients
 
 
+EPOCH_KEYS = ("approx_kl", "clip_fraction", "ratio_min", "ratio_mean", "ratio_max")
+
+
+class _Mean:
+    """Means over minibatches, except *ratio_min / *ratio_max, which keep the extreme."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+
+    def add(self, key: str, value: float) -> None:
+        if key.endswith("ratio_min"):
+            self.sums[key] = min(self.sums.get(key, value), value)
+        elif key.endswith("ratio_max"):
+            self.sums[key] = max(self.sums.get(key, value), value)
+        else:
+            self.sums[key] = self.sums.get(key, 0.0) + value
+            self.counts[key] += 1
+
+    def result(self) -> dict[str, float]:
+        return {k: v / self.counts[k] if self.counts[k] else v for k, v in self.sums.items()}
+
+
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     var = target.var()
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
@@ -57,9 +80,9 @@ class PPOUpdater:
         if cfg.normalize_advantage and L > 0:
             adv = storage.advantages[:L]
             adv.sub_(adv.mean()).div_(adv.std(unbiased=False) + 1e-8)
-        sums: dict[str, float] = defaultdict(float)
-        count, skipped = 0, 0
-        for _ in range(cfg.epochs):
+        acc = _Mean()
+        skipped = 0
+        for epoch in range(cfg.epochs):
             for mb in storage.minibatches(cfg.num_mini_batch):
                 with timer("learn_forward_backward"):
                     logp, entropy, values = self.policy.evaluate(mb.obs, mb.hidden, mb.episode_start, mb.actions)
@@ -71,8 +94,8 @@ class PPOUpdater:
                 with timer("allreduce"):
                     self.ctx.all_reduce_gradients(self.params, int(mb.valid.sum()))
                 with timer("optimizer"):
-                    grads = [p.grad for p in self.params]
-                    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+                    norm = torch.linalg.vector_norm(
+                        torch.stack([torch.linalg.vector_norm(p.grad) for p in self.params]))
                     if not torch.isfinite(norm):
                         skipped += 1
                         continue
@@ -80,15 +103,11 @@ class PPOUpdater:
                         torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                     self.optimizer.step()
                 for k, v in out.scalars().items():
-                    if k == "ratio_min":
-                        sums[k] = min(sums.get(k, v), v)
-                    elif k == "ratio_max":
-                        sums[k] = max(sums.get(k, v), v)
-                    else:
-                        sums[k] += v
-                sums["grad_norm"] += float(norm)
-                count += 1
-        stats = {k: v if k in ("ratio_min", "ratio_max") else v / max(count, 1) for k, v in sums.items()}
+                    acc.add(k, v)
+                    if k in EPOCH_KEYS:  # staleness: how far each epoch has moved from the behaviour policy
+                        acc.add(f"epoch{epoch}/{k}", v)
+                acc.add("grad_norm", float(norm))
+        stats = acc.result()
         if L > 0:
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L])
         return UpdateResult(stats, skipped)
