@@ -231,11 +231,12 @@ class GridNav:
     def topdown(self, i: int) -> dict[str, Any]:
         """Top-down state of env i: occupancy (H, W) bool (True = blocked), agent (row, col),
         heading (index) and heading_angle (radians, counter-clockwise from east), goal (row, col),
-        path (L, 2) cells visited so far, first = start."""
+        path (L, 2) cells visited so far, first = start; map_index (for `set_episode`)."""
         width = self.map_shape[1]
         steps = min(int(self._steps[i]), self.options.max_episode_steps)
         path = self._path[i, :steps + 1]
         return {
+            "map_index": int(self._map[i]),
             "occupancy": self.tables.occupancy[self._map[i]].copy(),
             "agent": divmod(int(self._pos[i]), width),
             "heading": int(self._heading[i]),
