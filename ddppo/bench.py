@@ -104,6 +104,48 @@ def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, 
         ctx.close()
 
 
+def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
+    """Resident memory the rollout storage really takes vs its analytic size (sum of tensor sizes)."""
+    import gc
+
+    import psutil
+
+    cfg = load_config(config, overrides)
+    spec = EnvSpec(num_envs=cfg.env.num_envs, seed=0)
+    envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+    try:
+        policy = Policy(envs.observation_space, envs.action_space, cfg.policy)
+        hidden = tuple(policy.initial_hidden(spec.num_envs).shape)
+        gc.collect()
+        proc = psutil.Process()
+        before = proc.memory_info().rss
+        storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, envs.observation_space, envs.action_space,
+                                 hidden, torch.device("cpu"))
+        after = proc.memory_info().rss
+        analytic = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
+                       for s in envs.observation_space.spaces.values()) * (cfg.rollout.num_steps + 1) * spec.num_envs
+        analytic += storage.nbytes() - sum(t.numel() * t.element_size() for t in storage.obs.values())
+        return {"config": config, "overrides": overrides, "num_envs": spec.num_envs,
+                "num_steps": cfg.rollout.num_steps, "analytic_bytes": analytic, "tensor_bytes": storage.nbytes(),
+                "rss_increase_bytes": after - before, "rss_over_analytic": (after - before) / analytic}
+    finally:
+        envs.close()
+
+
+def main_memory(cases: list[tuple[str, list[str]]], out: str) -> int:
+    results = [storage_memory(c, o) for c, o in cases]
+    lines = [f"{'config':<28}{'envs':>6}{'steps':>7}{'analytic MB':>13}{'RSS +MB':>9}{'ratio':>7}"]
+    for r in results:
+        lines.append(f"{Path(r['config']).name:<28}{r['num_envs']:>6}{r['num_steps']:>7}"
+                     f"{r['analytic_bytes'] / 1e6:>13.2f}{r['rss_increase_bytes'] / 1e6:>9.2f}"
+                     f"{r['rss_over_analytic']:>7.2f}")
+    print("\n".join(lines))  # noqa: T201 - the benchmark's output
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")  # noqa: T201
+    return 0
+
+
 def main_throughput(cases: list[tuple[str, list[str]]], out: str, rounds: int) -> int:
     results = [throughput(c, o, rounds) for c, o in cases]
     header = f"{'env':<18}{'envs':>6}{'raw fps':>12}{'rollout fps':>13}{'train fps':>11}{'rollout/raw':>13}"
