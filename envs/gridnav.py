@@ -36,7 +36,7 @@ import gymnasium
 import numpy as np
 
 from envs.base import EnvError, EpisodeInfo, Obs, StepResult
-from envs.gridmaps import build_tables, generate_map, heading_geometry
+from envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
 from envs.options import GridNavOptions
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
@@ -212,8 +212,6 @@ class GridNav:
     def set_episode(self, i: int, start: tuple[int, int], goal: tuple[int, int], heading: int = 0,
                     map_index: int = 0) -> None:
         """Start a chosen episode in env `i` (cells as (row, col)); call reset() once before."""
-        from envs.gridmaps import geodesic_fields
-
         occ = self.tables.occupancy[map_index]
         width = occ.shape[1]
         s, g = start[0] * width + start[1], goal[0] * width + goal[1]

@@ -234,7 +234,10 @@ class _Resources:
         for conn in self.conns:
             conn.close()
         if self.shm is not None:
-            self.shm.close()
+            try:
+                self.shm.close()
+            except BufferError:  # views still exported (collection order at exit): freed with them
+                pass
             try:
                 self.shm.unlink()
             except FileNotFoundError:

@@ -153,8 +153,8 @@ def test_time_limit_truncates_and_reports_the_final_observation():
     m = last.episodes[0].metrics
     assert m["length"] == 3 and m["success"] == 0 and m["spl"] == 0
     assert env.state_dict()["steps"][0] == 0  # a new episode started
-    env.set_episode(0, start=(1, 5), goal=(1, 4), heading=EAST)
-    last = run(env, [L, L, STOP])[-1]  # STOP on the last allowed step: a termination only
+    env.set_episode(0, start=(1, 5), goal=(1, 4), heading=WEST)
+    last = run(env, [F, L, STOP])[-1]  # STOP on the last allowed step: a termination only
     assert last.terminated[0] and not last.truncated[0] and last.episodes[0].metrics["success"] == 1
 
 
@@ -305,7 +305,7 @@ def test_topdown_describes_the_episode():
     run(env, [F, R, F])
     top = env.topdown(0)
     assert top["occupancy"].shape == WALL_MAP.shape and top["occupancy"][1, 3]
-    assert top["agent"] == (2, 2) and top["goal"] == (1, 4) and top["heading"] == SOUTH
+    assert top["agent"] == (2, 2) and top["goal"] == (1, 4) and top["heading"] == SOUTH and top["map_index"] == 0
     np.testing.assert_array_equal(top["path"], [[1, 1], [1, 2], [1, 2], [2, 2]])
 
 
