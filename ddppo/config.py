@@ -79,6 +79,18 @@ class PreemptionConfig:
 
 
 @dataclass(frozen=True)
+class KLRefConfig:
+    """A KL(pi || pi_ref) penalty towards a frozen reference policy (fine-tuning)."""
+
+    checkpoint: str = ""  # checkpoint of the reference policy ("" = no KL term)
+    beta: float = 0.1  # initial KL coefficient
+    adaptive: bool = True  # adapt beta once per update towards target_kl
+    target_kl: float = 0.01  # adaptive: the KL per update that beta aims for
+    tolerance: float = 1.5  # adaptive: raise beta when KL > target*tolerance, lower it when KL < target/tolerance
+    rate: float = 2.0  # adaptive: factor beta is multiplied or divided by
+
+
+@dataclass(frozen=True)
 class PPOConfig:
     """The PPO objective and optimiser."""
 
@@ -96,6 +108,7 @@ class PPOConfig:
     gae_lambda: float = 0.95  # GAE lambda
     normalize_advantage: bool = True  # standardise advantages over this rank's valid steps
     max_skipped_updates: int = 5  # stop the run after this many consecutive non-finite updates
+    kl_ref: KLRefConfig = field(default_factory=KLRefConfig)  # KL penalty towards a reference policy
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,10 @@ def problems(cfg: Config) -> list[str]:
                 "ppo.entropy_coef", "ppo.max_grad_norm"):
         if get_key(cfg, key) < 0:
             p.append(f"{key}={get_key(cfg, key)} must be >= 0")
+    kl = cfg.ppo.kl_ref
+    if kl.checkpoint and not (kl.beta >= 0 and kl.target_kl > 0 and kl.tolerance > 1 and kl.rate > 1):
+        p.append(f"ppo.kl_ref: beta={kl.beta} must be >= 0, target_kl={kl.target_kl} > 0, "
+                 f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
     if not 0 < cfg.preemption.sync_frac <= 1:
         p.append(f"preemption.sync_frac={cfg.preemption.sync_frac} must be in (0, 1]; 1 disables preemption")
     if not 0 < cfg.preemption.min_rollout_fraction <= 1:

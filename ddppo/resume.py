@@ -87,8 +87,8 @@ def _choose(cfg: Config) -> tuple[str, str]:
 
 
 def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
-            collector: RolloutCollector) -> tuple[int, int, int] | None:
-    """Load the checkpoint rank 0 chose; returns (update, env_steps, skipped_in_a_row) or None."""
+            collector: RolloutCollector) -> tuple[dict, dict | None] | None:
+    """Load the checkpoint rank 0 chose; returns (counters, this rank's state or None) or None."""
     kind, value = ctx.broadcast_object(_choose(cfg) if ctx.is_main else None)
     if kind == "error":
         raise ckpt.CheckpointError(value)
@@ -105,6 +105,7 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
         return None
     optimizer.load_state_dict(data["optimizer"])
     counters = data["counters"]
+    state = None
     if data["world_size"] == ctx.world_size:
         state = data["rank_states"][ctx.rank]
         ckpt.set_rng_state(state["rng"])
@@ -116,4 +117,4 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
         log.warning("world size changed from %d to %d: parameters, optimiser and counters restored; "
                     "environments and RNGs start afresh", data["world_size"], ctx.world_size)
     log.info("resumed from %s at update %d (%d env steps)", value, counters["update"], counters["env_steps"])
-    return counters["update"], counters["env_steps"], counters.get("skipped_in_a_row", 0)
+    return counters, state

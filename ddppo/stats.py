@@ -16,10 +16,10 @@ from ddppo.distributed import DistContext
 from ddppo.ppo.update import EPOCH_KEYS, UpdateResult
 from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
 
-PHASES = ("policy_forward", "env_step", "obs_transfer", "storage", "straggler_wait", "gae",
+PHASES = ("policy_forward", "env_step", "obs_transfer", "storage", "straggler_wait", "gae", "reference_forward",
           "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
 LOSS_KEYS = ("total", "policy", "value", "entropy", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
-             "ratio_mean", "grad_norm", "explained_variance")
+             "ratio_mean", "grad_norm", "explained_variance", "kl_ref")
 
 
 def loss_keys(epochs: int) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from ddppo.config import Config, to_yaml
 from ddppo.distributed import DistContext
 from ddppo.metrics import MetricsWriter, Timer, progress_line
 from ddppo.ppo.policy import Policy
+from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.resume import prepare_run_dir, restore
 from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
@@ -63,10 +64,20 @@ class Trainer:
         self.collector = RolloutCollector(self.envs, self.policy, self.storage,
                                           Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                           cfg.ppo.gamma, ctx.device)
+        self.reference = None
+        if cfg.ppo.kl_ref.checkpoint:
+            self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,
+                                             spec.num_envs, ctx.device)
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
         restored = restore(cfg, ctx, self.policy, self.updater.optimizer, self.collector)
         if restored is not None:
-            self.update, self.env_steps, self.skipped_in_a_row = restored
+            counters, rank_state = restored
+            self.update, self.env_steps = counters["update"], counters["env_steps"]
+            self.skipped_in_a_row = counters.get("skipped_in_a_row", 0)
+            if self.reference is not None:
+                self.reference.beta = counters.get("kl_beta", self.reference.beta)
+                if rank_state is not None and "ref_hidden" in rank_state:
+                    self.reference.hidden = torch.as_tensor(rank_state["ref_hidden"]).to(ctx.device)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
         self.window: deque = deque(maxlen=cfg.log.window)
@@ -92,13 +103,20 @@ class Trainer:
             with self.timer("gae"):
                 self.storage.compute_returns(self.collector.last_value(), cfg.ppo.gamma, cfg.ppo.gae_lambda)
             lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
-            result = self.updater.update(self.storage, self.timer)
+            ref_params, beta = None, 0.0
+            if self.reference is not None:
+                with self.timer("reference_forward"):
+                    ref_params, beta = self.reference.annotate(self.storage), self.reference.beta
+            result = self.updater.update(self.storage, self.timer, ref_params, beta)
             local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
                               self.timer.pop(), *memory_usage(ctx.device))
             reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
             self.update = update
             self.env_steps += int(steps_per_rank.sum().item()) * cfg.env.num_envs
             self.skipped_in_a_row = self.skipped_in_a_row + 1 if reduced.skipped_steps else 0
+            if self.reference is not None:
+                reduced.losses["kl_beta"] = beta
+                self.reference.adapt(reduced.losses["kl_ref"])
             stop = reduced.stop_flags
             if self.skipped_in_a_row >= cfg.ppo.max_skipped_updates:
                 stop |= STOP_NONFINITE
@@ -175,6 +193,8 @@ class Trainer:
     def _save(self) -> None:
         """Every rank hands its own state to rank 0, which writes one checkpoint file."""
         rank_state = {"rng": ckpt.rng_state(), **self.collector.state_dict()}
+        if self.reference is not None:
+            rank_state["ref_hidden"] = self.reference.hidden.cpu()
         blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(rank_state)))
         if not self.ctx.is_main:
             return
@@ -183,7 +203,8 @@ class Trainer:
             "model": self.policy.state_dict(),
             "optimizer": self.updater.optimizer.state_dict(),
             "counters": {"update": self.update, "env_steps": self.env_steps,
-                         "skipped_in_a_row": self.skipped_in_a_row},
+                         "skipped_in_a_row": self.skipped_in_a_row,
+                         "kl_beta": self.reference.beta if self.reference is not None else 0.0},
             "config_yaml": to_yaml(self.cfg),
             "world_size": self.ctx.world_size,
             "rank_states": states,

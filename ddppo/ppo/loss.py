@@ -24,6 +24,7 @@ class LossOutput:
     ratio_min: torch.Tensor
     ratio_max: torch.Tensor
     ratio_mean: torch.Tensor
+    kl_ref: torch.Tensor  # mean exact KL(pi || pi_ref) (0 without a reference policy)
 
     def scalars(self) -> dict[str, float]:
         return {f.name: float(getattr(self, f.name).detach()) for f in dataclasses.fields(self)}
@@ -31,8 +32,13 @@ class LossOutput:
 
 def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, entropy: torch.Tensor,
              values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, valid: torch.Tensor, *,
-             clip: float, clip_value_loss: bool, value_coef: float, entropy_coef: float) -> LossOutput:
-    """total = policy + value_coef * value - entropy_coef * entropy, each a masked mean."""
+             clip: float, clip_value_loss: bool, value_coef: float, entropy_coef: float,
+             kl_ref: torch.Tensor | None = None, kl_coef: float = 0.0) -> LossOutput:
+    """total = policy + value_coef * value - entropy_coef * entropy (+ kl_coef * KL to a reference), masked means.
+
+    `kl_ref` is the per-sample exact KL(pi_theta || pi_ref) computed from both
+    distributions' parameters (categorical: sum over actions; Gaussian: closed form).
+    """
     log_ratio = new_logp - old_logp
     ratio = log_ratio.exp()
     surrogate = torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
@@ -51,4 +57,7 @@ def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.T
         rmin, rmax = (vr.min(), vr.max()) if vr.numel() else (ratio.new_tensor(1.0), ratio.new_tensor(1.0))
         rmean = masked_mean(ratio, valid)
     total = policy + value_coef * value - entropy_coef * ent
-    return LossOutput(total, policy, value, ent, approx_kl, clip_fraction, rmin, rmax, rmean)
+    kl = masked_mean(kl_ref, valid) if kl_ref is not None else torch.zeros((), device=total.device)
+    if kl_ref is not None:
+        total = total + kl_coef * kl
+    return LossOutput(total, policy, value, ent, approx_kl, clip_fraction, rmin, rmax, rmean, kl)

@@ -177,10 +177,33 @@ class Policy(nn.Module):
         return self.core(x, hidden, start)
 
     def distribution(self, features: torch.Tensor) -> torch.distributions.Distribution:
-        logits = self.actor(features)
+        return self.params_to_distribution(self.dist_params(features))
+
+    def dist_params(self, features: torch.Tensor) -> torch.Tensor:
+        """Action distribution as one tensor: log-probs (..., A), or Gaussian (mean, log_std) (..., 2A)."""
+        out = self.actor(features)
         if self.discrete:
-            return Categorical(logits=logits)
-        return Normal(logits, self.log_std.exp().expand_as(logits))
+            return torch.log_softmax(out, -1)
+        return torch.cat([out, self.log_std.expand_as(out)], -1)
+
+    def params_to_distribution(self, params: torch.Tensor) -> torch.distributions.Distribution:
+        if self.discrete:
+            return Categorical(logits=params)
+        mean, log_std = params.chunk(2, -1)
+        return Normal(mean, log_std.exp())
+
+    def kl(self, params: torch.Tensor, ref_params: torch.Tensor) -> torch.Tensor:
+        """Exact KL(this || reference) per sample, from distribution parameters."""
+        kl = torch.distributions.kl_divergence(self.params_to_distribution(params),
+                                               self.params_to_distribution(ref_params))
+        return kl if self.discrete else kl.sum(-1)
+
+    @torch.no_grad()
+    def sequence_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
+                        start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distribution parameters over whole sequences (T, N, P), and the state after them."""
+        feats, hidden = self._features(obs, hidden, start)
+        return self.dist_params(feats), hidden
 
     def _logp(self, dist: torch.distributions.Distribution, actions: torch.Tensor) -> torch.Tensor:
         lp = dist.log_prob(actions)
@@ -221,6 +244,12 @@ class Policy(nn.Module):
     def evaluate(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
                  actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Whole sequences: obs (T, N, ...) -> logp, entropy, value, each (T, N)."""
+        return self.evaluate_with_params(obs, hidden, start, actions)[:3]
+
+    def evaluate_with_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+                             actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """`evaluate` plus the distribution parameters (T, N, P), for a KL term."""
         feats, _ = self._features(obs, hidden, start)
-        dist = self.distribution(feats)
-        return self._logp(dist, actions), self._entropy(dist), self._value(feats)
+        params = self.dist_params(feats)
+        dist = self.params_to_distribution(params)
+        return self._logp(dist, actions), self._entropy(dist), self._value(feats), params

@@ -74,7 +74,9 @@ class PPOUpdater:
             group["lr"] = lr
         return lr
 
-    def update(self, storage: RolloutStorage, timer) -> UpdateResult:
+    def update(self, storage: RolloutStorage, timer, ref_params: torch.Tensor | None = None,
+               kl_coef: float = 0.0) -> UpdateResult:
+        """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref)."""
         cfg = self.cfg
         L = storage.step
         if cfg.normalize_advantage and L > 0:
@@ -83,12 +85,15 @@ class PPOUpdater:
         acc = _Mean()
         skipped = 0
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch):
+            for mb in storage.minibatches(cfg.num_mini_batch, ref_params=ref_params):
                 with timer("learn_forward_backward"):
-                    logp, entropy, values = self.policy.evaluate(mb.obs, mb.hidden, mb.episode_start, mb.actions)
+                    logp, entropy, values, params = self.policy.evaluate_with_params(
+                        mb.obs, mb.hidden, mb.episode_start, mb.actions)
+                    kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
                     out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
                                    mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
-                                   value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
+                                   value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
+                                   kl_coef=kl_coef)
                     self.optimizer.zero_grad(set_to_none=True)
                     out.total.backward()
                 with timer("allreduce"):

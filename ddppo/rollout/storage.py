@@ -31,7 +31,7 @@ class MiniBatch:
     advantages: torch.Tensor  # (L, n)
     returns: torch.Tensor  # (L, n)
     valid: torch.Tensor  # (L, n) float mask
-    ref_logp: torch.Tensor | None = None  # (L, n) log-prob under a reference policy, when used
+    ref_params: torch.Tensor | None = None  # (L, n, P) reference policy's distribution parameters, when used
 
 
 def torch_dtype(space: gymnasium.spaces.Space) -> torch.dtype:
@@ -108,7 +108,7 @@ class RolloutStorage:
         self.returns[:L] = ret
 
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
-                    ref_logp: torch.Tensor | None = None) -> Iterator[MiniBatch]:
+                    ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:
         """`num_mini_batch` minibatches split by environment over the collected steps.
 
         Always yields exactly `num_mini_batch` batches, however few steps were collected,
@@ -128,5 +128,5 @@ class RolloutStorage:
                 advantages=self.advantages[:L, idx],
                 returns=self.returns[:L, idx],
                 valid=valid[:L, idx],
-                ref_logp=None if ref_logp is None else ref_logp[:L, idx],
+                ref_params=None if ref_params is None else ref_params[:, idx],
             )

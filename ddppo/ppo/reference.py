@@ -1,0 +1,56 @@
+"""A frozen reference policy for the KL(pi || pi_ref) penalty (`ppo.kl_ref`).
+
+The reference is loaded once from a checkpoint onto this rank's device and kept
+there (never offloaded in the hot path). After each rollout it is evaluated
+under no-grad over the whole collected sequence in one pass, and its action
+distribution parameters are stored with the rollout; its recurrent state carries
+over from one rollout to the next like the policy's.
+
+Adaptive beta (Schulman et al. 2017, "adaptive KL penalty"): once per update,
+beta *= rate when the measured mean KL > target_kl * tolerance, and beta /= rate
+when it is < target_kl / tolerance. The measured KL is the all-rank mean, so
+beta stays identical on every rank; it is saved in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo.config import KLRefConfig, from_yaml_text
+from ddppo.ppo.policy import Policy
+from ddppo.rollout.storage import RolloutStorage
+
+
+class ReferencePolicy:
+    def __init__(self, cfg: KLRefConfig, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
+                 num_envs: int, device: torch.device):
+        data = ckpt.load(cfg.checkpoint, map_location=device)
+        ref_cfg = from_yaml_text(data["config_yaml"], cfg.checkpoint)
+        self.policy = Policy(obs_space, action_space, ref_cfg.policy).to(device)
+        try:
+            self.policy.load_state_dict(data["model"])
+        except RuntimeError as err:
+            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint}: the reference does not fit this "
+                                       f"environment's observation/action spaces: {str(err)[:400]}") from None
+        self.policy.eval().requires_grad_(False)
+        self.hidden = self.policy.initial_hidden(num_envs, device)
+        self.cfg = cfg
+        self.beta = cfg.beta
+
+    def annotate(self, storage: RolloutStorage) -> torch.Tensor:
+        """Reference distribution parameters (L, N, P) for the collected steps."""
+        L = storage.step
+        obs = {k: v[:L] for k, v in storage.obs.items()}
+        params, self.hidden = self.policy.sequence_params(obs, self.hidden, storage.episode_start[:L])
+        return params
+
+    def adapt(self, measured_kl: float) -> float:
+        """Adaptive beta from this update's mean KL; returns the beta for the next update."""
+        if self.cfg.adaptive and measured_kl == measured_kl:  # skip NaN
+            if measured_kl > self.cfg.target_kl * self.cfg.tolerance:
+                self.beta *= self.cfg.rate
+            elif measured_kl < self.cfg.target_kl / self.cfg.tolerance:
+                self.beta /= self.cfg.rate
+        return self.beta
