@@ -16,6 +16,8 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
+from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
+
 log = logging.getLogger("ddppo")
 
 EXIT_USER_ERROR = 2
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_config_args(sub.add_parser("train", help="train (runs unchanged under torchrun and srun)"))
     _add_config_args(sub.add_parser("config", help="print the fully resolved config"))
+    sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures (see ddppo/bench.py)")
     bench.add_argument("what", choices=["throughput"], help="throughput: raw env vs rollout vs training fps")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.config import ConfigError
     from envs.base import EnvError
 
-    handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench}
+    handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run}
     try:
         return handlers[args.command](args)
     except (ConfigError, EnvError, CheckpointError) as err:
