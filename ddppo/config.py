@@ -109,6 +109,8 @@ class PPOConfig:
     normalize_advantage: bool = True  # standardise advantages over this rank's valid steps
     max_skipped_updates: int = 5  # stop the run after this many consecutive non-finite updates
     kl_ref: KLRefConfig = field(default_factory=KLRefConfig)  # KL penalty towards a reference policy
+    advantage: str = "gae"  # gae (critic + GAE) | grpo (critic-free: episode returns normalised within groups)
+    group_size: int = 8  # grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,7 @@ SHAPE_KEYS = (
     "policy.resnet_base_width",
     "policy.resnet_layers",
     "policy.resnet_bottleneck",
+    "ppo.advantage",
     "env.gridnav.num_rays",
     "env.synthetic.obs_dim",
     "env.synthetic.num_actions",
@@ -223,6 +226,13 @@ def problems(cfg: Config) -> list[str]:
     if kl.checkpoint and not (kl.beta >= 0 and kl.target_kl > 0 and kl.tolerance > 1 and kl.rate > 1):
         p.append(f"ppo.kl_ref: beta={kl.beta} must be >= 0, target_kl={kl.target_kl} > 0, "
                  f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
+    if cfg.ppo.advantage == "grpo":
+        if cfg.ppo.group_size < 4:
+            p.append(f"ppo.group_size={cfg.ppo.group_size} must be >= 4 with ppo.advantage=grpo: the within-group "
+                     f"mean and std of fewer returns are too noisy to be a baseline")
+        elif cfg.env.num_envs % cfg.ppo.group_size:
+            p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
+                     f"(groups never span ranks)")
     if not 0 < cfg.preemption.sync_frac <= 1:
         p.append(f"preemption.sync_frac={cfg.preemption.sync_frac} must be in (0, 1]; 1 disables preemption")
     if not 0 < cfg.preemption.min_rollout_fraction <= 1:
@@ -239,6 +249,7 @@ def problems(cfg: Config) -> list[str]:
         "dist.backend": ("auto", "gloo", "nccl"),
         "dist.device": ("auto", "cpu", "cuda"),
         "ppo.lr_schedule": ("constant", "linear"),
+        "ppo.advantage": ("gae", "grpo"),
         "policy.rnn_type": ("gru", "lstm", "none"),
         "policy.image_encoder": ("cnn", "resnet"),
         "log.level": ("DEBUG", "INFO", "WARNING", "ERROR"),

@@ -25,6 +25,7 @@ from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.resume import prepare_run_dir, restore
 from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
+from ddppo.rollout.grpo import grpo_advantages
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.bottleneck import diagnose
@@ -44,7 +45,8 @@ class Trainer:
         prepare_run_dir(cfg, ctx)
         spec = EnvSpec(num_envs=cfg.env.num_envs, seed=ctx.seed, num_workers=cfg.env.num_workers,
                        rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
-                       gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1)
+                       gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
+                       group_size=cfg.ppo.group_size if cfg.ppo.advantage == "grpo" else 1)
         self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
         try:
             self._build(spec)
@@ -56,7 +58,9 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         torch.manual_seed(ctx.seed)
         np.random.seed(ctx.seed % 2**32)
-        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
+        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
+                             value_head=cfg.ppo.advantage == "gae").to(ctx.device)
+        self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
         self.storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
@@ -74,6 +78,8 @@ class Trainer:
             counters, rank_state = restored
             self.update, self.env_steps = counters["update"], counters["env_steps"]
             self.skipped_in_a_row = counters.get("skipped_in_a_row", 0)
+            if rank_state is not None and "grpo_carry" in rank_state:
+                self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float()
             if self.reference is not None:
                 self.reference.beta = counters.get("kl_beta", self.reference.beta)
                 if rank_state is not None and "ref_hidden" in rank_state:
@@ -101,7 +107,7 @@ class Trainer:
                 steps_per_rank = ctx.rollout_barrier(collected.steps)
             ctx.mark_started()
             with self.timer("gae"):
-                self.storage.compute_returns(self.collector.last_value(), cfg.ppo.gamma, cfg.ppo.gae_lambda)
+                self._advantages()
             lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
             ref_params, beta = None, 0.0
             if self.reference is not None:
@@ -136,6 +142,16 @@ class Trainer:
                 self._log_bottleneck()
             if stop or done:
                 return self._finish(stop)
+
+    def _advantages(self) -> None:
+        s, ppo = self.storage, self.cfg.ppo
+        if ppo.advantage == "grpo":
+            L = s.step
+            adv, mask, self.grpo_carry = grpo_advantages(s.rewards[:L].cpu(), s.dones[:L].cpu(), s.idle[:L].cpu(),
+                                                         self.grpo_carry, ppo.group_size)
+            s.set_advantages(adv, mask)
+        else:
+            s.compute_returns(self.collector.last_value(), ppo.gamma, ppo.gae_lambda)
 
     def _log_bottleneck(self) -> None:
         window = list(self.perf_window)
@@ -193,6 +209,7 @@ class Trainer:
     def _save(self) -> None:
         """Every rank hands its own state to rank 0, which writes one checkpoint file."""
         rank_state = {"rng": ckpt.rng_state(), **self.collector.state_dict()}
+        rank_state["grpo_carry"] = self.grpo_carry.clone()
         if self.reference is not None:
             rank_state["ref_hidden"] = self.reference.hidden.cpu()
         blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(rank_state)))

@@ -5,7 +5,7 @@ numpy: observations are a dict of arrays shaped `(num_envs, *shape)`; actions
 are `(num_envs,)` int64 for discrete spaces and `(num_envs, dim)` float32 for
 boxes.
 
-Episodes reset automatically. When env `i` finishes at a step, `StepResult.obs[i]`
+Episodes reset automatically (unless grouped: see `StepResult.idle`). When env `i` finishes at a step, `StepResult.obs[i]`
 already holds the first observation of its next episode, `final_obs[i]` holds
 the last observation of the finished one (needed to bootstrap truncated
 episodes), and one `EpisodeInfo` for it is appended to `episodes`.
@@ -42,10 +42,18 @@ class StepResult:
     truncated: np.ndarray  # (N,) bool: cut by a time limit; bootstrap from final_obs
     final_obs: Obs  # (N, ...) last observation of the finished episode; rows where not done are unspecified
     episodes: list[EpisodeInfo]  # one per env that finished this step
+    # Grouped episodes (EnvSpec.group_size > 1, for critic-free GRPO): a member that finished waits, frozen,
+    # until every member of its group has finished; then the whole group starts one shared new episode.
+    idle: np.ndarray | None = None  # (N,) bool: this step was a no-op for an env waiting for its group
+    started: np.ndarray | None = None  # (N,) bool: obs is the first of a new episode (None: same as done)
 
     @property
     def done(self) -> np.ndarray:
         return self.terminated | self.truncated
+
+    @property
+    def episode_start(self) -> np.ndarray:
+        return self.done if self.started is None else self.started
 
 
 @runtime_checkable

@@ -41,7 +41,7 @@ from envs.options import GridNavOptions
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 _STATE_KEYS = ("map", "pos", "goal", "heading", "dist", "prev_geo", "shortest", "steps", "ret", "path_len",
-               "collisions", "path")
+               "collisions", "path", "idle")
 
 
 class GridNav:
@@ -88,6 +88,10 @@ class GridNav:
         self._ret = np.zeros(n, np.float64)
         self._path_len = np.zeros(n, np.float64)
         self._collisions = np.zeros(n, np.int64)
+        self.group_size = g = getattr(spec, "group_size", 1)
+        if n % g:
+            raise EnvError(f"num_envs={n} must be a multiple of the episode group size {g}")
+        self._idle = np.zeros(n, bool)  # grouped episodes: finished, waiting for the rest of the group
         self._path = np.zeros((n, opt.max_episode_steps + 1), np.int64)  # cells visited, per step
         self._started = False
 
@@ -101,7 +105,7 @@ class GridNav:
 
     # ---- VecEnv -----------------------------------------------------------------------------
     def reset(self) -> Obs:
-        self._reset_envs(self._ar)
+        self._reset_groups(np.arange(self.num_envs // self.group_size))
         self._started = True
         return self.observe()
 
@@ -111,6 +115,24 @@ class GridNav:
         a = np.asarray(actions).reshape(-1)
         if a.shape != (self.num_envs,) or ((a < 0) | (a > 3)).any():
             raise EnvError(f"gridnav: actions must be {self.num_envs} ints in [0, 3], got {a!r}")
+        if self.group_size > 1:
+            return self._grouped_step(a)
+        return self._step(a)
+
+    def _step(self, a: np.ndarray) -> StepResult:
+        res = self._advance(a)
+        done = res.done
+        if done.any():
+            idx = np.flatnonzero(done)
+            self._reset_envs(idx)
+            fresh = self.observe(idx)
+            res.obs = {k: v.copy() for k, v in res.final_obs.items()}
+            for k, v in fresh.items():
+                res.obs[k][idx] = v
+        return res
+
+    def _advance(self, a: np.ndarray) -> StepResult:
+        """Move every env one step; no reset (obs is final_obs)."""
         opt, t = self.options, self.tables
         stop, forward = a == STOP, a == MOVE_FORWARD
         self._heading = (self._heading + (a == TURN_LEFT) - (a == TURN_RIGHT)) % opt.num_headings
@@ -127,18 +149,37 @@ class GridNav:
         self._path[self._ar, np.minimum(self._steps, opt.max_episode_steps)] = self._pos
         terminated = stop
         truncated = ~stop & (self._steps >= opt.max_episode_steps)
-        obs = final_obs = self.observe()
-        done = terminated | truncated
-        episodes: list[EpisodeInfo] = []
-        if done.any():
-            idx = np.flatnonzero(done)
-            episodes = self._episode_infos(idx, success[idx], geo[idx])
-            self._reset_envs(idx)
-            fresh = self.observe(idx)
-            obs = {k: v.copy() for k, v in final_obs.items()}
-            for k, v in fresh.items():
-                obs[k][idx] = v
-        return StepResult(obs, reward, terminated, truncated, final_obs, episodes)
+        final_obs = self.observe()
+        idx = np.flatnonzero(terminated | truncated)
+        episodes = self._episode_infos(idx, success[idx], geo[idx]) if idx.size else []
+        return StepResult(final_obs, reward, terminated, truncated, final_obs, episodes)
+
+    def _grouped_step(self, a: np.ndarray) -> StepResult:
+        """Step with shared group episodes: idle members stay frozen; a finished group restarts together."""
+        idle = self._idle.copy()
+        frozen = {k: getattr(self, "_" + k)[idle].copy() for k in _STATE_KEYS if k not in ("path", "idle")}
+        saved_path = self._path[idle].copy()
+        res = self._advance(a)
+        for k, v in frozen.items():
+            getattr(self, "_" + k)[idle] = v
+        self._path[idle] = saved_path
+        res.reward[idle] = 0.0
+        res.terminated[idle] = False
+        res.truncated[idle] = False
+        res.episodes = [e for e in res.episodes if not idle[e.env_index]]
+        self._idle |= res.done
+        g = self.group_size
+        finished = np.flatnonzero(self._idle.reshape(-1, g).all(axis=1))
+        started = np.zeros(self.num_envs, bool)
+        obs = self.observe()
+        if finished.size:
+            self._reset_groups(finished)
+            members = (finished[:, None] * g + np.arange(g)).reshape(-1)
+            started[members] = True
+            for k, v in self.observe(members).items():
+                obs[k][members] = v
+        return StepResult(obs, res.reward, res.terminated, res.truncated, res.final_obs, res.episodes,
+                          idle=idle, started=started)
 
     def close(self) -> None:
         pass
@@ -188,14 +229,25 @@ class GridNav:
                 for i, r, n, s, p, d, col in columns]
 
     def _reset_envs(self, idx: np.ndarray) -> None:
-        t, k = self.tables, len(idx)
+        self._begin(idx, *self._draw(len(idx)))
+
+    def _reset_groups(self, groups: np.ndarray) -> None:
+        """Every member of each group starts the same freshly drawn episode."""
+        g = self.group_size
+        members = (groups[:, None] * g + np.arange(g)).reshape(-1)
+        self._begin(members, *(np.repeat(x, g, axis=0) for x in self._draw(len(groups))))
+        self._idle[members] = False
+
+    def _draw(self, k: int) -> tuple[np.ndarray, ...]:
+        """k random episodes: map, start cell, goal cell, heading, geodesic field."""
+        t = self.tables
         maps = self._rng.integers(len(t.occupancy), size=k)
         rows = (self._rng.random(k) * t.num_goals[maps]).astype(np.int64)
         field = t.fields[maps, rows]
         valid = np.isfinite(field) & (field >= self.options.min_geodesic)
         start = np.where(valid, self._rng.random(field.shape), -1.0).argmax(axis=1)
         heading = self._rng.integers(self.options.num_headings, size=k)
-        self._begin(idx, maps, start, t.goals[maps, rows], heading, field)
+        return maps, start, t.goals[maps, rows], heading, field
 
     def _begin(self, idx, maps, start, goal, heading, field) -> None:
         self._map[idx], self._pos[idx], self._goal[idx], self._heading[idx] = maps, start, goal, heading

@@ -59,6 +59,10 @@ class EnvSpec:
     worker_count: int = 1  # how many shares this rank's envs are split into (e.g. to partition episodes)
     worker_timeout_s: float = 60.0  # a subprocess worker silent this long on a step/reset is reported as hung
     worker_start_timeout_s: float = 600.0  # the same for building the envs in a worker
+    group_size: int = 1  # >1: envs run shared episodes in groups of this size (GRPO; see StepResult.idle)
+
+
+GROUPED_EPISODES = ("gridnav",)  # environments that implement group_size > 1
 
 
 def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv:
@@ -67,6 +71,9 @@ def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv
     With `spec.num_workers > 0` the envs are split over that many subprocess
     workers (envs.vector.SubprocVecEnv); each worker calls this with num_workers=0.
     """
+    if spec.group_size > 1 and (name not in GROUPED_EPISODES or spec.num_workers > 0):
+        raise EnvError(f"env.name={name!r} with env.num_workers={spec.num_workers} cannot run grouped episodes "
+                       f"(ppo.advantage=grpo); supported: {', '.join(GROUPED_EPISODES)} in-process (num_workers=0)")
     if spec.num_workers > 0:
         if section_for(name) is None:
             raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")

@@ -79,7 +79,7 @@ class PPOUpdater:
         """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and L > 0:
+        if cfg.normalize_advantage and cfg.advantage == "gae" and L > 0:
             adv = storage.advantages[:L]
             adv.sub_(adv.mean()).div_(adv.std(unbiased=False) + 1e-8)
         acc = _Mean()
@@ -113,6 +113,6 @@ class PPOUpdater:
                         acc.add(f"epoch{epoch}/{k}", v)
                 acc.add("grad_norm", float(norm))
         stats = acc.result()
-        if L > 0:
+        if L > 0 and cfg.advantage == "gae":
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L])
         return UpdateResult(stats, skipped)

@@ -82,17 +82,20 @@ class RolloutCollector:
                 obs = obs_to_torch(res.obs, self.device)
                 reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
                 done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
-            if res.truncated.any():
+            if res.truncated.any() and self.policy.critic is not None:
                 with timer("policy_forward"):
                     reward += self._truncation_bootstrap(res, hidden)
             with timer("storage"):
-                s.insert(action, logp, value, reward, done, obs)
+                next_start = done if res.started is None else torch.from_numpy(
+                    res.started.astype(np.float32)).to(self.device)
+                idle = None if res.idle is None else torch.from_numpy(res.idle.astype(np.float32)).to(self.device)
+                s.insert(action, logp, value, reward, done, obs, next_start, idle)
                 for ep in res.episodes:
                     for i, key in enumerate(EPISODE_KEYS):
                         if key in ep.metrics:
                             sums[i] += ep.metrics[key]
                             counts[i] += 1
-            start = done
+            start = next_start
         if not preempted:
             self.preemption.finished(update)
         self.obs = {k: v.clone() for k, v in obs.items()}

@@ -56,6 +56,8 @@ class RolloutStorage:
         self.values = torch.zeros(T + 1, N, device=device)
         self.rewards = torch.zeros(T, N, device=device)
         self.dones = torch.zeros(T, N, device=device)
+        self.idle = torch.zeros(T, N, device=device)  # grouped episodes: the env waited (a no-op step)
+        self.loss_mask = torch.ones(T, N, device=device)  # steps that take part in the loss
         self.hidden0 = torch.zeros(hidden_shape, device=device)
         self.advantages = torch.zeros(T, N, device=device)
         self.returns = torch.zeros(T, N, device=device)
@@ -63,14 +65,14 @@ class RolloutStorage:
 
     @property
     def valid(self) -> torch.Tensor:
-        """(T, N) mask of collected steps."""
+        """(T, N) mask of collected steps that take part in the loss."""
         mask = torch.zeros(self.num_steps, self.num_envs, device=self.device)
-        mask[: self.step] = 1.0
+        mask[: self.step] = self.loss_mask[: self.step]
         return mask
 
     def nbytes(self) -> int:
         tensors = [*self.obs.values(), self.episode_start, self.actions, self.logp, self.values, self.rewards,
-                   self.dones, self.hidden0, self.advantages, self.returns]
+                   self.dones, self.idle, self.loss_mask, self.hidden0, self.advantages, self.returns]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def set_first(self, obs: dict[str, torch.Tensor], episode_start: torch.Tensor, hidden: torch.Tensor) -> None:
@@ -82,8 +84,12 @@ class RolloutStorage:
         self.step = 0
 
     def insert(self, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor, reward: torch.Tensor,
-               done: torch.Tensor, next_obs: dict[str, torch.Tensor]) -> None:
+               done: torch.Tensor, next_obs: dict[str, torch.Tensor], next_start: torch.Tensor | None = None,
+               idle: torch.Tensor | None = None) -> None:
+        """One step; `next_start` (default: `done`) flags next_obs as an episode's first observation."""
         t = self.step
+        self.idle[t].copy_(idle if idle is not None else torch.zeros_like(done))
+        self.loss_mask[t].copy_(1.0 - self.idle[t])
         self.actions[t].copy_(action)
         self.logp[t].copy_(logp)
         self.values[t].copy_(value)
@@ -91,11 +97,19 @@ class RolloutStorage:
         self.dones[t].copy_(done)
         for k, v in next_obs.items():
             self.obs[k][t + 1].copy_(v)
-        self.episode_start[t + 1].copy_(done)
+        self.episode_start[t + 1].copy_(done if next_start is None else next_start)
         self.step = t + 1
 
     def last_obs(self) -> dict[str, torch.Tensor]:
         return {k: v[self.step] for k, v in self.obs.items()}
+
+    def set_advantages(self, advantages: torch.Tensor, loss_mask: torch.Tensor) -> None:
+        """Advantages computed elsewhere (critic-free GRPO), with the steps they are defined for."""
+        L = self.step
+        self.advantages.zero_()
+        self.returns.zero_()
+        self.advantages[:L] = advantages.to(self.device)
+        self.loss_mask[:L] = loss_mask.to(self.device)
 
     def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
         """GAE over the collected steps, bootstrapping from `last_value` = V(obs[L])."""
