@@ -81,7 +81,7 @@ def test_train_two_tasks(slurm_cluster, tmp_path):
     job, run_dir, out = submit(slurm_cluster, tmp_path, total)
     rows, log = check_finished_run(slurm_cluster, job, run_dir, out, total, restarts=0)
     assert (run_dir / "config.yaml").exists()
-    assert "master=127.0.0.1:" in log, log
+    assert "master=127.0.0.1:" in log and "on 2 rank(s)" in log, log
 
 
 PREEMPTIONS = {
@@ -147,4 +147,4 @@ def test_two_nodes_one_task_each(slurm_cluster, tmp_path):
     rows, log = check_finished_run(slurm_cluster, job, run_dir, out, total, restarts=0)
     info = slurm_cluster.job(job)
     assert info["NumNodes"] == "2" and info["NodeList"] == "n[1-2]", info
-    assert "ntasks=2" in log and "master=127.0.0.1:" in log, log
+    assert "ntasks=2" in log and "master=127.0.0.1:" in log and "on 2 rank(s)" in log, log
