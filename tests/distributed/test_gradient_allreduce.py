@@ -1,0 +1,154 @@
+"""The all-reduced gradient equals the single-process gradient on the union of the ranks' data.
+
+Three real gloo ranks hold rollouts of different lengths (as after preemption:
+8, 3 and 1 valid steps of 4 environments). Each back-propagates the PPO loss
+(mean over its own valid samples) through the recurrent policy and calls
+`DistContext.all_reduce_gradients`; the result must equal the gradient of the
+mean loss over all valid samples of all ranks, computed in one process on the
+union (padded to a common length and masked).
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from dist_harness import spawn_ranks
+
+WORLD = 3
+STEPS = (8, 3, 1)  # valid steps per rank: unequal sample counts
+NUM_ENVS, T, OBS_DIM, ACTIONS = 4, 8, 6, 5
+
+
+def make_policy(seed: int):
+    from ddppo.config import PolicyConfig
+    from ddppo.ppo.policy import Policy
+
+    torch.manual_seed(seed)
+    obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)})
+    return Policy(obs_space, gymnasium.spaces.Discrete(ACTIONS), PolicyConfig(hidden_size=16, rnn_type="gru"))
+
+
+def rank_data(rank: int, policy) -> dict[str, torch.Tensor]:
+    """Rank `rank`'s rollout, (T, NUM_ENVS), padded past its STEPS[rank] valid steps; the same on every rank."""
+    g = torch.Generator().manual_seed(100 + rank)
+    obs = torch.randn(T, NUM_ENVS, OBS_DIM, generator=g)
+    start = (torch.rand(T, NUM_ENVS, generator=g) < 0.2).float()
+    start[0] = 1.0
+    hidden = torch.randn(1, NUM_ENVS, 16, generator=g) * 0.1
+    actions = torch.randint(0, ACTIONS, (T, NUM_ENVS), generator=g)
+    with torch.no_grad():
+        logp, _, values = policy.evaluate({"obs": obs}, hidden, start, actions)
+    valid = torch.zeros(T, NUM_ENVS)
+    valid[: STEPS[rank]] = 1.0
+    return {"obs": obs, "start": start, "hidden": hidden, "actions": actions,
+            "old_logp": logp + 0.3 * torch.randn(T, NUM_ENVS, generator=g),  # ratios away from 1: clipping active
+            "old_values": values + 0.2 * torch.randn(T, NUM_ENVS, generator=g),
+            "advantages": torch.randn(T, NUM_ENVS, generator=g),
+            "returns": torch.randn(T, NUM_ENVS, generator=g), "valid": valid}
+
+
+def loss_on(policy, d: dict[str, torch.Tensor], steps: int | None = None) -> torch.Tensor:
+    """PPO loss as the updater computes it: on the first `steps` steps (the storage's [:L] slice), masked."""
+    from ddppo.ppo.loss import ppo_loss
+
+    L = steps if steps is not None else d["valid"].shape[0]
+    logp, entropy, values = policy.evaluate({"obs": d["obs"][:L]}, d["hidden"], d["start"][:L], d["actions"][:L])
+    return ppo_loss(logp, d["old_logp"][:L], d["advantages"][:L], entropy, values, d["old_values"][:L],
+                    d["returns"][:L], d["valid"][:L], clip=0.2, clip_value_loss=True, value_coef=0.5,
+                    entropy_coef=0.01).total
+
+
+def union(datas: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """All ranks' environments side by side (env dimension; hidden is (layers, N, H))."""
+    return {k: torch.cat([d[k] for d in datas], dim=1) for k in datas[0]}
+
+
+def grads(params) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+
+
+def max_rel_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
+    scale = max(float(w.abs().max()) for w in want)
+    return max(float((g - w).abs().max()) for g, w in zip(got, want)) / scale
+
+
+def allreduce_worker(rank: int, world: int, port: int) -> dict:
+    from ddppo.distributed import Launch, init_distributed
+
+    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    try:
+        policy = make_policy(seed=rank)  # different initialisations ...
+        ctx.broadcast_module(policy)  # ... made identical from rank 0
+        reference_policy = make_policy(seed=0)
+        assert all(torch.equal(a, b) for a, b in zip(policy.state_dict().values(),
+                                                      reference_policy.state_dict().values()))
+        params = [p for p in policy.parameters() if p.requires_grad]
+        datas = [rank_data(r, reference_policy) for r in range(world)]
+        counts = [int(d["valid"].sum()) for d in datas]
+        out: dict = {}
+
+        # 1. every rank contributes its own mean-loss gradient, weighted by its valid samples
+        policy.zero_grad(set_to_none=True)
+        loss_on(policy, datas[rank], STEPS[rank]).backward()
+        out["local_differs"] = max_rel_error(grads(params), _reference(reference_policy, datas)) > 1e-3
+        out["total"] = ctx.all_reduce_gradients(params, counts[rank])
+        out["err_union"] = max_rel_error(grads(params), _reference(reference_policy, datas))
+
+        # 2. a rank with no valid samples contributes nothing, whatever its gradient buffers hold (NaN here)
+        policy.zero_grad(set_to_none=True)
+        if rank == world - 1:
+            for p in params:
+                p.grad = torch.full_like(p, float("nan"))
+            n = 0
+        else:
+            loss_on(policy, datas[rank], STEPS[rank]).backward()
+            n = counts[rank]
+        out["total_without_last"] = ctx.all_reduce_gradients(params, n)
+        out["err_without_last"] = max_rel_error(grads(params), _reference(reference_policy, datas[:-1]))
+
+        # 3. a parameter without a gradient on some ranks is zero-filled there
+        extra = torch.nn.Parameter(torch.zeros(3))
+        extra.grad = torch.full((3,), 2.0) if rank == 0 else None
+        ctx.all_reduce_gradients([extra], counts[rank])
+        out["extra"] = extra.grad.tolist()
+        out["params_equal_after"] = _digest(policy)
+        out["counts"] = counts
+        return out
+    finally:
+        ctx.close()
+
+
+def _reference(policy, datas) -> list[torch.Tensor]:
+    """Single process: gradient of the mean loss over every valid sample of the union."""
+    params = [p for p in policy.parameters() if p.requires_grad]
+    policy.zero_grad(set_to_none=True)
+    loss_on(policy, union(datas)).backward()
+    out = grads(params)
+    policy.zero_grad(set_to_none=True)
+    return out
+
+
+def _digest(policy) -> str:
+    from dist_harness import digest
+
+    return digest(dict(policy.named_parameters()))
+
+
+@pytest.mark.timeout(180)
+def test_allreduced_gradient_is_the_union_gradient_with_unequal_sample_counts():
+    results = spawn_ranks(allreduce_worker, WORLD, timeout_s=150)
+    counts = results[0]["counts"]
+    assert counts == [s * NUM_ENVS for s in STEPS]
+    for rank, r in enumerate(results):
+        # the test has teeth: a rank's own gradient is not the union's
+        assert r["local_differs"], f"rank {rank}: local gradient already equals the union gradient"
+        assert r["total"] == sum(counts)
+        assert r["err_union"] < 1e-5, f"rank {rank}: relative error {r['err_union']:.2e} vs the union gradient"
+        assert r["total_without_last"] == sum(counts[:-1])
+        assert r["err_without_last"] < 1e-5, f"rank {rank}: a rank with zero samples changed the gradient"
+        expected = 2.0 * counts[0] / sum(counts)
+        assert r["extra"] == pytest.approx([expected] * 3, rel=1e-6)
+    assert len({r["params_equal_after"] for r in results}) == 1

@@ -1,0 +1,109 @@
+"""Straggler preemption with real ranks.
+
+1. `torchrun` with 3 ranks on the sleep-based synthetic env, rank 2 much slower:
+   with the default sync_frac=0.6 (2 of 3 ranks), rank 2 is preempted every
+   update, never before min_rollout_fraction, and the two fast ranks always
+   collect their full rollout (read from metrics.jsonl preempt/*).
+2. The done-counter of one update never leaks into the next, nor into a restarted
+   attempt that redoes the same update: two ranks drive `Preemption` directly
+   through `init_distributed` against a store hosted outside the ranks (as
+   torchrun's agent does, surviving restarts), for two attempts.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from dist_harness import free_port, spawn_ranks, start_torchrun, synthetic
+
+NUM_STEPS, MIN_FRACTION = 16, 0.25
+
+
+@pytest.mark.timeout(240)
+def test_slow_rank_is_preempted_after_the_minimum_and_fast_ranks_collect_in_full(tmp_path: Path):
+    updates = 4  # env steps per update when rank 2 stops at the minimum: 2 envs x (16 + 16 + 4)
+    overrides = synthetic(num_envs=2, num_steps=NUM_STEPS, **{
+        # fast ranks: 16 steps in ~0.1 s; rank 2 needs 4 steps (0.8 s) before it may stop, 3.2 s for all 16
+        "env.synthetic.step_sleep_s": 0.005, "env.synthetic.slow_ranks": "[2]", "env.synthetic.slow_factor": 40,
+        "preemption.min_rollout_fraction": MIN_FRACTION,  # sync_frac: the default 0.6 -> 2 of 3 ranks
+        "run.total_env_steps": updates * 2 * (2 * NUM_STEPS + 4), "dist.timeout_s": 60})
+    with start_torchrun(3, tmp_path / "run", overrides, tmp_path) as job:
+        codes = job.wait(timeout_s=200)
+        assert codes == [0], job.log_text()
+        rows = job.metrics()
+    assert len(rows) >= 2, job.log_text()
+    at_minimum = 0
+    for row in rows:
+        slow = row["preempt/steps_fraction_min"]
+        fast_sum = 3 * row["preempt/steps_fraction_mean"] - slow  # the two fast ranks together
+        where = f"update {row['update']}: {row}"
+        assert row["preempt/num_preempted"] == 1, where
+        assert MIN_FRACTION <= slow < 1.0, where  # never before the minimum
+        assert fast_sum == pytest.approx(2.0), where  # both fast ranks collected all their steps
+        at_minimum += slow == MIN_FRACTION
+    steps = [row["env_steps"] for row in rows]
+    assert all(b > a for a, b in zip(steps, steps[1:]))
+    # rank 2 is 40x slower: it normally stops exactly at the minimum (a loaded machine may delay the fast ranks)
+    assert at_minimum >= 1, rows
+
+
+# ----------------------------------------------------- counter namespacing
+def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[str]:
+    import torch.distributed as dist
+
+    from ddppo.config import PreemptionConfig
+    from ddppo.distributed import Launch, init_distributed
+    from ddppo.rollout.preemption import Preemption
+
+    problems: list[str] = []
+    cfg = PreemptionConfig(enabled=True, sync_frac=0.5, min_rollout_fraction=0.25)  # threshold: 1 of 2
+    for attempt, updates in ((0, range(1, 5)), (1, range(3, 7))):  # attempt 1 redoes updates 3 and 4
+        launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", attempt=attempt,
+                        agent_store=True)
+        ctx = init_distributed("gloo", "cpu", 30, 60, 0, launch)
+        pre = Preemption(cfg, ctx, num_steps=8)
+        assert pre.active and pre.min_steps == 2 and pre.threshold == 1
+        for update in updates:
+            ctx.rollout_barrier(0)
+            if rank == 1 and pre.should_stop(update, 7):
+                problems.append(f"attempt {attempt} update {update}: stopped before any rank finished "
+                                f"(an old count leaked)")
+            ctx.rollout_barrier(0)
+            if rank == 0:
+                pre.finished(update)  # rank 0 collects in full
+            ctx.rollout_barrier(0)
+            if rank == 1:
+                if pre.should_stop(update, 1):
+                    problems.append(f"attempt {attempt} update {update}: stopped before the minimum")
+                if not pre.should_stop(update, 2):
+                    problems.append(f"attempt {attempt} update {update}: not stopped after rank 0 finished")
+                if ctx.add_to_counter(pre.key(update), 0) != 1:
+                    problems.append(f"attempt {attempt} update {update}: counter "
+                                    f"{ctx.add_to_counter(pre.key(update), 0)} != 1")
+        ctx.rollout_barrier(0)
+        ctx.close()
+        assert not dist.is_initialized()
+    return problems
+
+
+@pytest.mark.timeout(180)
+def test_preemption_counter_never_leaks_across_updates_or_restarts():
+    import torch.distributed as dist
+
+    port = free_port()
+    # the launcher's store (torchrun's agent): it outlives the attempts, like across --max-restarts
+    store = dist.TCPStore("127.0.0.1", port, 2, True, timeout=datetime.timedelta(seconds=60),
+                          wait_for_workers=False)
+    problems = spawn_ranks(counter_worker, 2, port, timeout_s=150)
+    assert problems == [[], []]
+    # each attempt counted under its own namespace (init_distributed's "ddppo/<attempt>/" prefix): attempt 0's
+    # counts of updates 3 and 4 are still there, yet attempt 1 (which redid them) never saw them
+    attempt0, attempt1 = (dist.PrefixStore(f"ddppo/{a}/", store) for a in (0, 1))
+    assert [attempt0.add(f"preempt/done/{u}", 0) for u in (3, 4)] == [1, 1]
+    assert [attempt1.add(f"preempt/done/{u}", 0) for u in (5, 6)] == [1, 1]
+    # counters two updates old are deleted as training goes on (nobody reads them any more)
+    assert not any(attempt0.check([f"preempt/done/{u}"]) for u in (1, 2))
+    assert not any(attempt1.check([f"preempt/done/{u}"]) for u in (3, 4))
