@@ -73,11 +73,14 @@ class Trainer:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,
                                              spec.num_envs, ctx.device)
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
+        self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
         restored = restore(cfg, ctx, self.policy, self.updater.optimizer, self.collector)
         if restored is not None:
             counters, rank_state = restored
             self.update, self.env_steps = counters["update"], counters["env_steps"]
             self.skipped_in_a_row = counters.get("skipped_in_a_row", 0)
+            for sums, counts, steps, seconds in counters.get("window", []):
+                self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
             if rank_state is not None and "grpo_carry" in rank_state:
                 self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float()
             if self.reference is not None:
@@ -86,7 +89,6 @@ class Trainer:
                     self.reference.hidden = torch.as_tensor(rank_state["ref_hidden"]).to(ctx.device)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
-        self.window: deque = deque(maxlen=cfg.log.window)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
     # --------------------------------------------------------------------- loop
@@ -221,7 +223,8 @@ class Trainer:
             "optimizer": self.updater.optimizer.state_dict(),
             "counters": {"update": self.update, "env_steps": self.env_steps,
                          "skipped_in_a_row": self.skipped_in_a_row,
-                         "kl_beta": self.reference.beta if self.reference is not None else 0.0},
+                         "kl_beta": self.reference.beta if self.reference is not None else 0.0,
+                         "window": [list(w) for w in self.window]},
             "config_yaml": to_yaml(self.cfg),
             "world_size": self.ctx.world_size,
             "rank_states": states,
