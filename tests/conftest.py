@@ -1,0 +1,121 @@
+"""Shared test helpers: a tiny training config, and running the real `python -m ddppo` CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GRIDNAV_YAML = REPO / "configs" / "gridnav.yaml"
+
+# A gridnav run of a few seconds: 4 envs x 32 steps = 128 env steps per update.
+TINY = {
+    "env.num_envs": 4,
+    "rollout.num_steps": 32,
+    "ppo.num_mini_batch": 2,
+    "ppo.epochs": 2,
+    "policy.hidden_size": 32,
+    "env.gridnav.map_size": 7,
+    "env.gridnav.num_maps": 4,
+    "env.gridnav.max_episode_steps": 20,
+    "log.interval_s": 0.1,
+    "log.window": 1,
+    "run.torch_threads": 1,
+}
+STEPS_PER_UPDATE = TINY["env.num_envs"] * TINY["rollout.num_steps"]
+
+
+def tiny_overrides(run_dir: str | Path, **extra) -> list[str]:
+    """`key=value` overrides for a tiny gridnav run in `run_dir`; `extra` uses `__` for dots
+    (`ppo__lr=1e-3`) or pass dotted keys through `**{"ppo.lr": 1e-3}`."""
+    values = {"run.dir": str(run_dir), **TINY}
+    for key, value in extra.items():
+        values[key.replace("__", ".")] = value
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:  # shown by failing asserts
+        return f"rc={self.returncode}\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # never inherit a launcher's identity from the shell that runs pytest
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ddppo", *args]
+
+
+def run_cli(*args: str, cwd: str | Path = REPO, timeout: float = 300) -> CliResult:
+    """Run `python -m ddppo ARGS...` as a user would; returns exit code and output."""
+    proc = subprocess.run(cli_command(*args), cwd=cwd, env=cli_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_cli_many(arg_lists: list[list[str]], cwd: str | Path = REPO, timeout: float = 300,
+                 parallel: int = 3) -> list[CliResult]:
+    """Run several CLI invocations, `parallel` at a time (each is mostly interpreter start-up)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(parallel) as pool:
+        return list(pool.map(lambda args: run_cli(*args, cwd=cwd, timeout=timeout), arg_lists))
+
+
+# Helpers are handed out as fixtures (tests/slurm has its own conftest, so `import conftest` is ambiguous).
+@pytest.fixture
+def cli():
+    """`cli("config", "configs/gridnav.yaml", "ppo.lr=1")` -> CliResult (runs the real `python -m ddppo`)."""
+    return run_cli
+
+
+@pytest.fixture
+def cli_many():
+    """`cli_many([[args...], ...])` -> [CliResult, ...], run concurrently."""
+    return run_cli_many
+
+
+@pytest.fixture
+def tiny():
+    """`tiny(run_dir, **{"ppo.lr": 1e-3})` -> overrides for a few-second gridnav run."""
+    return tiny_overrides
+
+
+@pytest.fixture
+def tiny_config():
+    """`tiny_config(**{"ppo.lr": 1e-3})` -> a validated Config of the tiny gridnav run (run.dir unused)."""
+    from ddppo.config import load_config
+
+    def make(run_dir: str | Path = "unused-run-dir", **extra):
+        return load_config(GRIDNAV_YAML, tiny_overrides(run_dir, **extra))
+
+    return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_torch():
+    """Pay torch's one-off lazy initialisation once, not inside whichever test happens to run first."""
+    import torch
+
+    torch.set_num_threads(1)  # tiny tensors; extra threads only contend with concurrent jobs on 2 cores
+    gru = torch.nn.GRU(4, 4)
+    gru(torch.zeros(1, 1, 4))[0].sum().backward()
+    torch.optim.Adam(gru.parameters()).step()  # the first optimiser step imports a lot
+    torch.distributions.Categorical(logits=torch.randn(2, 3)).sample()

@@ -1,0 +1,148 @@
+"""The PPO loss (ddppo/ppo/loss.py) against hand computations."""
+
+import math
+
+import pytest
+import torch
+
+from ddppo.ppo.loss import ppo_loss
+
+CLIP = 0.2
+
+
+def loss(new_logp, old_logp, adv, entropy=None, values=None, old_values=None, returns=None, valid=None, *,
+         clip=CLIP, clip_value_loss=True, value_coef=0.5, entropy_coef=0.01):
+    t = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
+    n = len(new_logp)
+    return ppo_loss(t(new_logp), t(old_logp), t(adv), t(entropy or [0.0] * n), t(values or [0.0] * n),
+                    t(old_values or [0.0] * n), t(returns or [0.0] * n), t(valid or [1.0] * n), clip=clip,
+                    clip_value_loss=clip_value_loss, value_coef=value_coef, entropy_coef=entropy_coef)
+
+
+def close(x, expected):
+    assert float(x) == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("ratio,adv,expected_objective", [
+    (1.1, 2.0, 1.1 * 2.0),    # inside the clip range: plain ratio * A
+    (1.5, 2.0, 1.2 * 2.0),    # A > 0, ratio above 1 + clip: clipped to 1.2 * A
+    (0.5, 2.0, 0.5 * 2.0),    # A > 0, ratio below 1 - clip: the unclipped (smaller) term wins
+    (0.5, -2.0, 0.8 * -2.0),  # A < 0, ratio below 1 - clip: clipped to 0.8 * A
+    (1.5, -2.0, 1.5 * -2.0),  # A < 0, ratio above 1 + clip: the unclipped (smaller) term wins
+])
+def test_clipped_surrogate_on_both_sides_of_the_clip(ratio, adv, expected_objective):
+    out = loss([math.log(ratio)], [0.0], [adv])
+    close(out.policy, -expected_objective)
+
+
+def test_surrogate_gradient_vanishes_only_where_clipped():
+    old = torch.zeros(4)
+    new = torch.tensor([math.log(1.5), math.log(1.5), math.log(0.5), math.log(1.1)], requires_grad=True)
+    adv = torch.tensor([2.0, -2.0, -2.0, 1.0])
+    out = ppo_loss(new, old, adv, torch.zeros(4), torch.zeros(4), torch.zeros(4), torch.zeros(4), torch.ones(4),
+                   clip=CLIP, clip_value_loss=False, value_coef=0.0, entropy_coef=0.0)
+    out.total.backward()
+    g = new.grad
+    # d(-mean(r*A))/d logp = -r*A/4 where unclipped; 0 where the clipped term is the minimum
+    assert g[0] == 0.0 and g[2] == 0.0
+    close(g[1], -(1.5 * -2.0) / 4)
+    close(g[3], -(1.1 * 1.0) / 4)
+
+
+def test_value_loss_clipped_and_unclipped():
+    # sample 0: v=2, old=1, R=3: unclipped err 1, clipped v'=1.2 err 3.24 -> max 3.24
+    # sample 1: v=1.1, old=1, R=0: inside clip: err 1.21 both
+    # sample 2: v=0, old=1, R=0.5: unclipped 0.25, clipped v'=0.8 err 0.09 -> max 0.25
+    kw = dict(values=[2.0, 1.1, 0.0], old_values=[1.0, 1.0, 1.0], returns=[3.0, 0.0, 0.5])
+    out = loss([0.0] * 3, [0.0] * 3, [0.0] * 3, **kw)
+    close(out.value, 0.5 * (3.24 + 1.21 + 0.25) / 3)
+    out = loss([0.0] * 3, [0.0] * 3, [0.0] * 3, clip_value_loss=False, **kw)
+    close(out.value, 0.5 * (1.0 + 1.21 + 0.25) / 3)
+
+
+def test_total_combines_terms_with_coefficients():
+    out = loss([math.log(1.1), 0.0], [0.0, 0.0], [1.0, -1.0], entropy=[1.0, 2.0], values=[1.0, 0.0],
+               old_values=[1.0, 0.0], returns=[0.0, 2.0], value_coef=0.25, entropy_coef=0.1)
+    policy = -(1.1 * 1.0 + 1.0 * -1.0) / 2
+    value = 0.5 * (1.0 + 4.0) / 2
+    entropy = 1.5
+    close(out.policy, policy)
+    close(out.value, value)
+    close(out.entropy, entropy)
+    close(out.total, policy + 0.25 * value - 0.1 * entropy)
+
+
+def test_entropy_bonus_gradient_sign():
+    ent = torch.tensor([1.0, 1.0], requires_grad=True)
+    out = ppo_loss(torch.zeros(2), torch.zeros(2), torch.zeros(2), ent, torch.zeros(2), torch.zeros(2),
+                   torch.zeros(2), torch.ones(2), clip=CLIP, clip_value_loss=True, value_coef=0.5, entropy_coef=0.3)
+    out.total.backward()
+    torch.testing.assert_close(ent.grad, torch.tensor([-0.15, -0.15]))  # minimising total raises entropy
+
+
+def test_masked_means_ignore_invalid_steps():
+    """Invalid steps hold arbitrary values; they change no term and no diagnostic."""
+    valid = [1.0, 1.0, 0.0, 0.0]
+    base = dict(entropy=[1.0, 0.5, 99.0, 7.0], values=[1.0, 2.0, 50.0, -3.0], old_values=[1.0, 2.0, 0.0, 0.0],
+                returns=[2.0, 2.0, -50.0, 40.0])
+    out = loss([math.log(1.1), math.log(0.7), 5.0, -5.0], [0.0] * 4, [1.0, 2.0, 1000.0, -1000.0], valid=valid,
+               **base)
+    ref = loss([math.log(1.1), math.log(0.7)], [0.0] * 2, [1.0, 2.0], entropy=[1.0, 0.5], values=[1.0, 2.0],
+               old_values=[1.0, 2.0], returns=[2.0, 2.0])
+    for name, value in ref.scalars().items():
+        close(getattr(out, name), value)
+    close(out.policy, -(1.1 * 1.0 + 0.7 * 2.0) / 2)  # A > 0 and ratio 0.7 < 0.8: min keeps 0.7 * A
+    close(out.entropy, 0.75)
+
+
+def test_masked_mean_of_policy_uses_valid_count_not_total():
+    out = loss([0.0, 0.0, 0.0], [0.0] * 3, [3.0, 0.0, 0.0], valid=[1.0, 0.0, 0.0])
+    close(out.policy, -3.0)
+
+
+def test_all_invalid_gives_finite_zero_terms():
+    out = loss([1.0, 2.0], [0.0, 0.0], [1.0, 1.0], values=[5.0, 5.0], valid=[0.0, 0.0])
+    for name, value in out.scalars().items():
+        assert math.isfinite(value), name
+    close(out.total, 0.0)
+
+
+def test_approx_kl_and_clip_fraction():
+    ratios = [1.0, 1.1, 1.3, 0.7, 0.85]
+    valid = [1.0, 1.0, 1.0, 1.0, 0.0]  # the last one would not be clipped anyway; 1.3 and 0.7 are
+    out = loss([math.log(r) for r in ratios], [0.0] * 5, [1.0] * 5, valid=valid)
+    kl = sum((r - 1) - math.log(r) for r in ratios[:4]) / 4
+    close(out.approx_kl, kl)
+    close(out.clip_fraction, 2 / 4)
+    close(out.ratio_min, 0.7)
+    close(out.ratio_max, 1.3)
+    close(out.ratio_mean, (1.0 + 1.1 + 1.3 + 0.7) / 4)
+    assert out.approx_kl >= 0
+
+
+def test_identical_policies_give_zero_kl_and_no_clipping():
+    logp = torch.randn(10)
+    out = ppo_loss(logp, logp.clone(), torch.randn(10), torch.rand(10), torch.randn(10), torch.randn(10),
+                   torch.randn(10), torch.ones(10), clip=CLIP, clip_value_loss=True, value_coef=0.5,
+                   entropy_coef=0.01)
+    close(out.approx_kl, 0.0)
+    close(out.clip_fraction, 0.0)
+    close(out.ratio_mean, 1.0)
+
+
+def test_two_dimensional_batches():
+    torch.manual_seed(0)
+    T, N = 5, 3
+    new, old, adv = torch.randn(T, N) * 0.3, torch.randn(T, N) * 0.3, torch.randn(T, N)
+    valid = torch.ones(T, N)
+    valid[3:, 1] = 0
+    out = ppo_loss(new, old, adv, torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N),
+                   valid, clip=CLIP, clip_value_loss=False, value_coef=0.0, entropy_coef=0.0)
+    ratio = (new - old).exp()
+    terms = []
+    for t in range(T):
+        for n in range(N):
+            if valid[t, n]:
+                r, a = float(ratio[t, n]), float(adv[t, n])
+                terms.append(min(r * a, min(max(r, 1 - CLIP), 1 + CLIP) * a))
+    close(out.policy, -sum(terms) / len(terms))

@@ -1,0 +1,133 @@
+"""Metrics sinks (ddppo/metrics.py): metrics.jsonl and TensorBoard agree; resume drops what the
+checkpoint does not cover; timers and the progress line."""
+
+import json
+import math
+import time
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from ddppo.metrics import MetricsWriter, Timer, format_duration, progress_line, truncate_jsonl
+
+
+def scalars_for(update):
+    return {"fps": 100.0 + update, "perf/fps": 100.0 + update, "train/reward": 0.5 * update,
+            "loss/policy": -0.01 * update, "loss/explained_variance": float("nan") if update == 2 else 0.1}
+
+
+def write_updates(run_dir, updates, steps_per_update=128, **kw):
+    w = MetricsWriter(run_dir, enabled=True, tensorboard=True, **kw)
+    for u in updates:
+        w.write(u, u * steps_per_update, scalars_for(u))
+    w.close()
+
+
+def read_jsonl(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def read_tb(run_dir):
+    acc = EventAccumulator(str(run_dir / "tb"))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_jsonl_and_tensorboard_hold_the_same_values(tmp_path):
+    t0 = time.time()
+    write_updates(tmp_path, [1, 2, 3])
+    rows = read_jsonl(tmp_path)
+    assert [r["update"] for r in rows] == [1, 2, 3]
+    assert [r["env_steps"] for r in rows] == [128, 256, 384]
+    for r in rows:
+        assert t0 - 1 <= r["wall_time"] <= time.time() + 1
+        expected = scalars_for(r["update"])
+        for k, v in expected.items():
+            assert r[k] == (v if math.isfinite(v) else None), k  # JSON has no NaN: null
+    tb = read_tb(tmp_path)
+    assert set(tb) == {"perf/fps", "train/reward", "loss/policy", "loss/explained_variance"}  # grouped tags only
+    for tag, events in tb.items():
+        rows_with_value = [r for r in rows if r[tag] is not None]
+        assert [s for s, _ in events] == [r["env_steps"] for r in rows_with_value]  # step = global env steps
+        for (_, value), r in zip(events, rows_with_value):
+            assert value == pytest.approx(r[tag], rel=1e-6)
+    assert [s for s, _ in tb["loss/explained_variance"]] == [128, 384]  # NaN skipped, not written
+
+
+def test_resume_truncates_jsonl_and_purges_tensorboard(tmp_path):
+    # a crash after update 5, the last checkpoint at update 3 (env steps 384)
+    write_updates(tmp_path, [1, 2, 3, 4, 5])
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"update": 6, "env_st')  # torn line
+    # the resumed run redoes 4 and 5 with different values, then continues
+    w = MetricsWriter(tmp_path, enabled=True, tensorboard=True, resume_update=3, resume_env_steps=384)
+    assert [r["update"] for r in read_jsonl(tmp_path)] == [1, 2, 3]
+    for u in (4, 5, 6):
+        w.write(u, u * 128, {"train/reward": -float(u)})
+    w.close()
+    rows = read_jsonl(tmp_path)
+    assert [r["update"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["train/reward"] for r in rows] == [0.5, 1.0, 1.5, -4.0, -5.0, -6.0]
+    events = read_tb(tmp_path)["train/reward"]
+    assert [s for s, _ in events] == [128, 256, 384, 512, 640, 768]  # no duplicated steps
+    assert [v for _, v in events] == pytest.approx([0.5, 1.0, 1.5, -4.0, -5.0, -6.0])
+
+
+def test_truncate_jsonl(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    truncate_jsonl(path, 3)  # no file: nothing happens
+    assert not path.exists()
+    lines = [json.dumps({"update": u, "x": u}) for u in (1, 2, 3, 4, 5)]
+    path.write_text("\n".join(lines) + "\n" + '{"update": 6, "x"')
+    truncate_jsonl(path, 3)
+    assert path.read_text() == "\n".join(lines[:3]) + "\n"
+    truncate_jsonl(path, 0)
+    assert path.read_text() == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # no temp file left
+
+
+def test_fresh_start_in_a_dir_without_checkpoints_drops_old_lines(tmp_path):
+    write_updates(tmp_path, [1, 2])
+    write_updates(tmp_path, [1, 2, 3])  # resume_update=0: nothing of the earlier attempt is covered
+    assert [r["update"] for r in read_jsonl(tmp_path)] == [1, 2, 3]
+
+
+def test_null_writer_writes_nothing(tmp_path):
+    w = MetricsWriter(tmp_path / "run", enabled=False, tensorboard=True)
+    w.write(1, 128, {"train/reward": 1.0})
+    w.flush()
+    w.close()
+    assert not (tmp_path / "run").exists()
+
+
+def test_tensorboard_off_still_writes_jsonl(tmp_path):
+    w = MetricsWriter(tmp_path, enabled=True, tensorboard=False)
+    w.write(1, 10, {"train/reward": 2.0})
+    w.close()
+    assert read_jsonl(tmp_path)[0]["train/reward"] == 2.0
+    assert not (tmp_path / "tb").exists()
+
+
+def test_timer_accumulates_per_phase_and_pops():
+    timer = Timer()
+    for _ in range(3):
+        with timer("a"):
+            time.sleep(0.002)
+    with pytest.raises(ValueError):
+        with timer("b"):
+            raise ValueError  # time is still recorded when the block raises
+    totals = timer.pop()
+    assert set(totals) == {"a", "b"}
+    assert totals["a"] >= 0.006 and totals["b"] >= 0.0
+    assert timer.pop() == {}
+
+
+def test_progress_line_and_durations():
+    line = progress_line(500, 1000, 50.0, {"train/reward": 1.23456, "train/success": 0.5,
+                                           "train/spl": float("nan")})
+    assert "500/1,000" in line and "50.0%" in line and "fps 50" in line
+    assert "reward 1.235" in line and "success 0.500" in line and "spl" not in line
+    assert "eta 0:00:10" in line
+    assert format_duration(3725) == "1:02:05"
+    assert format_duration(float("inf")) == "?"
+    assert "eta ?" in progress_line(0, 10, 0.0, {})

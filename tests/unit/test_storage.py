@@ -1,0 +1,240 @@
+"""Rollout storage (ddppo/rollout/storage.py): layout, valid mask, bootstrap, minibatches;
+and the collector filling it (preemption, truncation bootstrap)."""
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from ddppo.config import PolicyConfig
+from ddppo.metrics import Timer
+from ddppo.ppo.policy import Policy
+from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.gae import gae
+from ddppo.rollout.storage import RolloutStorage
+from envs.base import EpisodeInfo, StepResult
+
+OBS_SPACE = gymnasium.spaces.Dict({
+    "vec": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
+    "img": gymnasium.spaces.Box(0, 255, (4, 4, 1), np.uint8),
+})
+ACTIONS = gymnasium.spaces.Discrete(4)
+
+
+def make_storage(T=6, N=4, layers=1, H=5, action_space=ACTIONS):
+    return RolloutStorage(T, N, OBS_SPACE, action_space, (layers, N, H), torch.device("cpu"))
+
+
+def obs_at(t, N=4):
+    """Distinct, recognisable observations: vec = t + env/10, img = t."""
+    vec = torch.tensor([[t + n / 10] * 3 for n in range(N)], dtype=torch.float32)
+    img = torch.full((N, 4, 4, 1), t, dtype=torch.uint8)
+    return {"vec": vec, "img": img}
+
+
+def fill(s, steps, N=4, done_at=()):
+    """set_first + `steps` inserts with recognisable values: action t, value 10t+n, reward t+n/100."""
+    hidden = torch.arange(s.hidden0.numel(), dtype=torch.float32).view_as(s.hidden0)
+    s.set_first(obs_at(0, N), torch.ones(N), hidden)
+    for t in range(steps):
+        done = torch.tensor([1.0 if (t, n) in done_at else 0.0 for n in range(N)])
+        s.insert(torch.full((N,), t % 4), torch.full((N,), -0.1 * t), 10.0 * t + torch.arange(N),
+                 t + torch.arange(N) / 100, done, obs_at(t + 1, N))
+    return hidden
+
+
+def test_dtypes_and_shapes():
+    s = make_storage()
+    assert s.obs["img"].dtype == torch.uint8 and s.obs["img"].shape == (7, 4, 4, 4, 1)
+    assert s.obs["vec"].shape == (7, 4, 3)
+    assert s.actions.dtype == torch.long and s.actions.shape == (6, 4)
+    assert s.values.shape == (7, 4)
+    box = make_storage(action_space=gymnasium.spaces.Box(-1, 1, (2,), np.float32))
+    assert box.actions.dtype == torch.float32 and box.actions.shape == (6, 4, 2)
+
+
+def test_set_first_and_insert_layout():
+    s = make_storage()
+    hidden = fill(s, 3, done_at={(1, 2)})
+    assert s.step == 3
+    assert torch.equal(s.hidden0, hidden)
+    for t in range(4):  # obs[t] is what the action at t saw; obs[t+1] is what the step returned
+        torch.testing.assert_close(s.obs["vec"][t], obs_at(t)["vec"])
+        assert torch.equal(s.obs["img"][t], obs_at(t)["img"])
+    for t in range(3):
+        assert torch.equal(s.actions[t], torch.full((4,), t))
+        torch.testing.assert_close(s.values[t], 10.0 * t + torch.arange(4.0))
+        torch.testing.assert_close(s.rewards[t], t + torch.arange(4.0) / 100)
+        torch.testing.assert_close(s.logp[t], torch.full((4,), -0.1 * t))
+    # episode_start[0] from set_first; episode_start[t+1] = done[t]
+    assert torch.equal(s.episode_start[0], torch.ones(4))
+    assert torch.equal(s.dones[1], torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    assert torch.equal(s.episode_start[2], torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    assert torch.equal(s.episode_start[1], torch.zeros(4))
+    assert torch.equal(s.last_obs()["vec"], obs_at(3)["vec"])
+    # a new rollout starts from step 0 again
+    s.set_first(obs_at(9), torch.zeros(4), torch.zeros_like(s.hidden0))
+    assert s.step == 0 and torch.equal(s.obs["img"][0], obs_at(9)["img"])
+    assert torch.equal(s.episode_start[0], torch.zeros(4))
+
+
+def test_valid_mask_after_preempted_rollout():
+    s = make_storage(T=6)
+    fill(s, 6)
+    assert torch.equal(s.valid, torch.ones(6, 4))
+    fill(s, 2)  # preempted after 2 of 6 steps
+    expected = torch.zeros(6, 4)
+    expected[:2] = 1.0
+    assert torch.equal(s.valid, expected)
+
+
+@pytest.mark.parametrize("L", [6, 4, 1])
+def test_compute_returns_bootstraps_from_values_at_L(L):
+    s = make_storage(T=6)
+    fill(s, 6, done_at={(0, 1)})  # a full earlier rollout leaves stale data in every row
+    fill(s, L, done_at={(0, 1)})
+    last = torch.tensor([3.0, -2.0, 0.5, 7.0])
+    s.compute_returns(last, 0.9, 0.8)
+    torch.testing.assert_close(s.values[L], last)
+    values = torch.cat([s.values[:L], last[None]])
+    adv, ret = gae(s.rewards[:L], values, s.dones[:L], 0.9, 0.8)
+    torch.testing.assert_close(s.advantages[:L], adv)
+    torch.testing.assert_close(s.returns[:L], ret)
+    assert not s.advantages[L:].any() and not s.returns[L:].any()  # no stale values beyond L
+    # the last collected step bootstraps from `last` (hand check, env 0 never done)
+    delta = s.rewards[L - 1, 0] + 0.9 * last[0] - s.values[L - 1, 0]
+    torch.testing.assert_close(s.advantages[L - 1, 0], delta)
+
+
+@pytest.mark.parametrize("N,k,L", [(4, 1, 6), (4, 2, 6), (4, 4, 2), (6, 3, 1), (8, 4, 5)])
+def test_minibatches_split_by_env_always_num_mini_batch(N, k, L):
+    s = make_storage(T=6, N=N, layers=2)
+    hidden = fill(s, L, N=N)
+    s.compute_returns(torch.zeros(N), 0.99, 0.95)
+    g = torch.Generator().manual_seed(0)
+    batches = list(s.minibatches(k, generator=g))
+    assert len(batches) == k
+    seen = []
+    for mb in batches:
+        # env ids of this batch, recovered from the recognisable observations
+        envs = torch.round((mb.obs["vec"][0, :, 0] - 0) * 10).long()
+        seen += envs.tolist()
+        n = N // k
+        assert mb.obs["vec"].shape == (L, n, 3) and mb.obs["img"].shape == (L, n, 4, 4, 1)
+        assert mb.actions.shape == mb.old_logp.shape == mb.old_values.shape == mb.valid.shape == (L, n)
+        assert mb.hidden.shape == (2, n, 5)
+        assert torch.equal(mb.hidden, hidden[:, envs])  # recurrent state of the same envs
+        assert torch.equal(mb.advantages, s.advantages[:L, envs])
+        assert torch.equal(mb.returns, s.returns[:L, envs])
+        assert torch.equal(mb.old_values, s.values[:L, envs])
+        assert torch.equal(mb.episode_start, s.episode_start[:L, envs])
+        assert torch.equal(mb.valid, torch.ones(L, n))
+        for t in range(L):  # time stays whole and in order
+            torch.testing.assert_close(mb.obs["vec"][t, :, 0], t + envs / 10)
+    assert sorted(seen) == list(range(N))  # each env in exactly one minibatch
+
+
+def test_minibatches_shuffle_envs_between_epochs():
+    s = make_storage(T=2, N=8)
+    fill(s, 2, N=8)
+    g = torch.Generator().manual_seed(1)
+    orders = {tuple(torch.cat([mb.hidden[0, :, 0] for mb in s.minibatches(4, generator=g)]).tolist())
+              for _ in range(5)}
+    assert len(orders) > 1
+
+
+# --------------------------------------------------------------------------------- collector
+class CountingEnv:
+    """1-d obs = step count of the episode; a fixed episode length ends it by truncation
+    (or termination for env 1 on its 2nd step). Reward 1 per step."""
+
+    def __init__(self, num_envs=3, length=3):
+        self.num_envs, self.length = num_envs, length
+        self.observation_space = gymnasium.spaces.Dict({"x": gymnasium.spaces.Box(-100, 100, (1,), np.float32)})
+        self.action_space = gymnasium.spaces.Discrete(2)
+        self.t = np.zeros(num_envs, dtype=np.int64)
+
+    def _obs(self, t):
+        return {"x": t.astype(np.float32)[:, None]}
+
+    def reset(self):
+        self.t[:] = 0
+        return self._obs(self.t)
+
+    def step(self, actions):
+        self.t += 1
+        terminated = np.zeros(self.num_envs, bool)
+        terminated[1] = self.t[1] == 2
+        truncated = ~terminated & (self.t >= self.length)
+        final = self._obs(self.t)
+        done = terminated | truncated
+        episodes = [EpisodeInfo(int(i), {"return": float(self.t[i]), "length": float(self.t[i])})
+                    for i in np.flatnonzero(done)]
+        self.t[done] = 0
+        return StepResult(self._obs(self.t), np.ones(self.num_envs, np.float32), terminated, truncated, final,
+                          episodes)
+
+    def state_dict(self):
+        return {"t": self.t.copy()}
+
+    def load_state_dict(self, state):
+        self.t = state["t"].copy()
+
+    def close(self):
+        pass
+
+
+class StopAt:
+    """A stand-in for Preemption: stop before step `at` (None: never)."""
+
+    def __init__(self, at=None):
+        self.at, self.finished_updates = at, []
+
+    def should_stop(self, update, step):
+        return self.at is not None and step >= self.at
+
+    def finished(self, update):
+        self.finished_updates.append(update)
+
+
+def make_collector(T, preemption, gamma=0.9, rnn="none"):
+    torch.manual_seed(0)
+    env = CountingEnv()
+    policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type=rnn))
+    storage = RolloutStorage(T, env.num_envs, env.observation_space, env.action_space,
+                             tuple(policy.initial_hidden(env.num_envs).shape), torch.device("cpu"))
+    return RolloutCollector(env, policy, storage, preemption, Timer(), gamma, torch.device("cpu")), policy, storage
+
+
+def test_collector_preempted_rollout_and_carry_over():
+    pre = StopAt(2)
+    collector, policy, s = make_collector(5, pre)
+    res = collector.collect(update=1)
+    assert res.steps == 2 and res.preempted and s.step == 2 and pre.finished_updates == []
+    assert torch.equal(s.valid[:, 0], torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0]))
+    # the next rollout continues from where the envs are (obs 2), not from a reset
+    pre.at = None
+    res = collector.collect(update=2)
+    assert res.steps == 5 and not res.preempted and pre.finished_updates == [2]
+    assert s.obs["x"][0, 0, 0] == 2.0
+    assert torch.equal(s.episode_start[0], torch.tensor([0.0, 1.0, 0.0]))  # env 1 ended at its step 2
+
+
+@pytest.mark.parametrize("rnn", ["none", "gru"])
+def test_collector_truncation_adds_gamma_value_of_final_obs(rnn):
+    gamma = 0.9
+    collector, policy, s = make_collector(3, StopAt(None), gamma, rnn)
+    collector.collect(update=1)
+    # env 0 and 2: truncated after step index 2 (3rd step) with final obs x=3; env 1: terminated at step 1
+    h = s.hidden0
+    with torch.no_grad():
+        # recompute the hidden state after the third step of env 0 with the policy itself
+        _, _, _, h1 = policy.act({"x": s.obs["x"][0]}, h, s.episode_start[0])
+        _, _, _, h2 = policy.act({"x": s.obs["x"][1]}, h1, s.episode_start[1])
+        _, _, _, h3 = policy.act({"x": s.obs["x"][2]}, h2, s.episode_start[2])
+        v_final = policy.value({"x": torch.full((3, 1), 3.0)}, h3, torch.zeros(3))
+    torch.testing.assert_close(s.rewards[2, [0, 2]], 1.0 + gamma * v_final[[0, 2]])
+    assert torch.equal(s.rewards[1, 1], torch.tensor(1.0))  # termination: no bootstrap
+    assert torch.equal(s.rewards[0], torch.ones(3))
+    assert torch.equal(s.dones[2], torch.tensor([1.0, 0.0, 1.0]))
+    assert torch.equal(s.dones[1], torch.tensor([0.0, 1.0, 0.0]))
