@@ -9,7 +9,9 @@ steps and end by truncation.
 Each batched step sleeps `step_sleep_s` (times `slow_factor` on `slow_ranks`)
 and, with `step_compute` > 0, multiplies two (step_compute, step_compute)
 matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
-(counted since construction), for tests of error handling.
+(counted since construction), for tests of error handling. `nan_reward_at_step` > 0
+makes the rewards NaN for `nan_reward_steps` batched steps from that step on (on
+`nan_reward_ranks`, or every rank), for tests of non-finite updates.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class SyntheticEnv:
             (options.obs_dim, options.num_actions)).astype(np.float32)
         self._rng = np.random.default_rng([spec.seed, 2])
         slow = spec.rank in [int(r) for r in options.slow_ranks]
+        self._nan_rank = not options.nan_reward_ranks or spec.rank in [int(r) for r in options.nan_reward_ranks]
         self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0)
         self._work = np.ones((options.step_compute, options.step_compute), np.float32) / max(1, options.step_compute)
         self._obs = np.zeros((self.num_envs, options.obs_dim), np.float32)
@@ -64,6 +67,9 @@ class SyntheticEnv:
         self._burn()
         a = np.asarray(actions).reshape(self.num_envs)
         reward = (a == self.best_actions({"obs": self._obs})).astype(np.float32)
+        first_nan = self.options.nan_reward_at_step
+        if self._nan_rank and first_nan and first_nan <= self._total_steps < first_nan + self.options.nan_reward_steps:
+            reward[:] = np.nan
         self._ret += reward
         self._steps += 1
         truncated = self._steps >= self.options.episode_length
