@@ -121,7 +121,7 @@ class Trainer:
             reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
             self.update = update
             self.env_steps += int(steps_per_rank.sum().item()) * cfg.env.num_envs
-            self.skipped_in_a_row = self.skipped_in_a_row + 1 if reduced.skipped_steps else 0
+            self._count_skipped(reduced.skipped_steps)
             if self.reference is not None:
                 reduced.losses["kl_beta"] = beta
                 self.reference.adapt(reduced.losses["kl_ref"])
@@ -160,6 +160,15 @@ class Trainer:
         found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window))
         if found is not None:
             log.info("%s", found.line())
+
+    def _count_skipped(self, skipped_steps: int) -> None:
+        """Updates with skipped (non-finite) optimiser steps, in a row; each one is logged."""
+        self.skipped_in_a_row = self.skipped_in_a_row + 1 if skipped_steps else 0
+        if skipped_steps and self.ctx.is_main:
+            ppo = self.cfg.ppo
+            log.warning("update %d: %d of %d optimiser steps skipped: non-finite gradients (%d update(s) in a row; "
+                        "the run stops at ppo.max_skipped_updates=%d)", self.update, skipped_steps,
+                        ppo.epochs * ppo.num_mini_batch, self.skipped_in_a_row, ppo.max_skipped_updates)
 
     def _local_stop_flags(self) -> int:
         flags = 0
