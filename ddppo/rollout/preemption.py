@@ -29,7 +29,13 @@ class Preemption:
 
     def should_stop(self, update: int, step: int) -> bool:
         """Checked before every step of the rollout."""
-        if not self.active or step < self.min_steps:
+        if not self.active:
+            return False
+        if step == 0 and self.ctx.is_main and update > 2:
+            # every rank has passed update - 1's end-of-rollout sync, so nobody reads update - 2's
+            # counter any more; deleted here, whether or not rank 0 itself finishes, to keep the store small
+            self.ctx.delete_key(self.key(update - 2))
+        if step < self.min_steps:
             return False
         return self.ctx.add_to_counter(self.key(update), 0) >= self.threshold
 
@@ -37,5 +43,3 @@ class Preemption:
         """This rank collected its full rollout."""
         if self.active:
             self.ctx.add_to_counter(self.key(update), 1)
-        if self.ctx.is_main and update >= 2:
-            self.ctx.delete_key(self.key(update - 2))  # keep the store small; nobody reads it any more
