@@ -52,6 +52,7 @@ def test_slow_rank_is_preempted_after_the_minimum_and_fast_ranks_collect_in_full
 
 # ----------------------------------------------------- counter namespacing
 def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[str]:
+    """Drives Preemption as the collector does: should_stop(update, t) before each step, finished() at the end."""
     import torch.distributed as dist
 
     from ddppo.config import PreemptionConfig
@@ -60,29 +61,33 @@ def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[s
 
     problems: list[str] = []
     cfg = PreemptionConfig(enabled=True, sync_frac=0.5, min_rollout_fraction=0.25)  # threshold: 1 of 2
-    for attempt, updates in ((0, range(1, 5)), (1, range(3, 7))):  # attempt 1 redoes updates 3 and 4
+    # attempt 1 redoes updates 3 and 4 (a restart from a checkpoint); in it rank 0 is the straggler
+    for attempt, updates, finisher in ((0, range(1, 5), 0), (1, range(3, 7), 1)):
         launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", attempt=attempt,
                         agent_store=True)
         ctx = init_distributed("gloo", "cpu", 30, 60, 0, launch)
         pre = Preemption(cfg, ctx, num_steps=8)
         assert pre.active and pre.min_steps == 2 and pre.threshold == 1
+        where = f"attempt {attempt}"
         for update in updates:
             ctx.rollout_barrier(0)
-            if rank == 1 and pre.should_stop(update, 7):
-                problems.append(f"attempt {attempt} update {update}: stopped before any rank finished "
-                                f"(an old count leaked)")
+            if pre.should_stop(update, 0):  # every rank starts its rollout
+                problems.append(f"{where} update {update}: stopped at step 0")
             ctx.rollout_barrier(0)
-            if rank == 0:
-                pre.finished(update)  # rank 0 collects in full
+            if rank != finisher and pre.should_stop(update, 7):
+                problems.append(f"{where} update {update}: stopped before any rank finished (an old count leaked)")
             ctx.rollout_barrier(0)
-            if rank == 1:
+            if rank == finisher:
+                pre.finished(update)  # collected in full
+            ctx.rollout_barrier(0)
+            if rank != finisher:
                 if pre.should_stop(update, 1):
-                    problems.append(f"attempt {attempt} update {update}: stopped before the minimum")
+                    problems.append(f"{where} update {update}: stopped before the minimum")
                 if not pre.should_stop(update, 2):
-                    problems.append(f"attempt {attempt} update {update}: not stopped after rank 0 finished")
-                if ctx.add_to_counter(pre.key(update), 0) != 1:
-                    problems.append(f"attempt {attempt} update {update}: counter "
-                                    f"{ctx.add_to_counter(pre.key(update), 0)} != 1")
+                    problems.append(f"{where} update {update}: not stopped after the other rank finished")
+                count = ctx.add_to_counter(pre.key(update), 0)
+                if count != 1:
+                    problems.append(f"{where} update {update}: counter {count} != 1")
         ctx.rollout_barrier(0)
         ctx.close()
         assert not dist.is_initialized()
@@ -104,6 +109,7 @@ def test_preemption_counter_never_leaks_across_updates_or_restarts():
     attempt0, attempt1 = (dist.PrefixStore(f"ddppo/{a}/", store) for a in (0, 1))
     assert [attempt0.add(f"preempt/done/{u}", 0) for u in (3, 4)] == [1, 1]
     assert [attempt1.add(f"preempt/done/{u}", 0) for u in (5, 6)] == [1, 1]
-    # counters two updates old are deleted as training goes on (nobody reads them any more)
+    # counters two updates old are deleted as training goes on (nobody reads them any more), also when
+    # rank 0 (which deletes them) is the straggler that never finishes (attempt 1)
     assert not any(attempt0.check([f"preempt/done/{u}"]) for u in (1, 2))
     assert not any(attempt1.check([f"preempt/done/{u}"]) for u in (3, 4))
