@@ -199,7 +199,6 @@ class Trainer:
 
     # ---------------------------------------------------------------- outputs
     def _scalars(self, r, lr: float) -> dict[str, float]:
-        cfg = self.cfg
         self.window.append((r.episode_sums, r.episode_counts, r.env_steps_this_update, r.update_time_max))
         sums = sum(w[0] for w in self.window)
         counts = sum(w[1] for w in self.window)
