@@ -50,6 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a config and overrides to measure (repeatable); default: gridnav and cartpole")
     bench.add_argument("--rounds", type=int, default=5, help="interleaved measurement rounds (medians reported)")
     bench.add_argument("--out", default="benchmarks/results/throughput.json", help="JSON output path")
+    ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
+                        description="Evaluate checkpoints on held-out episodes (see ddppo/evaluate.py). Actions are "
+                                    "greedy unless eval.deterministic=false.")
+    ev.add_argument("target", metavar="RUN_DIR_OR_CONFIG", help="a run directory, or a YAML config (its run.dir)")
+    ev.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. eval.num_episodes=500")
+    ev.add_argument("--checkpoint", default="latest", metavar="PATH|latest|all",
+                    help="one checkpoint file, the newest (default), or all in order")
+    ev.add_argument("--watch", action="store_true", help="also wait for new checkpoints until training finishes")
+    ev.add_argument("--video", type=int, default=0, metavar="N", help="record N episodes per checkpoint (MP4/GIF)")
+    ev.add_argument("--out", default="", metavar="DIR", help="output directory (default RUN_DIR/eval)")
+    ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
+    ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
     return parser
 
 
@@ -100,6 +112,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.main_throughput(cases, args.out, args.rounds)
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from ddppo.evaluate import EvalRequest, main as eval_main
+
+    return eval_main(EvalRequest(args.target, args.overrides, args.checkpoint, args.watch, args.video, args.out,
+                                 args.force, args.poll), _setup_logging)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ddppo.checkpoint import CheckpointError
@@ -107,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.base import EnvError
 
     handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run}
+    handlers["eval"] = cmd_eval
     try:
         return handlers[args.command](args)
     except (ConfigError, EnvError, CheckpointError) as err:

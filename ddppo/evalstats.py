@@ -1,0 +1,92 @@
+"""Statistics of evaluation episodes (95% confidence intervals) and how episodes are shared out.
+
+Confidence intervals: Wilson score for the success rate (a proportion; sound
+near 0 and 1 and for few episodes), Student t for the other metrics (SPL,
+reward, episode length, ...), computed without scipy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+# env metric -> reported name (the names of the train/ tags)
+METRICS = (("success", "success"), ("spl", "spl"), ("soft_spl", "soft_spl"), ("return", "reward"),
+           ("length", "episode_length"), ("distance_to_goal", "distance_to_goal"), ("collisions", "collisions"))
+
+def t_quantile(p: float, df: int) -> float:
+    """Student-t quantile (exact for df 1, 2; Cornish-Fisher expansion otherwise, within 0.15% for df >= 3)."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = statistics.NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def summarize(values: list[float], binary: bool = False) -> dict[str, Any]:
+    """Mean, sample std, count and a 95% CI: Wilson score for a success rate, Student t otherwise."""
+    x = np.asarray(values, dtype=np.float64)
+    n = len(x)
+    mean = float(x.mean())
+    std = float(x.std(ddof=1)) if n > 1 else 0.0
+    if binary:
+        z = statistics.NormalDist().inv_cdf(0.975)
+        centre = (mean + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * math.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n))
+        lo, hi, method = max(0.0, centre - half), min(1.0, centre + half), "wilson"
+    elif n > 1:
+        half = t_quantile(0.975, n - 1) * std / math.sqrt(n)
+        lo, hi, method = mean - half, mean + half, "student-t"
+    else:
+        lo, hi, method = None, None, "student-t"
+    return {"mean": mean, "std": std, "count": n, "ci95": [lo, hi], "ci_method": method}
+
+
+def summarize_episodes(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per reported metric, its summary over the episodes that report it (soft SPL only where defined)."""
+    out = {}
+    for key, name in METRICS:
+        vals = [ep["metrics"][key] for ep in episodes if key in ep["metrics"]]
+        if vals:
+            out[name] = summarize(vals, binary=key == "success")
+    return out
+
+
+def split(total: int, parts: int) -> list[int]:
+    """`total` as `parts` near-equal non-negative integers, the larger ones first."""
+    return [total * (k + 1) // parts - total * k // parts for k in range(parts)]
+
+
+def dataset_quotas(assignments: list[list[list[str]]]) -> tuple[list[list[int]], int]:
+    """Per rank, per env: how many episodes to count, given every env's episode keys (one pass).
+
+    An env whose episodes were already claimed by a lower (rank, env) counts none;
+    returns (quotas, number of distinct episodes).
+    """
+    claimed: set[str] = set()
+    quotas = []
+    for rank, envs in enumerate(assignments):
+        row = []
+        for env, keys in enumerate(envs):
+            mine = set(keys)
+            if mine & claimed:
+                if not mine <= claimed:
+                    log.warning("rank %d env %d shares some but not all of its episodes with another env; it "
+                                "counts none of them (%d episodes not evaluated)", rank, env, len(mine - claimed))
+                row.append(0)
+            else:
+                claimed |= mine
+                row.append(len(keys))
+        quotas.append(row)
+    return quotas, len(claimed)

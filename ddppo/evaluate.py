@@ -1,0 +1,343 @@
+"""`ddppo eval`: checkpoints on held-out episodes -> metrics with 95% CIs (JSON, TensorBoard) and videos.
+
+Which episodes
+- An environment with a dataset (habitat PointNav, which has
+  `assigned_episodes()`): every episode of the split exactly once. The env
+  already gives each (rank, env) a disjoint part of the split; each env counts
+  the first pass over its part, then idles. Parts that overlap (more envs than
+  episodes) are counted once, by the lowest (rank, env). `eval.num_episodes`
+  is ignored.
+- Any other environment (gridnav, gym, synthetic): `eval.num_episodes` in
+  total, split over ranks and then envs into fixed quotas; env i counts its
+  first q_i episodes, then idles. (Counting whichever episodes finish first
+  would over-represent short episodes; fixed quotas do not.) Where the env
+  lets episodes be set (gridnav), the episodes are drawn once, up front, and
+  each env plays its list exactly once ("planned"), so every checkpoint plays
+  the same episodes whatever the policy does; otherwise each env plays what
+  it draws ("quota").
+Environments are seeded from `run.seed + eval.seed_offset` per rank (held
+out from training; gridnav also generates other maps) and put back into their
+just-built state before every checkpoint. Evaluation steps its envs in the
+rank's own process (env.num_workers is ignored); torchrun ranks give
+parallelism. Every episode is recorded in the JSON with a descriptor where
+the env has one (gridnav: map_index, start, goal, heading, which
+`GridNav.set_episode` replays; habitat: episode_id, scene_id).
+
+Actions are greedy by default (`eval.deterministic=true`: argmax / Gaussian
+mean); `eval.deterministic=false` samples like training (seeded).
+
+Outputs, written by rank 0 into OUT (default run.dir/eval):
+  ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos
+  tb/                  TensorBoard `eval/<metric>` (+ `_ci95_low`, `_ci95_high`) at the checkpoint's env step
+  videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
+A checkpoint whose JSON exists with the same settings is skipped (re-run it
+with --force); one evaluated with other settings is refused, naming them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo import signals
+from ddppo.config import Config, ConfigError, from_yaml_text, get_key, load_config
+from ddppo.distributed import DistContext
+from ddppo.evaluator import Evaluator
+from envs.registry import section_for
+
+log = logging.getLogger(__name__)
+
+SETTING_KEYS = ("run.seed", "eval.num_episodes", "eval.deterministic", "eval.seed_offset")
+FINISH_GRACE_S = 120.0  # after training finished, wait this long for its final checkpoint
+_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+@dataclasses.dataclass
+class EvalRequest:
+    """What the user asked for on the command line."""
+
+    target: str  # run dir or YAML config
+    overrides: list[str]
+    checkpoint: str = "latest"  # PATH | latest | all
+    watch: bool = False
+    video: int = 0
+    out: str = ""  # default run.dir/eval
+    force: bool = False
+    poll_s: float = 30.0
+
+
+# ------------------------------------------------------------------------------ config and files
+# Training-only keys set so that no training-only check (minibatches or workers dividing env.num_envs)
+# refuses an eval override of env.num_envs; eval uses neither. The user's own overrides still win.
+EVAL_DEFAULTS = ("ppo.num_mini_batch=1", "env.num_workers=0")
+
+
+def resolve_config(target: str, overrides: list[str]) -> Config:
+    """A run dir (its config.yaml, run.dir = that dir) or a YAML config, plus overrides."""
+    path = Path(target)
+    if path.is_dir():
+        stored = path / "config.yaml"
+        if not stored.is_file():
+            raise ConfigError(f"{target!r} is a directory without config.yaml; pass a run directory written by "
+                              f"`ddppo train` or a YAML config file")
+        return load_config(stored, [*EVAL_DEFAULTS, *overrides, f"run.dir={path}"])
+    return load_config(path, [*EVAL_DEFAULTS, *overrides])
+
+
+def eval_settings(cfg: Config) -> dict[str, Any]:
+    """What decides which episodes are played and how (a re-run with the same settings is skipped)."""
+    section = section_for(cfg.env.name)
+    out: dict[str, Any] = {"env.name": cfg.env.name}
+    for key, value in dataclasses.asdict(getattr(cfg.env, section)).items():
+        out[f"env.{section}.{key}"] = value
+    out.update({k: get_key(cfg, k) for k in SETTING_KEYS})
+    return json.loads(json.dumps(out))
+
+
+def update_of(path: Path) -> int:
+    m = _NAME.match(path.name)
+    return int(m.group(1)) if m else int(ckpt.load(path)["counters"]["update"])
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+def training_state(run_dir: Path, total_env_steps: int) -> tuple[bool, int]:
+    """(finished, last update) from the run's metrics.jsonl; finished = env_steps >= total_env_steps."""
+    path = run_dir / "metrics.jsonl"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return False, 0
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+            return rec["env_steps"] >= total_env_steps, int(rec["update"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn last line, or the cut first one
+    return False, 0
+
+
+class Outputs:
+    """Rank 0's files: OUT/ckpt-<update>.json and TensorBoard eval/* in OUT/tb at the checkpoint's env step."""
+
+    def __init__(self, out_dir: Path, tensorboard: bool):
+        self.out_dir, self.tensorboard, self.tb = out_dir, tensorboard, None
+
+    def write(self, result: dict[str, Any]) -> Path:
+        path = self.out_dir / f"ckpt-{result['update']}.json"
+        write_json(path, result)
+        if self.tensorboard:
+            if self.tb is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(self.out_dir / "tb"))
+            step = result["env_steps"]
+            for name, s in result["metrics"].items():
+                self.tb.add_scalar(f"eval/{name}", s["mean"], step)
+                if s["ci95"][0] is not None:
+                    self.tb.add_scalar(f"eval/{name}_ci95_low", s["ci95"][0], step)
+                    self.tb.add_scalar(f"eval/{name}_ci95_high", s["ci95"][1], step)
+            self.tb.add_scalar("eval/episodes", result["num_episodes"], step)
+            self.tb.flush()
+        return path
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+            self.tb = None
+
+
+def format_result(result: dict[str, Any], json_path: Path) -> str:
+    """The console summary of one checkpoint."""
+    how = "greedy" if result["deterministic"] else "sampled"
+    lines = [f"ckpt-{result['update']} ({result['env_steps']:,} env steps): {result['num_episodes']} episodes, "
+             f"{how} actions, {result['wall_time_s']:.1f} s"]
+    for name, s in result["metrics"].items():
+        lo, hi = s["ci95"]
+        ci = f"[{lo:8.3f}, {hi:8.3f}]" if lo is not None else " " * 20
+        lines.append(f"  {name:<17s}{s['mean']:9.3f}  95% CI {ci}  n={s['count']}")
+    lines += [f"  video  {v['path']} ({v['frames']} frames)" for v in result["videos"]]
+    lines.append(f"  -> {json_path}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ which checkpoints
+class Selector:
+    """Rank 0: which checkpoint to evaluate next ("eval", path), ("wait", ""), ("stop", why) or ("error", ...)."""
+
+    def __init__(self, cfg: Config, req: EvalRequest, out_dir: Path):
+        self.cfg, self.req, self.out_dir = cfg, req, out_dir
+        self.run_dir = Path(cfg.run.dir)
+        self.settings = eval_settings(cfg)
+        self.handled: set[str] = set()
+        self.min_update: int | None = None
+        self.finished_since: float | None = None
+        self.skipped: list[tuple[dict[str, Any], Path]] = []  # stored results, to show them
+
+    def next(self) -> tuple:
+        try:
+            return self._next()
+        except ConfigError as err:
+            return ("error", "config", str(err))
+        except ckpt.CheckpointError as err:
+            return ("error", "checkpoint", str(err))
+
+    def _candidates(self) -> list[Path]:
+        if self.req.checkpoint not in ("latest", "all"):
+            path = Path(self.req.checkpoint)
+            if not path.is_file():
+                raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not exist")
+            return [path]
+        found = ckpt.list_checkpoints(self.run_dir)
+        if self.req.checkpoint == "all":
+            return found
+        if self.min_update is None and found:  # latest: the newest now, then (--watch) every newer one
+            self.min_update = update_of(found[-1])
+        return [p for p in found if update_of(p) >= (self.min_update or 0)] if self.req.watch else found[-1:]
+
+    def _next(self) -> tuple:
+        if signals.pending():
+            return ("stop", "stopped by a signal")
+        candidates = self._candidates()
+        for path in candidates:
+            key = str(path.resolve())
+            if key in self.handled:
+                continue
+            self.handled.add(key)
+            if not self._already_done(path):
+                return ("eval", str(path))
+        if not self.req.watch:
+            if not candidates and not self.handled:
+                raise ckpt.CheckpointError(f"no checkpoints in {str(ckpt.checkpoint_dir(self.run_dir))!r}; train "
+                                           f"first, or pass --watch to wait for them")
+            return ("stop", "")
+        finished, last_update = training_state(self.run_dir, self._total_env_steps())
+        if finished:
+            newest = ckpt.list_checkpoints(self.run_dir)[-1:]
+            if newest and update_of(newest[0]) >= last_update:
+                return ("stop", "training finished")
+            self.finished_since = self.finished_since or time.monotonic()
+            if time.monotonic() - self.finished_since > FINISH_GRACE_S:
+                log.warning("training finished at update %d but its checkpoint did not appear within %.0f s",
+                            last_update, FINISH_GRACE_S)
+                return ("stop", "training finished")
+        return ("wait", "")
+
+    def _total_env_steps(self) -> int:
+        """The run's current step budget (a resumed run may have raised it)."""
+        try:
+            stored = self.run_dir / "config.yaml"
+            return from_yaml_text(stored.read_text(), str(stored)).run.total_env_steps
+        except (OSError, ConfigError):
+            return self.cfg.run.total_env_steps
+
+    def _already_done(self, path: Path) -> bool:
+        """True (skip) if OUT/ckpt-<update>.json holds this evaluation; ConfigError if it holds another."""
+        if self.req.force:
+            return False
+        result_path = self.out_dir / f"ckpt-{update_of(path)}.json"
+        try:
+            stored = json.loads(result_path.read_text())
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError) as err:
+            log.warning("%s is unreadable (%s); evaluating again", result_path, err)
+            return False
+        old = stored.get("settings", {})
+        differ = sorted(k for k in set(old) | set(self.settings) if old.get(k) != self.settings.get(k))
+        if differ:
+            detail = ", ".join(f"{k}: {old.get(k)!r} -> {self.settings.get(k)!r}" for k in differ[:8])
+            raise ConfigError(f"{result_path} was evaluated with other settings ({detail}); pass --out DIR to keep "
+                              f"both evaluations, or --force to replace it")
+        if len(stored.get("videos", [])) < self.req.video:
+            return False  # same settings, so the same numbers; this time with the videos
+        log.info("%s already evaluated (%s); --force evaluates it again", path.name, result_path)
+        self.skipped.append((stored, result_path))
+        return True
+
+
+# ------------------------------------------------------------------------------ driver
+def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = None) -> int:
+    """Evaluate the requested checkpoints (every rank runs this); 0 on success, 1 if interrupted."""
+    out_dir = Path(req.out) if req.out else Path(cfg.run.dir) / "eval"
+    selector = Selector(cfg, req, out_dir) if ctx.is_main else None
+    outputs = Outputs(out_dir, cfg.log.tensorboard) if ctx.is_main else None
+    evaluator: Evaluator | None = None
+    try:
+        while True:
+            decision = ctx.broadcast_object(selector.next() if selector else None)
+            if selector is not None and out is not None:
+                for stored, path in selector.skipped:
+                    out.write("(already evaluated) " + format_result(stored, path))
+                selector.skipped.clear()
+            if decision[0] == "error":
+                raise (ConfigError if decision[1] == "config" else ckpt.CheckpointError)(decision[2])
+            if decision[0] == "stop":
+                if decision[1]:
+                    log.info("eval: %s", decision[1])
+                return 0
+            if decision[0] == "wait":
+                deadline = time.monotonic() + req.poll_s
+                while time.monotonic() < deadline and not signals.pending():
+                    time.sleep(min(1.0, req.poll_s))
+                continue
+            if evaluator is None:
+                evaluator = Evaluator(cfg, ctx, out_dir, eval_settings(cfg))
+                log.info("eval: %s, %d episodes (%s mode) on %d rank(s), %s actions", cfg.env.name, evaluator.total,
+                         evaluator.mode, ctx.world_size, "greedy" if cfg.eval.deterministic else "sampled")
+            result = evaluator.evaluate(Path(decision[1]), req.video)
+            if evaluator.interrupted:
+                log.warning("eval interrupted by a signal: %s not evaluated, nothing written", decision[1])
+                return 1
+            if result is not None:
+                path = outputs.write(result)
+                if out is not None:
+                    out.write(format_result(result, path))
+                    out.flush()
+    finally:
+        if outputs is not None:
+            outputs.close()
+        if evaluator is not None:
+            evaluator.close()
+
+
+def main(req: EvalRequest, setup_logging) -> int:
+    """`ddppo eval`: config, logging, process group, then `run` (also under torchrun)."""
+    from ddppo.distributed import PeerLostError, init_distributed, read_launch
+
+    if req.video < 0:
+        raise ConfigError(f"--video {req.video} must be >= 0")
+    if req.poll_s <= 0:
+        raise ConfigError(f"--poll {req.poll_s} must be > 0 seconds")
+    launch = read_launch()
+    cfg = resolve_config(req.target, req.overrides)
+    setup_logging(cfg.log.level, launch.rank)
+    torch.set_num_threads(cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size))
+    ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
+                           cfg.run.seed, launch)
+    try:
+        return run(req, cfg, ctx, sys.stdout if ctx.is_main else None)
+    except PeerLostError as err:
+        log.error("%s", err)
+        logging.shutdown()
+        os._exit(1)  # do not wait on a process group whose peer is gone
+    finally:
+        ctx.close()

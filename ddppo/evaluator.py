@@ -1,0 +1,275 @@
+"""One rank's evaluation: envs and policy built once, the same episodes played for every checkpoint.
+
+See ddppo/evaluate.py for which episodes are played and what is written.
+Collectives per checkpoint, the same on every rank: a load-success all-gather
+(+ a broadcast if some rank failed), then, once every rank has finished its
+episodes (waited for through the store, as ranks may finish minutes apart),
+a gather of the episodes on rank 0 and a broadcast of "interrupted".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo import signals
+from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
+from ddppo.distributed import DistContext, rank_seed
+from ddppo.evalenv import probe_for
+from ddppo.evalstats import dataset_quotas, split, summarize_episodes
+from ddppo.ppo.policy import Policy
+from ddppo.rollout.collector import obs_to_torch
+from ddppo.video import EpisodeRecorder
+from envs.registry import EnvSpec, make_vec_env
+
+log = logging.getLogger(__name__)
+_EVAL_ONLY = ("env.num_envs", "env.num_workers")  # may differ from training without changing what is measured
+
+
+def check_compatible(trained: Config, cfg: Config, policy: Policy, model: dict[str, Any], where: str) -> None:
+    """ConfigError naming the differing keys when the checkpoint's model cannot run this config's env."""
+    changed = [k for k in diff_keys(trained, cfg) if k in SHAPE_KEYS]
+    if changed:
+        detail = ", ".join(f"{k}: {get_key(trained, k)!r} -> {get_key(cfg, k)!r}" for k in changed)
+        raise ConfigError(f"{where} was trained with a different model or environment ({detail}); "
+                          f"evaluate it with the keys set back to the checkpoint's values")
+    own = policy.state_dict()
+    problems = []
+    obs_had = sorted({k.split(".")[1] for k in model if k.startswith("encoders.")})
+    obs_now = sorted({k.split(".")[1] for k in own if k.startswith("encoders.")})
+    if obs_had != obs_now:
+        problems.append(f"observation keys: checkpoint {obs_had}, this env {obs_now}")
+    if "actor.weight" in model and "actor.weight" in own and model["actor.weight"].shape != own["actor.weight"].shape:
+        problems.append(f"action space: checkpoint {model['actor.weight'].shape[0]} actions/dims, this env "
+                        f"{own['actor.weight'].shape[0]}")
+    for name in sorted(set(own) & set(model)):
+        if own[name].shape != model[name].shape and name != "actor.weight":
+            problems.append(f"{name}: checkpoint {tuple(model[name].shape)}, this config {tuple(own[name].shape)}")
+    missing, unexpected = sorted(set(own) - set(model)), sorted(set(model) - set(own))
+    if (missing or unexpected) and obs_had == obs_now:
+        problems.append(f"tensors missing {missing[:4]}, unexpected {unexpected[:4]}")
+    if problems:
+        related = [k for k in diff_keys(trained, cfg) if k.startswith(("env.", "policy.")) and k not in _EVAL_ONLY]
+        keys = ", ".join(f"{k}: {get_key(trained, k)!r} -> {get_key(cfg, k)!r}" for k in related) or "none found"
+        raise ConfigError(f"{where} does not fit this config's environment and model ({'; '.join(problems[:6])}); "
+                          f"keys that differ from the checkpoint's config: {keys}")
+
+
+# ------------------------------------------------------------------------------ the evaluator
+class Evaluator:
+    """One rank's envs and policy, reused for every checkpoint."""
+
+    def __init__(self, cfg: Config, ctx: DistContext, out_dir: Path, settings: dict[str, Any]):
+        self.cfg, self.ctx, self.out_dir, self.settings = cfg, ctx, out_dir, settings
+        self.calls = 0
+        self.interrupted = False
+        dataset = "dataset" in cfg.env_options  # a split is run whole: no episode quota caps the envs
+        share = split(cfg.eval.num_episodes, ctx.world_size)[ctx.rank]
+        num_envs = cfg.env.num_envs if dataset else min(cfg.env.num_envs, max(1, share))
+        if cfg.env.num_workers:
+            log.info("eval steps its %d envs in this process (env.num_workers=%d ignored)", num_envs,
+                     cfg.env.num_workers)
+        spec = EnvSpec(num_envs=num_envs, seed=rank_seed(cfg.run.seed + cfg.eval.seed_offset, ctx.rank),
+                       rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
+                       gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1)
+        self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+        try:
+            self.snapshot = self.envs.state_dict()
+            self.probe = probe_for(self.envs)
+            self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
+            self.policy.eval()
+            self.planned: list[list[dict[str, Any]]] | None = None
+            self.quotas, self.total, self.mode = self._plan(share)
+        except BaseException:
+            self.envs.close()
+            raise
+        box = self.envs.action_space if isinstance(self.envs.action_space, gymnasium.spaces.Box) else None
+        self.bounds = (box.low, box.high) if box is not None else None
+
+    def _plan(self, share: int) -> tuple[np.ndarray, int, str]:
+        n = self.envs.num_envs
+        if hasattr(self.envs, "assigned_episodes"):
+            mine = [[f"{getattr(ep, 'scene_id', '')}/{getattr(ep, 'episode_id', repr(ep))}" for ep in eps]
+                    for eps in self.envs.assigned_episodes()]
+            everyone = self.ctx.gather_objects(mine)
+            plan = dataset_quotas(everyone) if self.ctx.is_main else None
+            quotas, total = self.ctx.broadcast_object(plan)
+            return np.asarray(quotas[self.ctx.rank], np.int64), total, "dataset"
+        quotas = np.asarray(split(share, n), np.int64)
+        if not self.probe.can_plan:
+            return quotas, self.cfg.eval.num_episodes, "quota"
+        keys = self.probe.draw_episodes(share)  # this rank's episodes, the same for every checkpoint
+        ends = np.cumsum(quotas)
+        self.planned = [keys[end - q:end] for q, end in zip(quotas, ends)]
+        return quotas, self.cfg.eval.num_episodes, "planned"
+
+    def _next_episode(self, i: int, count: int, obs: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Env i's episode number `count` starts now: set it from the plan (writing its first observation
+        into `obs`) where there is one; its descriptor."""
+        if self.planned is None or count >= len(self.planned[i]):
+            return self.probe.episode_key(i)
+        key = self.planned[i][count]
+        for k, v in self.probe.start_episode(i, key).items():
+            obs[k][i] = v
+        return key
+
+    def close(self) -> None:
+        self.envs.close()
+
+    # ------------------------------------------------------------------ one checkpoint
+    def load(self, path: Path) -> dict[str, Any] | None:
+        """The checkpoint on every rank, checked against this config; None (all ranks) if it vanished."""
+        err = ""
+        try:
+            data = ckpt.load(path, map_location=self.ctx.device)
+        except ckpt.CheckpointError as e:
+            data, err = None, str(e)
+        ok = self.ctx.all_gather_stats(torch.tensor([0.0 if err else 1.0]))
+        if ok.min() < 1:
+            gone = self.ctx.broadcast_object(not path.exists() if self.ctx.is_main else None)
+            if gone:
+                log.warning("%s was removed before it could be evaluated (checkpoint.keep_last pruning); skipped",
+                            path)
+                return None
+            raise ckpt.CheckpointError(err or f"{path} could not be read on another rank")
+        trained = from_yaml_text(data["config_yaml"], f"checkpoint {path}")
+        check_compatible(trained, self.cfg, self.policy, data["model"], f"checkpoint {path}")
+        self.policy.load_state_dict(data["model"])
+        other = [k for k in diff_keys(trained, self.cfg) if k.startswith("env.") and k not in _EVAL_ONLY]
+        if other and self.ctx.is_main:
+            log.info("evaluating %s with env settings other than its training's: %s", path.name,
+                     ", ".join(f"{k}={get_key(self.cfg, k)!r} (trained {get_key(trained, k)!r})" for k in other))
+        return data
+
+    def evaluate(self, path: Path, video: int) -> dict[str, Any] | None:
+        """Play the planned episodes with checkpoint `path`; rank 0 returns the result (None elsewhere,
+        or when the checkpoint vanished or evaluation was interrupted)."""
+        data = self.load(path)
+        if data is None:
+            return None
+        update, env_steps = int(data["counters"]["update"]), int(data["counters"]["env_steps"])
+        started = time.monotonic()
+        recorder = None
+        if video and self.ctx.is_main:
+            if not self.probe.can_render:
+                log.warning("--video: %s has no top-down view; its videos show image observations and metrics only",
+                            self.cfg.env.name)
+            stem = self.out_dir / "videos" / f"ckpt-{update}" / "episode"
+            title = f"{self.cfg.env.name}  ckpt-{update} ({env_steps:,} env steps)"
+            keys = [k for k in self.envs.observation_space.spaces]
+            recorder = EpisodeRecorder(self.probe, keys, self._video_slots(video), stem, self.cfg.eval.video_fps, title)
+        try:
+            episodes, interrupted = self._play(recorder)
+        finally:
+            if recorder is not None:
+                recorder.close()
+        gathered = self._gather(episodes, interrupted)
+        if gathered is None:
+            return None
+        episodes = sorted(gathered, key=lambda e: (e["rank"], e["env"], e["index"]))
+        videos = []
+        for v in recorder.done if recorder is not None else []:
+            videos.append({**v, "path": os.path.relpath(v["path"], self.out_dir)})
+        result = {
+            "checkpoint": str(path.resolve()), "update": update, "env_steps": env_steps,
+            "env": self.cfg.env.name, "mode": self.mode, "world_size": self.ctx.world_size,
+            "deterministic": self.cfg.eval.deterministic, "settings": self.settings,
+            "num_episodes": len(episodes), "metrics": summarize_episodes(episodes),
+            "wall_time_s": round(time.monotonic() - started, 3), "videos": videos, "episodes": episodes,
+        }
+        return result
+
+    def _video_slots(self, video: int) -> dict[int, int]:
+        """Which envs of rank 0 record how many episodes: round-robin over envs that count episodes."""
+        envs = [i for i in range(self.envs.num_envs) if self.quotas[i] > 0] or list(range(self.envs.num_envs))
+        slots: dict[int, int] = {}
+        for k in range(video):
+            slots[envs[k % len(envs)]] = slots.get(envs[k % len(envs)], 0) + 1
+        return slots
+
+    def _play(self, recorder: EpisodeRecorder | None) -> tuple[list[dict[str, Any]], bool]:
+        """Step all envs until every quota is met (and every video recorded); this rank's episodes."""
+        envs, device = self.envs, self.ctx.device
+        self.envs.load_state_dict(self.snapshot)
+        torch.manual_seed(rank_seed(self.cfg.run.seed + self.cfg.eval.seed_offset, self.ctx.rank))
+        n = envs.num_envs
+        obs = {k: v.copy() for k, v in envs.reset().items()}
+        hidden = self.policy.initial_hidden(n, device)
+        start = torch.ones(n, device=device)
+        counts = np.zeros(n, np.int64)
+        keys = [self._next_episode(i, 0, obs) for i in range(n)]
+        if recorder is not None:
+            for i in range(n):
+                recorder.begin(i, _row(obs, i))
+        episodes: list[dict[str, Any]] = []
+        while (counts < self.quotas).any() or (recorder is not None and not recorder.finished):
+            if signals.pending():
+                return episodes, True
+            action, _, _, hidden = self.policy.act(obs_to_torch(obs, device), hidden, start,
+                                                   deterministic=self.cfg.eval.deterministic)
+            env_action = action.cpu().numpy()
+            if self.bounds is not None:
+                env_action = np.clip(env_action, *self.bounds)
+            if recorder is not None:
+                for i in range(n):
+                    recorder.before_step(i, _row(obs, i), env_action[i])
+            res = envs.step(env_action)
+            obs = {k: v.copy() for k, v in res.obs.items()} if res.episodes and self.planned else res.obs
+            if recorder is not None:
+                for i in range(n):
+                    recorder.after_step(i, res.reward[i])
+            for ep in res.episodes:
+                i = ep.env_index
+                counted = bool(counts[i] < self.quotas[i])
+                metrics = {k: float(v) for k, v in ep.metrics.items()}
+                if counted:
+                    episodes.append({"rank": self.ctx.rank, "env": i, "index": int(counts[i]), "episode": keys[i],
+                                     "metrics": metrics})
+                if recorder is not None:
+                    recorder.end(i, _row(res.final_obs, i), metrics, counted,
+                                 {"rank": self.ctx.rank, "env": i, "index": int(counts[i]), "episode": keys[i]})
+                counts[i] += 1
+                keys[i] = self._next_episode(i, int(counts[i]), obs)
+                if recorder is not None:
+                    recorder.begin(i, _row(obs, i))
+            start = torch.from_numpy(res.done.astype(np.float32)).to(device)
+        return episodes, False
+
+    def _gather(self, episodes: list[dict[str, Any]], interrupted: bool) -> list[dict[str, Any]] | None:
+        """Every rank's episodes on rank 0 (None elsewhere, or on every rank if any was interrupted)."""
+        self.calls += 1
+        self._wait_for_ranks(f"eval/{self.calls}")
+        parts = self.ctx.gather_objects((episodes, interrupted))
+        stop = self.ctx.broadcast_object(any(p[1] for p in parts) if self.ctx.is_main else None)
+        self.interrupted = bool(stop)
+        if stop or not self.ctx.is_main:
+            return None
+        return [e for p in parts for e in p[0]]
+
+    def _wait_for_ranks(self, key: str) -> None:
+        """Wait through the store, not a collective: ranks may finish minutes apart (collectives time out)."""
+        ctx = self.ctx
+        if ctx.world_size == 1:
+            return
+        ctx.store.set(f"{key}/{ctx.rank}", "1")
+        last_note = time.monotonic()
+        while True:
+            missing = [r for r in range(ctx.world_size) if not ctx.store.check([f"{key}/{r}"])]
+            if not missing:
+                return
+            if time.monotonic() - last_note > 300:
+                log.info("waiting for rank(s) %s to finish their episodes", missing)
+                last_note = time.monotonic()
+            time.sleep(0.2)
+
+
+def _row(obs: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    return {k: v[i] for k, v in obs.items()}
