@@ -123,8 +123,11 @@ def save(run_dir: str | Path, update: int, payload: dict[str, Any], keep_last: i
     final = d / f"ckpt-{update}.pt"
     tmp = d / f".ckpt-{update}.pt.tmp"
     try:
+        # serialised in memory first: torch.save straight into a file on a full disk fails with an opaque
+        # RuntimeError ("unexpected pos ..."); a plain write raises OSError(ENOSPC), which says what happened
+        data = to_bytes({"format": FORMAT, **to_storable(payload)})
         with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **to_storable(payload)}, f)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
