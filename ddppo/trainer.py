@@ -73,6 +73,7 @@ class Trainer:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,
                                              spec.num_envs, ctx.device)
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
+        self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
         restored = restore(cfg, ctx, self.policy, self.updater.optimizer, self.collector)
         if restored is not None:
@@ -182,6 +183,7 @@ class Trainer:
 
     def _finish(self, stop: int) -> int:
         self.writer.flush()
+        unsaved = self._report_unsaved()
         if stop & STOP_NONFINITE:
             log.error("stopping at update %d: %d consecutive updates had non-finite gradients "
                       "(ppo.max_skipped_updates=%d); lower ppo.lr or check the environment's rewards",
@@ -190,12 +192,22 @@ class Trainer:
         if stop:
             reasons = [n for f, n in ((STOP_REQUEUE, "SIGUSR1"), (STOP_TERM, "SIGTERM/SIGINT"),
                                       (STOP_BUDGET, "time budget")) if stop & f]
-            log.info("stopping at update %d (%s); checkpoint saved", self.update, ", ".join(reasons))
+            log.info("stopping at update %d (%s); %s", self.update, ", ".join(reasons),
+                     "checkpoint NOT saved" if unsaved else "checkpoint saved")
             if stop & STOP_REQUEUE and self.ctx.is_main:
                 signals.requeue_slurm_job()
         else:
             log.info("finished: %d env steps in %d updates", self.env_steps, self.update)
-        return 0
+        return 1 if unsaved else 0
+
+    def _report_unsaved(self) -> bool:
+        """True, with an error naming what a resume would start from, when the final checkpoint was not written."""
+        if not self.last_save_failed:
+            return False
+        newest = ckpt.list_checkpoints(self.cfg.run.dir)
+        log.error("the final checkpoint (update %d) was not written; a resume continues from %s", self.update,
+                  newest[-1].name if newest else "scratch (no checkpoint on disk)")
+        return True
 
     # ---------------------------------------------------------------- outputs
     def _scalars(self, r, lr: float) -> dict[str, float]:
@@ -225,6 +237,7 @@ class Trainer:
         blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(rank_state)))
         if not self.ctx.is_main:
             return
+        self.last_save_failed = True
         states = [ckpt.from_bytes(b) for b in blobs]
         payload = {
             "model": self.policy.state_dict(),
@@ -240,6 +253,7 @@ class Trainer:
         try:
             path = ckpt.save(self.cfg.run.dir, self.update, payload, self.cfg.checkpoint.keep_last)
             log.debug("saved %s", path)
+            self.last_save_failed = False
         except ckpt.CheckpointError as err:
             log.error("%s", err)
         except OSError as err:
