@@ -75,8 +75,9 @@ def plan(sweep_dir: Path, runs: Sequence[Run], queue: disk.SlurmQueue) -> list[P
     for run in runs:
         records = disk.read_metrics(run.run_dir)
         status = disk.run_status(sweep_dir, run.name, run.run_dir, queue, records)
-        if status == "done" or disk.is_active(disk.read_json(disk.state_path(sweep_dir, run.name)), queue):
-            action = "skip"
+        if status in ("done", "unknown") or disk.is_active(disk.read_json(disk.state_path(sweep_dir, run.name)),
+                                                           queue):
+            action = "skip"  # unknown: launched where this machine cannot see (another host, no squeue)
         elif any((run.run_dir / "checkpoints").glob("ckpt-*.pt")):
             action = "resume"
         else:
@@ -278,6 +279,11 @@ def sweep(spec_path: str | Path, items: Sequence[str] = (), launcher: str = "loc
     if dry_run:
         out("dry run: nothing launched or written\n")
         return 0
+    unknown = [p.run.name for p in planned if p.status == "unknown"]
+    if unknown:
+        out(f"skipped {len(unknown)} run(s) launched where this machine cannot tell whether they still run "
+            f"(another host, or no squeue here): {', '.join(unknown)}; delete {sweep_dir}/state/NAME.json to "
+            f"launch one anyway\n")
     to_run = [p.run for p in planned if p.action != "skip"]
     prepare(spec, sweep_dir, items, planned, launcher)
     if not to_run:

@@ -127,3 +127,20 @@ def test_example_spec_expands_to_eight_valid_runs(tmp_path):
     assert {(r.cfg.preemption.sync_frac, r.cfg.ppo.lr) for r in runs} == \
         {(0.5, 2.5e-4), (0.5, 1e-3), (1.0, 2.5e-4), (1.0, 1e-3)}
     assert yaml.safe_load(to_yaml(runs[0].cfg))["env"]["name"] == "gridnav"
+
+
+def test_launch_commands_use_torchrun_for_several_ranks_and_one_array(spec_file, tmp_path):
+    from ddppo.sweep.launch import sbatch_options, train_command
+
+    spec = load_spec(spec_file(seeds=2, ranks=2, slurm=["--time=01:00:00"]))
+    run = expand(spec, {}, tmp_path / "sweep")[1]
+    one = train_command(run, 1)
+    assert one[1:] == ["-m", "ddppo", "train", str(run.run_dir / "config.yaml"), f"run.dir={run.run_dir}"]
+    two = train_command(run, 2)
+    assert two[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m"]
+    assert two[6:] == one[2:]
+    opts = sbatch_options(spec, tmp_path / "sweep", 5, 2, ["--partition=gpu"])
+    assert opts[0] == "--array=0-4%2" and "--ntasks-per-node=2" in opts and "--gres=gpu:2" in opts
+    assert opts[-2:] == ["--time=01:00:00", "--partition=gpu"]  # the user's options come last and win
+    assert sbatch_options(spec, tmp_path, 3, None, ["--gres=none"])[0] == "--array=0-2"
+    assert not any(o.startswith("--gres=gpu") for o in sbatch_options(spec, tmp_path, 3, None, ["--gres=none"]))
