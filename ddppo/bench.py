@@ -104,6 +104,19 @@ def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, 
         ctx.close()
 
 
+def _release_free_heap() -> None:
+    """Give freed heap pages back to the OS (glibc), so RSS deltas measure new allocations, not reuse."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
 def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
     """Resident memory the rollout storage really takes vs its analytic size (sum of tensor sizes)."""
     import gc
@@ -117,10 +130,15 @@ def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
         policy = Policy(envs.observation_space, envs.action_space, cfg.policy)
         hidden = tuple(policy.initial_hidden(spec.num_envs).shape)
         gc.collect()
+        _release_free_heap()
         proc = psutil.Process()
         before = proc.memory_info().rss
         storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, envs.observation_space, envs.action_space,
                                  hidden, torch.device("cpu"))
+        for t in [*storage.obs.values(), storage.episode_start, storage.actions, storage.logp, storage.values,
+                  storage.rewards, storage.dones, storage.idle, storage.loss_mask, storage.hidden0,
+                  storage.advantages, storage.returns]:
+            t.fill_(1)  # a full rollout writes every element: make the pages resident, as in training
         after = proc.memory_info().rss
         analytic = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
                        for s in envs.observation_space.spaces.values()) * (cfg.rollout.num_steps + 1) * spec.num_envs

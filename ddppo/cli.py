@@ -44,12 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(sub.add_parser("train", help="train (runs unchanged under torchrun and srun)"))
     _add_config_args(sub.add_parser("config", help="print the fully resolved config"))
     sweep_cli.add_parser(sub)
-    bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures (see ddppo/bench.py)")
-    bench.add_argument("what", choices=["throughput"], help="throughput: raw env vs rollout vs training fps")
+    bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
+    bench.add_argument("what", choices=["throughput", "memory", "sb3"],
+                       help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
+                            "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`)")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
-                       help="a config and overrides to measure (repeatable); default: gridnav and cartpole")
-    bench.add_argument("--rounds", type=int, default=5, help="interleaved measurement rounds (medians reported)")
-    bench.add_argument("--out", default="benchmarks/results/throughput.json", help="JSON output path")
+                       help="throughput/memory: a config and overrides to measure (repeatable)")
+    bench.add_argument("--rounds", type=int, default=5, help="throughput: interleaved rounds (medians reported)")
+    bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
+    bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
+    bench.add_argument("--out", default="", help="JSON output path (default benchmarks/results/WHAT.json)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
                         description="Evaluate checkpoints on held-out episodes (see ddppo/evaluate.py). Actions are "
                                     "greedy unless eval.deterministic=false.")
@@ -107,9 +111,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ddppo import bench
 
     logging.basicConfig(level=logging.WARNING)
-    cases = [(c[0], c[1:]) for c in args.case] if args.case else [("configs/gridnav.yaml", []),
-                                                                  ("configs/cartpole.yaml", [])]
-    return bench.main_throughput(cases, args.out, args.rounds)
+    out = args.out or f"benchmarks/results/{args.what}.json"
+    if args.what == "sb3":
+        from ddppo import bench_sb3
+
+        return bench_sb3.main(args.seeds, args.budget, "configs/cartpole.yaml", out)
+    defaults = {"throughput": [("configs/gridnav.yaml", []), ("configs/cartpole.yaml", [])],
+                "memory": [("configs/gridnav.yaml", []), ("configs/gridnav.yaml", ["env.num_envs=256",
+                                                                                  "rollout.num_steps=256"])]}
+    cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]
+    if args.what == "memory":
+        return bench.main_memory(cases, out)
+    return bench.main_throughput(cases, out, args.rounds)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -120,17 +133,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The CLI. Run as a program (argv None), `train` leaves with os._exit once everything is closed:
+    interpreter shutdown (garbage collection of torch state) can take seconds, and SLURM's KillWait after a
+    SIGTERM is short."""
     args = build_parser().parse_args(argv)
     from ddppo.checkpoint import CheckpointError
     from ddppo.config import ConfigError
     from envs.base import EnvError
 
-    handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run}
-    handlers["eval"] = cmd_eval
+    handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
+                "eval": cmd_eval}
     try:
-        return handlers[args.command](args)
+        rc = handlers[args.command](args)
     except (ConfigError, EnvError, CheckpointError) as err:
         kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"))
         kind = next(name for cls, name in kinds if isinstance(err, cls))
         sys.stderr.write(f"ddppo: {kind}: {err}\n")
-        return EXIT_USER_ERROR
+        rc = EXIT_USER_ERROR
+    if argv is None and args.command == "train":
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
