@@ -47,18 +47,26 @@ def _unused(path: Path) -> Path:
     return candidate
 
 
-def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
-    """Check the run dir's stored config against this one (every rank); rank 0 writes config.yaml."""
+def check_run_dir(cfg: Config) -> list[str]:
+    """Every rank, before anything is built or written: refuse a shape change (once the run dir has
+    checkpoints); returns the keys that changed since the stored config."""
     run_dir = Path(cfg.run.dir)
     stored_path = run_dir / "config.yaml"
-    changed: list[str] = []
-    if stored_path.is_file():
-        stored = from_yaml_text(stored_path.read_text(), str(stored_path))
-        if ckpt.list_checkpoints(run_dir):  # without checkpoints nothing was trained: any change is fine
-            _shape_conflicts(stored, cfg, f"run.dir={cfg.run.dir}")
-        changed = diff_keys(stored, cfg)
+    if not stored_path.is_file():
+        return []
+    stored = from_yaml_text(stored_path.read_text(), str(stored_path))
+    if ckpt.list_checkpoints(run_dir):  # without checkpoints nothing was trained: any change is fine
+        _shape_conflicts(stored, cfg, f"run.dir={cfg.run.dir}")
+    return diff_keys(stored, cfg)
+
+
+def write_run_dir(cfg: Config, ctx: DistContext, changed: list[str]) -> None:
+    """Rank 0, once start-up has succeeded (a start that fails writes nothing): config.yaml, the
+    previous one kept beside it when keys `changed`."""
     if not ctx.is_main:
         return
+    run_dir = Path(cfg.run.dir)
+    stored_path = run_dir / "config.yaml"
     run_dir.mkdir(parents=True, exist_ok=True)
     if changed:
         keep = _unused(run_dir / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml")
@@ -71,6 +79,11 @@ def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
         tmp.replace(stored_path)
 
 
+def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
+    """Check the run dir's stored config against this one (every rank); rank 0 writes config.yaml."""
+    write_run_dir(cfg, ctx, check_run_dir(cfg))
+
+
 def _choose(cfg: Config) -> tuple[str, str]:
     """On rank 0: ("run", path) | ("init", path) | ("none", "") | ("error", message)."""
     try:
@@ -79,7 +92,12 @@ def _choose(cfg: Config) -> tuple[str, str]:
             if found is not None:
                 return "run", str(found[0])
         if cfg.checkpoint.path:
-            ckpt.load(cfg.checkpoint.path)  # fail early, naming the file
+            try:
+                ckpt.load(cfg.checkpoint.path)  # fail early, naming the file
+            except ckpt.CheckpointError as err:
+                raise ckpt.CheckpointError(f"checkpoint.path: {err}; pass a file that `ddppo train` wrote "
+                                           f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave checkpoint.path "
+                                           f"empty") from None
             return "init", cfg.checkpoint.path
         return "none", ""
     except ckpt.CheckpointError as err:

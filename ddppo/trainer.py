@@ -23,7 +23,7 @@ from ddppo.metrics import MetricsWriter, Timer, progress_line
 from ddppo.ppo.policy import Policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
-from ddppo.resume import prepare_run_dir, restore
+from ddppo.resume import check_run_dir, restore, write_run_dir
 from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
 from ddppo.rollout.grpo import grpo_advantages
 from ddppo.rollout.preemption import Preemption
@@ -42,7 +42,7 @@ class Trainer:
         self.cfg, self.ctx = cfg, ctx
         self.timer = Timer()
         self.start_time = time.monotonic()
-        prepare_run_dir(cfg, ctx)
+        self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         spec = EnvSpec(num_envs=cfg.env.num_envs, seed=ctx.seed, num_workers=cfg.env.num_workers,
                        rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
                        gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
@@ -89,6 +89,7 @@ class Trainer:
                 if rank_state is not None and "ref_hidden" in rank_state:
                     self.reference.hidden = torch.as_tensor(rank_state["ref_hidden"]).to(ctx.device)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
+        write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
