@@ -173,7 +173,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     """Read one checkpoint with weights_only=True; CheckpointError if it is not a valid ddppo checkpoint."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+        raise CheckpointError(f"checkpoint {str(path)!r} {'is a directory' if path.is_dir() else 'does not exist'}")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated zip, garbage, pickled objects
