@@ -2,7 +2,8 @@
 
 Confidence intervals: Wilson score for the success rate (a proportion; sound
 near 0 and 1 and for few episodes), Student t for the other metrics (SPL,
-reward, episode length, ...), computed without scipy.
+reward, episode length, ...), clipped to the metric's range (SPL in [0, 1],
+lengths, distances and collision counts >= 0); computed without scipy.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-# env metric -> reported name (the names of the train/ tags)
-METRICS = (("success", "success"), ("spl", "spl"), ("soft_spl", "soft_spl"), ("return", "reward"),
-           ("length", "episode_length"), ("distance_to_goal", "distance_to_goal"), ("collisions", "collisions"))
+# env metric -> (reported name (as the train/ tags), lowest and highest possible value)
+METRICS = {"success": ("success", 0.0, 1.0), "spl": ("spl", 0.0, 1.0), "soft_spl": ("soft_spl", 0.0, 1.0),
+           "return": ("reward", -math.inf, math.inf), "length": ("episode_length", 0.0, math.inf),
+           "distance_to_goal": ("distance_to_goal", 0.0, math.inf), "collisions": ("collisions", 0.0, math.inf)}
+
 
 def t_quantile(p: float, df: int) -> float:
     """Student-t quantile (exact for df 1, 2; Cornish-Fisher expansion otherwise, within 0.15% for df >= 3)."""
@@ -34,8 +37,10 @@ def t_quantile(p: float, df: int) -> float:
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
-def summarize(values: list[float], binary: bool = False) -> dict[str, Any]:
-    """Mean, sample std, count and a 95% CI: Wilson score for a success rate, Student t otherwise."""
+def summarize(values: list[float], binary: bool = False, bounds: tuple[float, float] = (-math.inf, math.inf)
+              ) -> dict[str, Any]:
+    """Mean, sample std, count and a 95% CI: Wilson score for a success rate, Student t (clipped to
+    `bounds`) otherwise."""
     x = np.asarray(values, dtype=np.float64)
     n = len(x)
     mean = float(x.mean())
@@ -47,7 +52,7 @@ def summarize(values: list[float], binary: bool = False) -> dict[str, Any]:
         lo, hi, method = max(0.0, centre - half), min(1.0, centre + half), "wilson"
     elif n > 1:
         half = t_quantile(0.975, n - 1) * std / math.sqrt(n)
-        lo, hi, method = mean - half, mean + half, "student-t"
+        lo, hi, method = max(bounds[0], mean - half), min(bounds[1], mean + half), "student-t"
     else:
         lo, hi, method = None, None, "student-t"
     return {"mean": mean, "std": std, "count": n, "ci95": [lo, hi], "ci_method": method}
@@ -56,10 +61,10 @@ def summarize(values: list[float], binary: bool = False) -> dict[str, Any]:
 def summarize_episodes(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per reported metric, its summary over the episodes that report it (soft SPL only where defined)."""
     out = {}
-    for key, name in METRICS:
+    for key, (name, lo, hi) in METRICS.items():
         vals = [ep["metrics"][key] for ep in episodes if key in ep["metrics"]]
         if vals:
-            out[name] = summarize(vals, binary=key == "success")
+            out[name] = summarize(vals, binary=key == "success", bounds=(lo, hi))
     return out
 
 

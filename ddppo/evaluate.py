@@ -191,6 +191,7 @@ class Selector:
         self.min_update: int | None = None
         self.finished_since: float | None = None
         self.skipped: list[tuple[dict[str, Any], Path]] = []  # stored results, to show them
+        self.explicit = req.checkpoint not in ("latest", "all")  # one file: --watch does not apply
 
     def next(self) -> tuple:
         try:
@@ -200,13 +201,12 @@ class Selector:
         except ckpt.CheckpointError as err:
             return ("error", "checkpoint", str(err))
 
-    def _candidates(self) -> list[Path]:
+    def _candidates(self, found: list[Path]) -> list[Path]:
         if self.req.checkpoint not in ("latest", "all"):
             path = Path(self.req.checkpoint)
             if not path.is_file():
                 raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not exist")
             return [path]
-        found = ckpt.list_checkpoints(self.run_dir)
         if self.req.checkpoint == "all":
             return found
         if self.min_update is None and found:  # latest: the newest now, then (--watch) every newer one
@@ -216,7 +216,8 @@ class Selector:
     def _next(self) -> tuple:
         if signals.pending():
             return ("stop", "stopped by a signal")
-        candidates = self._candidates()
+        found = ckpt.list_checkpoints(self.run_dir)  # one listing: a checkpoint appearing now waits for the next look
+        candidates = self._candidates(found)
         for path in candidates:
             key = str(path.resolve())
             if key in self.handled:
@@ -224,15 +225,14 @@ class Selector:
             self.handled.add(key)
             if not self._already_done(path):
                 return ("eval", str(path))
-        if not self.req.watch:
+        if not self.req.watch or self.explicit:
             if not candidates and not self.handled:
                 raise ckpt.CheckpointError(f"no checkpoints in {str(ckpt.checkpoint_dir(self.run_dir))!r}; train "
                                            f"first, or pass --watch to wait for them")
             return ("stop", "")
         finished, last_update = training_state(self.run_dir, self._total_env_steps())
         if finished:
-            newest = ckpt.list_checkpoints(self.run_dir)[-1:]
-            if newest and update_of(newest[0]) >= last_update:
+            if found and update_of(found[-1]) >= last_update:
                 return ("stop", "training finished")
             self.finished_since = self.finished_since or time.monotonic()
             if time.monotonic() - self.finished_since > FINISH_GRACE_S:
@@ -303,7 +303,13 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
                 evaluator = Evaluator(cfg, ctx, out_dir, eval_settings(cfg))
                 log.info("eval: %s, %d episodes (%s mode) on %d rank(s), %s actions", cfg.env.name, evaluator.total,
                          evaluator.mode, ctx.world_size, "greedy" if cfg.eval.deterministic else "sampled")
-            result = evaluator.evaluate(Path(decision[1]), req.video)
+            try:
+                result = evaluator.evaluate(Path(decision[1]), req.video)
+            except ckpt.CheckpointError as err:
+                if req.checkpoint not in ("latest", "all"):
+                    raise
+                log.warning("skipping an unreadable checkpoint: %s", err)  # the same decision on every rank
+                continue
             if evaluator.interrupted:
                 log.warning("eval interrupted by a signal: %s not evaluated, nothing written", decision[1])
                 return 1

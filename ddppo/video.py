@@ -261,6 +261,8 @@ class EpisodeRecorder:
         status = f"episode over: {live['step']} steps   return {metrics.get('return', live['ret']):+7.2f}"
         if "distance_to_goal" in metrics:
             status += f"   distance to goal {metrics['distance_to_goal']:5.2f}"
+        if "collisions" in metrics:
+            status += f"   collisions {int(metrics['collisions'])}"
         try:
             self._write(i, live, final_obs, FrameInfo(self._title(live), status, "  ".join(parts), success),
                         move=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -108,6 +109,19 @@ def test_all_in_order_same_episodes_and_rerun_skips(gridnav_run, tmp_path):
     assert rc == 0 and not json.loads((tmp_path / "ckpt-10.json").read_text())["deterministic"]
 
 
+def test_unreadable_checkpoint_skipped_in_a_scan_refused_by_name(gridnav_run, tmp_path):
+    from ddppo.checkpoint import CheckpointError
+
+    run = tmp_path / "run"
+    shutil.copytree(gridnav_run, run, ignore=shutil.ignore_patterns("eval"))
+    (run / "checkpoints" / "ckpt-9.pt").write_bytes(b"not a checkpoint")
+    rc, _ = eval_in_process(run, ["eval.num_episodes=2"], checkpoint="all")
+    assert rc == 0 and sorted(p.name for p in (run / "eval").glob("*.json")) == [
+        "ckpt-10.json", "ckpt-4.json", "ckpt-8.json"]
+    with pytest.raises(CheckpointError, match="ckpt-9.pt"):
+        eval_in_process(run, ["eval.num_episodes=2"], checkpoint=str(run / "checkpoints" / "ckpt-9.pt"))
+
+
 def test_gif_when_no_encoder(gridnav_run, tmp_path, monkeypatch):
     from PIL import Image
 
@@ -137,16 +151,22 @@ def test_watch_waits_for_checkpoints_until_training_finishes(gridnav_run, tmp_pa
     thread.start()
     time.sleep(1.0)
     assert thread.is_alive() and not (run / "eval").exists()  # nothing to evaluate yet: waiting
-    shutil.copy(gridnav_run / "checkpoints" / "ckpt-4.pt", run / "checkpoints")
+    _publish(gridnav_run / "checkpoints" / "ckpt-4.pt", run / "checkpoints")
     _wait_for(lambda: (run / "eval" / "ckpt-4.json").exists())
     with open(run / "metrics.jsonl", "a") as f:  # finished (env_steps >= total) before the last checkpoint exists
         f.write("\n".join(lines[4:]) + "\n")
     time.sleep(1.0)
     assert thread.is_alive()  # waits for the final checkpoint
-    shutil.copy(gridnav_run / "checkpoints" / "ckpt-10.pt", run / "checkpoints")
+    _publish(gridnav_run / "checkpoints" / "ckpt-10.pt", run / "checkpoints")
     thread.join(timeout=60)
     assert not thread.is_alive() and result["rc"] == 0
     assert sorted(p.name for p in (run / "eval").glob("*.json")) == ["ckpt-10.json", "ckpt-4.json"]
+
+
+def _publish(src, folder) -> None:
+    """Copy a checkpoint in the way the trainer writes one: a temp file, then an atomic rename."""
+    shutil.copy(src, folder / f".{src.name}.tmp")
+    os.replace(folder / f".{src.name}.tmp", folder / src.name)
 
 
 def _wait_for(condition, timeout: float = 60.0) -> None:

@@ -25,6 +25,7 @@ def test_student_t_interval_and_single_episode():
     half = 3.182 * math.sqrt(5 / 3) / 2
     assert s["ci95"] == pytest.approx([2.5 - half, 2.5 + half], abs=5e-3) and s["std"] == pytest.approx(1.2910, 1e-4)
     assert summarize([7.0])["ci95"] == [None, None]
+    assert summarize([0.0] * 9 + [30.0], bounds=(0.0, math.inf))["ci95"][0] == 0.0  # a count's CI stays >= 0
 
 
 def test_metrics_only_where_defined():
