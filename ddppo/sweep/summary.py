@@ -5,8 +5,8 @@ Definitions (what the numbers are):
   (train/* are already averaged over log.window updates by the trainer); `env_steps` is the last record's;
 - mean and std are over the runs of a variant that have a value; std is the sample std (ddof=1), empty for
   one run; runs still in progress count with their latest values (the status column says so);
-- learning curves: each run's metric against env_steps, linearly interpolated onto a common grid; the line is
-  the mean over the runs that reach that step, the band mean +- std.
+- learning curves: each run's metric against env_steps, linearly interpolated onto a common grid that spans
+  the steps every run of the variant has reached; the line is the mean over the runs, the band mean +- std.
 
 Writes SWEEP_DIR/summary/: summary.md (the table printed on stdout), summary.csv (per variant), runs.csv (per
 run), curves.png (every metric, one panel each) and one PNG per metric (train_reward.png, ...).
@@ -159,23 +159,18 @@ def write_csv(rows: Sequence[VariantRow], results: Sequence[RunResult], metrics:
 
 
 def curve_stats(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...] | None:
-    """(x, mean, std, n) over runs on a common env-step grid; std is 0 where only one run reaches x."""
+    """(x, mean, std) over runs on a common env-step grid, over the steps every run has reached (a run
+    still in progress shortens its variant's curve; its table row still shows its latest values)."""
     curves = [(x, y) for x, y in curves if len(x)]
     if not curves:
         return None
-    lo, hi = min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves)
+    lo, hi = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
+    if hi < lo:
+        return None
     grid = np.linspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
-    ys = np.full((len(curves), len(grid)), np.nan)
-    for i, (x, y) in enumerate(curves):
-        inside = (grid >= x[0]) & (grid <= x[-1])
-        ys[i, inside] = np.interp(grid[inside], x, y)
-    n = np.sum(~np.isnan(ys), axis=0)
-    keep = n > 0
-    ys, grid, n = ys[:, keep], grid[keep], n[keep]
-    mean = np.nanmean(ys, axis=0)
-    sq = np.nansum((ys - mean) ** 2, axis=0)
-    std = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1)), 0.0)
-    return grid, mean, std, n
+    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    std = ys.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros(len(grid))
+    return grid, ys.mean(axis=0), std
 
 
 def _draw(ax, rows: Sequence[VariantRow], metric: str, colors: dict[str, str]) -> None:
@@ -183,7 +178,7 @@ def _draw(ax, rows: Sequence[VariantRow], metric: str, colors: dict[str, str]) -
         stats = curve_stats([r.curves[metric] for r in row.runs])
         if stats is None:
             continue
-        x, mean, std, n = stats
+        x, mean, std = stats
         ax.plot(x, mean, color=colors[row.variant], lw=1.6, label=f"{row.variant} (n={len(row.runs)})")
         ax.fill_between(x, mean - std, mean + std, color=colors[row.variant], alpha=0.18, lw=0)
     ax.set_xlabel("env steps")

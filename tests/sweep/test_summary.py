@@ -96,11 +96,13 @@ def test_not_a_sweep_dir(tmp_path):
         summarize(tmp_path)
 
 
-def test_curve_stats_mean_and_std_over_runs_that_reach_each_step():
+def test_curve_stats_mean_and_std_over_the_steps_every_run_reached():
     x = np.array([0.0, 10.0])
-    grid, mean, std, n = curve_stats([(x, np.array([0.0, 10.0])), (x, np.array([2.0, 12.0])),
-                                      (np.array([0.0, 5.0]), np.array([4.0, 9.0]))])
-    assert grid[0] == 0 and grid[-1] == 10
-    assert mean[0] == pytest.approx(2.0) and std[0] == pytest.approx(2.0)  # 0, 2, 4
-    assert n[-1] == 2 and mean[-1] == pytest.approx(11.0) and std[-1] == pytest.approx(math.sqrt(2))
+    grid, mean, std = curve_stats([(x, np.array([0.0, 10.0])), (x, np.array([2.0, 12.0])),
+                                   (np.array([1.0, 5.0]), np.array([5.0, 9.0]))])
+    assert grid[0] == 1 and grid[-1] == 5
+    assert mean[0] == pytest.approx(3.0) and std[0] == pytest.approx(2.0)  # 1, 3, 5
+    assert mean[-1] == pytest.approx(7.0) and std[-1] == pytest.approx(2.0)  # 5, 7, 9
+    grid, mean, std = curve_stats([(x, np.array([1.0, 3.0]))])
+    assert mean[-1] == 3.0 and not std.any()
     assert curve_stats([(np.array([]), np.array([]))]) is None
