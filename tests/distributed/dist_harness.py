@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import psutil
 
@@ -175,10 +176,10 @@ class Job:
             time.sleep(0.2)
         raise AssertionError(f"no process is rank {rank}\n{self.log_text()}")
 
-    def __enter__(self) -> "Job":
+    def __enter__(self) -> Job:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.kill()
 
 

@@ -22,8 +22,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from dist_harness import PY, checkpoints, free_port, start_ranks, start_torchrun, subprocess_env, synthetic
+from dist_harness import (
+    PY,
+    checkpoints,
+    free_port,
+    start_ranks,
+    start_torchrun,
+    subprocess_env,
+    synthetic,
+)
 
 # updates of ~0.1-0.2 s, so a signal lands mid-run; a budget far beyond what the tests wait for
 LONG_RUN = synthetic(num_envs=4, num_steps=8, **{"env.synthetic.step_sleep_s": 0.01,

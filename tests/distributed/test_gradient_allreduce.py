@@ -14,7 +14,6 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-
 from dist_harness import spawn_ranks
 
 WORLD = 3

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from dist_harness import digest, read_metrics, spawn_ranks, synthetic
 
 OVERRIDES = synthetic(num_envs=4, num_steps=16, **{

@@ -16,7 +16,6 @@ import datetime
 from pathlib import Path
 
 import pytest
-
 from dist_harness import free_port, spawn_ranks, start_torchrun, synthetic
 
 NUM_STEPS, MIN_FRACTION = 16, 0.25
