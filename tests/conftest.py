@@ -66,7 +66,7 @@ def cli_command(*args: str) -> list[str]:
 def run_cli(*args: str, cwd: str | Path = REPO, timeout: float = 300) -> CliResult:
     """Run `python -m ddppo ARGS...` as a user would; returns exit code and output."""
     proc = subprocess.run(cli_command(*args), cwd=cwd, env=cli_env(), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, check=False)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -63,7 +63,7 @@ def test_short_gridnav_run_learns(tmp_path, cli):
     assert res.returncode == 0, res
 
     cfg = from_yaml_text((run / "config.yaml").read_text(), "config.yaml")
-    path, data = ckpt.newest_valid(run)
+    _, data = ckpt.newest_valid(run)
     assert data["counters"]["env_steps"] == LEARN["run.total_env_steps"]
     env = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=1, seed=0))
     obs_space, action_space = env.observation_space, env.action_space

@@ -12,7 +12,7 @@ CLIP = 0.2
 
 def loss(new_logp, old_logp, adv, entropy=None, values=None, old_values=None, returns=None, valid=None, *,
          clip=CLIP, clip_value_loss=True, value_coef=0.5, entropy_coef=0.01):
-    t = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
+    t = lambda x: torch.tensor(x, dtype=torch.float32)
     n = len(new_logp)
     return ppo_loss(t(new_logp), t(old_logp), t(adv), t(entropy or [0.0] * n), t(values or [0.0] * n),
                     t(old_values or [0.0] * n), t(returns or [0.0] * n), t(valid or [1.0] * n), clip=clip,
@@ -53,7 +53,7 @@ def test_value_loss_clipped_and_unclipped():
     # sample 0: v=2, old=1, R=3: unclipped err 1, clipped v'=1.2 err 3.24 -> max 3.24
     # sample 1: v=1.1, old=1, R=0: inside clip: err 1.21 both
     # sample 2: v=0, old=1, R=0.5: unclipped 0.25, clipped v'=0.8 err 0.09 -> max 0.25
-    kw = dict(values=[2.0, 1.1, 0.0], old_values=[1.0, 1.0, 1.0], returns=[3.0, 0.0, 0.5])
+    kw = {"values": [2.0, 1.1, 0.0], "old_values": [1.0, 1.0, 1.0], "returns": [3.0, 0.0, 0.5]}
     out = loss([0.0] * 3, [0.0] * 3, [0.0] * 3, **kw)
     close(out.value, 0.5 * (3.24 + 1.21 + 0.25) / 3)
     out = loss([0.0] * 3, [0.0] * 3, [0.0] * 3, clip_value_loss=False, **kw)
@@ -83,8 +83,8 @@ def test_entropy_bonus_gradient_sign():
 def test_masked_means_ignore_invalid_steps():
     """Invalid steps hold arbitrary values; they change no term and no diagnostic."""
     valid = [1.0, 1.0, 0.0, 0.0]
-    base = dict(entropy=[1.0, 0.5, 99.0, 7.0], values=[1.0, 2.0, 50.0, -3.0], old_values=[1.0, 2.0, 0.0, 0.0],
-                returns=[2.0, 2.0, -50.0, 40.0])
+    base = {"entropy": [1.0, 0.5, 99.0, 7.0], "values": [1.0, 2.0, 50.0, -3.0],
+            "old_values": [1.0, 2.0, 0.0, 0.0], "returns": [2.0, 2.0, -50.0, 40.0]}
     out = loss([math.log(1.1), math.log(0.7), 5.0, -5.0], [0.0] * 4, [1.0, 2.0, 1000.0, -1000.0], valid=valid,
                **base)
     ref = loss([math.log(1.1), math.log(0.7)], [0.0] * 2, [1.0, 2.0], entropy=[1.0, 0.5], values=[1.0, 2.0],

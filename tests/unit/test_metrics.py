@@ -8,7 +8,13 @@ import time
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ddppo.metrics import MetricsWriter, Timer, format_duration, progress_line, truncate_jsonl
+from ddppo.metrics import (
+    MetricsWriter,
+    Timer,
+    format_duration,
+    progress_line,
+    truncate_jsonl,
+)
 
 
 def scalars_for(update):
@@ -113,9 +119,8 @@ def test_timer_accumulates_per_phase_and_pops():
     for _ in range(3):
         with timer("a"):
             time.sleep(0.002)
-    with pytest.raises(ValueError):
-        with timer("b"):
-            raise ValueError  # time is still recorded when the block raises
+    with pytest.raises(ValueError), timer("b"):
+        raise ValueError  # time is still recorded when the block raises
     totals = timer.pop()
     assert set(totals) == {"a", "b"}
     assert totals["a"] >= 0.006 and totals["b"] >= 0.0

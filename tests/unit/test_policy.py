@@ -99,7 +99,7 @@ def test_evaluate_over_sequence_equals_step_by_step_act(rnn, layers, obs_space, 
         logps.append(lp)
         values.append(v)
     acts = torch.stack(acts)
-    lp, ent, v = p.evaluate(obs, h0, start, acts)
+    lp, _, v = p.evaluate(obs, h0, start, acts)
     torch.testing.assert_close(lp, torch.stack(logps), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(v, torch.stack(values), rtol=1e-4, atol=1e-5)
     # and value() agrees with act() for the same state

@@ -208,7 +208,7 @@ def make_collector(T, preemption, gamma=0.9, rnn="none"):
 
 def test_collector_preempted_rollout_and_carry_over():
     pre = StopAt(2)
-    collector, policy, s = make_collector(5, pre)
+    collector, _, s = make_collector(5, pre)
     res = collector.collect(update=1)
     assert res.steps == 2 and res.preempted and s.step == 2 and pre.finished_updates == []
     assert torch.equal(s.valid[:, 0], torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0]))
