@@ -19,6 +19,7 @@ import logging
 import os
 import queue
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -307,6 +308,29 @@ def choose_device(setting: str, local_rank: int) -> torch.device:
     return device
 
 
+def _store_listen_fd(launch: Launch) -> int | None:
+    """A single-node job's store listens only on the address MASTER_ADDR resolves to (every rank, on this
+    one host, resolves it alike), not on all interfaces as TCPStore does by itself; a multi-node job's
+    store keeps listening everywhere, since other hosts must reach it (None)."""
+    if launch.local_world_size < launch.world_size:
+        return None
+    try:
+        family, _, _, _, addr = socket.getaddrinfo(launch.master_addr, launch.master_port,
+                                                   type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return None  # TCPStore reports the unresolvable address itself
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(max(128, launch.world_size))
+    except OSError as err:
+        sock.close()
+        raise RuntimeError(f"cannot host the rendezvous store at MASTER_ADDR={launch.master_addr} "
+                           f"MASTER_PORT={launch.master_port}: {err}") from None
+    return sock.detach()  # the store owns the socket from here
+
+
 def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
                      run_seed: int, launch: Launch | None = None) -> DistContext:
     """Rendezvous and create the process group; returns this rank's context."""
@@ -322,7 +346,8 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     else:
         is_server = launch.rank == 0 and not launch.agent_store
         base = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
-                             timeout=startup, wait_for_workers=False)
+                             timeout=startup, wait_for_workers=False,
+                             master_listen_fd=_store_listen_fd(launch) if is_server else None)
     # namespaced per attempt: keys of a crashed attempt can never be read by the next
     store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
     kwargs: dict[str, Any] = {}
