@@ -22,14 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from ddppo.errors import CheckpointError  # noqa: F401  (re-exported: callers use ckpt.CheckpointError)
+
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable or incompatible; the message says which and why."""
 
 
 # --------------------------------------------------------------- conversion

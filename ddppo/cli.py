@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     interpreter shutdown (garbage collection of torch state) can take seconds, and SLURM's KillWait after a
     SIGTERM is short."""
     args = build_parser().parse_args(argv)
-    from ddppo.checkpoint import CheckpointError
+    from ddppo.errors import CheckpointError
     from ddppo.config import ConfigError
     from envs.base import EnvError
 
