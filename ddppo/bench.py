@@ -150,6 +150,15 @@ def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
         envs.close()
 
 
+def report(lines: list[str], results: Any, out: str) -> int:
+    """Print the table and write the figures as JSON."""
+    print("\n".join(lines))  # noqa: T201 - the benchmark's output
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")  # noqa: T201
+    return 0
+
+
 def main_memory(cases: list[tuple[str, list[str]]], out: str) -> int:
     results = [storage_memory(c, o) for c, o in cases]
     lines = [f"{'config':<28}{'envs':>6}{'steps':>7}{'analytic MB':>13}{'RSS +MB':>9}{'ratio':>7}"]
@@ -157,11 +166,7 @@ def main_memory(cases: list[tuple[str, list[str]]], out: str) -> int:
         lines.append(f"{Path(r['config']).name:<28}{r['num_envs']:>6}{r['num_steps']:>7}"
                      f"{r['analytic_bytes'] / 1e6:>13.2f}{r['rss_increase_bytes'] / 1e6:>9.2f}"
                      f"{r['rss_over_analytic']:>7.2f}")
-    print("\n".join(lines))  # noqa: T201 - the benchmark's output
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")  # noqa: T201
-    return 0
+    return report(lines, results, out)
 
 
 def main_throughput(cases: list[tuple[str, list[str]]], out: str, rounds: int) -> int:
@@ -171,8 +176,4 @@ def main_throughput(cases: list[tuple[str, list[str]]], out: str, rounds: int) -
     for r in results:
         lines.append(f"{r['env']:<18}{r['num_envs']:>6}{r['raw_env_fps']:>12,.0f}{r['rollout_fps']:>13,.0f}"
                      f"{r['train_fps']:>11,.0f}{r['rollout_over_raw']:>13.2f}")
-    print("\n".join(lines))  # noqa: T201 - the benchmark's output
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")  # noqa: T201
-    return 0
+    return report(lines, results, out)

@@ -78,20 +78,13 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ddppo.config import load_config
-    from ddppo.distributed import PeerLostError, init_distributed, read_launch
+    from ddppo.distributed import read_launch, run_in_process_group
 
     launch = read_launch()
     cfg = load_config(args.config, args.overrides)
     _setup_logging(cfg.log.level, launch.rank)
-    import torch
 
-    threads = cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size)
-    torch.set_num_threads(threads)
-    if cfg.run.deterministic:
-        torch.use_deterministic_algorithms(True)
-    ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
-                           cfg.run.seed, launch)
-    try:
+    def train(ctx) -> int:
         from ddppo.trainer import Trainer
 
         trainer = Trainer(cfg, ctx)
@@ -99,12 +92,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             return trainer.train()
         finally:
             trainer.close()
-    except PeerLostError as err:
-        log.error("%s; exiting (torchrun --max-restarts or a SLURM requeue resumes from the last checkpoint)", err)
-        logging.shutdown()
-        os._exit(1)  # do not wait on a process group whose peer is gone
-    finally:
-        ctx.close()
+
+    return run_in_process_group(cfg, launch, train)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -358,3 +358,25 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
     return DistContext(launch, device, backend, store, run_seed, timeout_s)
+
+
+def run_in_process_group(cfg, launch: Launch, body) -> int:
+    """Set threads, join the process group, run `body(ctx) -> exit code`, always leave the group.
+
+    A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
+    torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint.
+    """
+    threads = cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size)
+    torch.set_num_threads(threads)
+    if cfg.run.deterministic:
+        torch.use_deterministic_algorithms(True)
+    ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
+                           cfg.run.seed, launch)
+    try:
+        return body(ctx)
+    except PeerLostError as err:
+        log.error("%s; exiting (torchrun --max-restarts or a SLURM requeue resumes from the last checkpoint)", err)
+        logging.shutdown()
+        os._exit(1)
+    finally:
+        ctx.close()

@@ -46,7 +46,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo import signals
@@ -327,7 +326,7 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
 
 def main(req: EvalRequest, setup_logging) -> int:
     """`ddppo eval`: config, logging, process group, then `run` (also under torchrun)."""
-    from ddppo.distributed import PeerLostError, init_distributed, read_launch
+    from ddppo.distributed import read_launch, run_in_process_group
 
     if req.video < 0:
         raise ConfigError(f"--video {req.video} must be >= 0")
@@ -336,14 +335,4 @@ def main(req: EvalRequest, setup_logging) -> int:
     launch = read_launch()
     cfg = resolve_config(req.target, req.overrides)
     setup_logging(cfg.log.level, launch.rank)
-    torch.set_num_threads(cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size))
-    ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
-                           cfg.run.seed, launch)
-    try:
-        return run(req, cfg, ctx, sys.stdout if ctx.is_main else None)
-    except PeerLostError as err:
-        log.error("%s", err)
-        logging.shutdown()
-        os._exit(1)  # do not wait on a process group whose peer is gone
-    finally:
-        ctx.close()
+    return run_in_process_group(cfg, launch, lambda ctx: run(req, cfg, ctx, sys.stdout if ctx.is_main else None))
