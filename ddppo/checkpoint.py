@@ -175,12 +175,22 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated zip, garbage, pickled objects
-        first_line = (str(err).splitlines() or ["(no message)"])[0][:200]
-        raise CheckpointError(f"{str(path)!r} is not a readable ddppo checkpoint "
-                              f"({type(err).__name__}: {first_line})") from None
+        raise CheckpointError(f"{str(path)!r} is not a readable ddppo checkpoint ({_load_failure(err)})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "model" not in data:
         raise CheckpointError(f"{str(path)!r} is not a ddppo checkpoint (format {FORMAT} with a model)")
     return from_storable(data)
+
+
+def _load_failure(err: Exception) -> str:
+    """One line on why torch.load failed. For the weights-only unpickler, its reason (e.g. `unsupported
+    GLOBAL posix.system`), without torch's advice to retry with weights_only=False, which runs the file's code."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        reasons = [ln.split("WeightsUnpickler error:")[-1].strip() for ln in lines[1:]
+                   if not ln.startswith(("(1)", "(2)", "Please file an issue", "Check the documentation"))]
+        reason = next((r for r in reasons if r), "not only tensors and plain data").split(". ")[0]
+        return f"refused by the weights-only loader: {reason[:200]}"
+    return f"{type(err).__name__}: {(lines or ['(no message)'])[0][:200]}"
 
 
 def newest_valid(run_dir: str | Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict] | None:
