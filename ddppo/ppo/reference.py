@@ -26,7 +26,11 @@ from ddppo.rollout.storage import RolloutStorage
 class ReferencePolicy:
     def __init__(self, cfg: KLRefConfig, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                  num_envs: int, device: torch.device):
-        data = ckpt.load(cfg.checkpoint, map_location=device)
+        try:
+            data = ckpt.load(cfg.checkpoint, map_location=device)
+        except ckpt.CheckpointError as err:
+            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
+                                       f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
         ref_cfg = from_yaml_text(data["config_yaml"], cfg.checkpoint)
         self.policy = Policy(obs_space, action_space, ref_cfg.policy).to(device)
         try:
