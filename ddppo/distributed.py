@@ -185,7 +185,13 @@ class DistContext:
         scaled by its sample count, plus the count; dividing by the summed count
         gives the gradient of the global sample mean. A rank with no samples (or a
         parameter with no gradient) contributes zeros. Returns the global count.
+        With one rank the average is the rank's own gradient: nothing to send.
         """
+        if self.world_size == 1:
+            for p in params:
+                if p.grad is None or num_samples == 0:
+                    p.grad = torch.zeros_like(p)
+            return float(num_samples)
         flats = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
                  for p in params]
         count = torch.tensor([float(num_samples)], device=flats[0].device)

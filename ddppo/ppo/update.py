@@ -63,7 +63,7 @@ class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext):
         self.policy, self.cfg, self.ctx = policy, cfg, ctx
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, eps=cfg.adam_eps)
+        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, eps=cfg.adam_eps, foreach=True)
 
     def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
         """The learning rate follows the env-step counter (so it resumes exactly)."""
@@ -99,13 +99,12 @@ class PPOUpdater:
                 with timer("allreduce"):
                     self.ctx.all_reduce_gradients(self.params, int(mb.valid.sum()))
                 with timer("optimizer"):
-                    norm = torch.linalg.vector_norm(
-                        torch.stack([torch.linalg.vector_norm(p.grad) for p in self.params]))
+                    # the norm before clipping; clipping non-finite gradients is harmless: the step is skipped
+                    norm = torch.nn.utils.clip_grad_norm_(
+                        self.params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"), foreach=True)
                     if not torch.isfinite(norm):
                         skipped += 1
                         continue
-                    if cfg.max_grad_norm > 0:
-                        torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                     self.optimizer.step()
                 for k, v in out.scalars().items():
                     acc.add(k, v)
