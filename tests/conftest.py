@@ -10,23 +10,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from testutil import REPO, TINY, cli_env  # noqa: F401  (re-exported to the tests)
+
 GRIDNAV_YAML = REPO / "configs" / "gridnav.yaml"
 
-# A gridnav run of a few seconds: 4 envs x 32 steps = 128 env steps per update.
-TINY = {
-    "env.num_envs": 4,
-    "rollout.num_steps": 32,
-    "ppo.num_mini_batch": 2,
-    "ppo.epochs": 2,
-    "policy.hidden_size": 32,
-    "env.gridnav.map_size": 7,
-    "env.gridnav.num_maps": 4,
-    "env.gridnav.max_episode_steps": 20,
-    "log.interval_s": 0.1,
-    "log.window": 1,
-    "run.torch_threads": 1,
-}
 STEPS_PER_UPDATE = TINY["env.num_envs"] * TINY["rollout.num_steps"]
 
 
@@ -47,16 +34,6 @@ class CliResult:
 
     def __str__(self) -> str:  # shown by failing asserts
         return f"rc={self.returncode}\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # never inherit a launcher's identity from the shell that runs pytest
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"):
-        env.pop(key, None)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
 
 
 def cli_command(*args: str) -> list[str]:

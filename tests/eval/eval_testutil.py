@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +17,9 @@ from ddppo.evaluate import EvalRequest, resolve_config, run
 from ddppo.ppo.policy import Policy
 from ddppo.rollout.collector import obs_to_torch
 from envs.registry import EnvSpec, make_vec_env
+from testutil import TINY, cli_env  # noqa: F401  (tests/testutil.py, shared with tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[2]
-# the tiny gridnav run of tests/conftest.py (4 envs x 32 steps per update, 7x7 maps, 20-step episodes)
-TINY = {"env.num_envs": 4, "rollout.num_steps": 32, "ppo.num_mini_batch": 2, "ppo.epochs": 2,
-        "policy.hidden_size": 32, "env.gridnav.map_size": 7, "env.gridnav.num_maps": 4,
-        "env.gridnav.max_episode_steps": 20, "log.interval_s": 0.1, "log.window": 1, "run.torch_threads": 1}
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"):
-        env.pop(key, None)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
-
 
 def start_cli(*args: str, torchrun: int = 0) -> subprocess.Popen:
     """`python -m ddppo ARGS` (or under torchrun with that many ranks), started, not waited for."""

@@ -1,0 +1,32 @@
+"""Plain helpers shared by test modules (a uniquely named module: `conftest` is not safely importable)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A gridnav run of a few seconds: 4 envs x 32 steps = 128 env steps per update.
+TINY = {
+    "env.num_envs": 4,
+    "rollout.num_steps": 32,
+    "ppo.num_mini_batch": 2,
+    "ppo.epochs": 2,
+    "policy.hidden_size": 32,
+    "env.gridnav.map_size": 7,
+    "env.gridnav.num_maps": 4,
+    "env.gridnav.max_episode_steps": 20,
+    "log.interval_s": 0.1,
+    "log.window": 1,
+    "run.torch_threads": 1,
+}
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # never inherit a launcher's identity from the shell that runs pytest
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
