@@ -9,7 +9,7 @@ to stop at the same update, save once, and exit 0.
            save, and rank 0 runs `scontrol requeue $SLURM_JOB_ID`.
   SIGTERM  scancel, `scontrol requeue` from outside, preemption: stop and save;
            SLURM requeues the job itself where it was asked to.
-  SIGINT   Ctrl-C: stop and save; a second Ctrl-C interrupts at once.
+  SIGINT   Ctrl-C: stop and save.
 Environment worker processes ignore all three (see envs/vector.py).
 """
 
@@ -27,8 +27,6 @@ _received: list[int] = []
 
 
 def _handler(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
-    if signum == signal.SIGINT and signal.SIGINT in _received:
-        raise KeyboardInterrupt  # a second Ctrl-C: stop now, without waiting for the end of the update
     _received.append(signum)
 
 
