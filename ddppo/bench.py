@@ -18,13 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ddppo.config import Config, load_config
-from ddppo.distributed import DistContext, init_distributed
-from ddppo.metrics import Timer
+from ddppo.config import load_config
+from ddppo.distributed import init_distributed
 from ddppo.ppo.policy import Policy
-from ddppo.ppo.update import PPOUpdater
-from ddppo.rollout.collector import RolloutCollector
-from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 from envs.registry import EnvSpec, make_vec_env
 
@@ -43,65 +39,50 @@ def _raw_env_fps(envs, steps: int, rng: np.random.Generator) -> float:
     return steps * envs.num_envs / (time.perf_counter() - start)
 
 
-class _Setup:
-    """One rank's env, policy, storage and collector, built like the trainer builds them."""
-
-    def __init__(self, cfg: Config, ctx: DistContext):
-        spec = EnvSpec(num_envs=cfg.env.num_envs, seed=ctx.seed, num_workers=cfg.env.num_workers)
-        self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
-        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy)
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
-        hidden = tuple(self.policy.initial_hidden(spec.num_envs).shape)
-        self.storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
-                                      self.envs.action_space, hidden, ctx.device)
-        self.timer = Timer()
-        self.collector = RolloutCollector(self.envs, self.policy, self.storage,
-                                          Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
-                                          cfg.ppo.gamma, ctx.device)
-        self.cfg = cfg
-
-    def rollout_fps(self, update: int) -> float:
-        start = time.perf_counter()
-        res = self.collector.collect(update)
-        return res.steps * self.envs.num_envs / (time.perf_counter() - start)
-
-    def train_fps(self, update: int) -> float:
-        """One whole update (collect + returns + PPO) as the trainer runs it, without logging."""
-        start = time.perf_counter()
-        res = self.collector.collect(update)
-        self.storage.compute_returns(self.collector.last_value(), self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda)
-        self.updater.update(self.storage, self.timer)
-        return res.steps * self.envs.num_envs / (time.perf_counter() - start)
+def _update_fps(trainer, update: int, learn: bool) -> float:
+    """One rollout (and, with `learn`, the returns and the PPO update) exactly as the trainer runs them."""
+    start = time.perf_counter()
+    res = trainer.collector.collect(update)
+    if learn:
+        trainer.compute_advantages()
+        trainer.updater.update(trainer.storage, trainer.timer)
+    return res.steps * trainer.envs.num_envs / (time.perf_counter() - start)
 
 
 def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, Any]:
-    cfg = load_config(config, overrides)
-    torch.set_num_threads(cfg.run.torch_threads or 1)
-    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
-    try:
-        setup = _Setup(cfg, ctx)
+    import tempfile
+
+    from ddppo.trainer import Trainer
+
+    with tempfile.TemporaryDirectory(prefix="ddppo-bench-") as run_dir:
+        cfg = load_config(config, [*overrides, f"run.dir={run_dir}", "log.tensorboard=false"])
+        torch.set_num_threads(cfg.run.torch_threads or 1)
+        ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
         try:
-            rng = np.random.default_rng(0)
-            setup.rollout_fps(0)  # warm-up
-            raw, roll, train = [], [], []
-            for r in range(rounds):
-                raw.append(_raw_env_fps(setup.envs, cfg.rollout.num_steps, rng))
-                roll.append(setup.rollout_fps(r + 1))
-                train.append(setup.train_fps(r + 1))
-            result = {
-                "config": config, "overrides": overrides, "env": cfg.env.name, "num_envs": cfg.env.num_envs,
-                "num_steps": cfg.rollout.num_steps, "rounds": rounds,
-                "raw_env_fps": statistics.median(raw), "rollout_fps": statistics.median(roll),
-                "train_fps": statistics.median(train),
-                "rollout_phases_s": {k: v / rounds for k, v in setup.timer.pop().items()},
-            }
-            result["rollout_over_raw"] = result["rollout_fps"] / result["raw_env_fps"]
-            result["train_over_raw"] = result["train_fps"] / result["raw_env_fps"]
-            return result
+            trainer = Trainer(cfg, ctx)
+            try:
+                rng = np.random.default_rng(0)
+                _update_fps(trainer, 0, learn=False)  # warm-up
+                trainer.timer.pop()
+                raw, roll, train = [], [], []
+                for r in range(rounds):
+                    raw.append(_raw_env_fps(trainer.envs, cfg.rollout.num_steps, rng))
+                    roll.append(_update_fps(trainer, r + 1, learn=False))
+                    train.append(_update_fps(trainer, r + 1, learn=True))
+                result = {
+                    "config": config, "overrides": overrides, "env": cfg.env.name, "num_envs": cfg.env.num_envs,
+                    "num_steps": cfg.rollout.num_steps, "rounds": rounds,
+                    "raw_env_fps": statistics.median(raw), "rollout_fps": statistics.median(roll),
+                    "train_fps": statistics.median(train),
+                    "rollout_phases_s": {k: v / rounds for k, v in trainer.timer.pop().items()},
+                }
+            finally:
+                trainer.close()
         finally:
-            setup.envs.close()
-    finally:
-        ctx.close()
+            ctx.close()
+    result["rollout_over_raw"] = result["rollout_fps"] / result["raw_env_fps"]
+    result["train_over_raw"] = result["train_fps"] / result["raw_env_fps"]
+    return result
 
 
 def _release_free_heap() -> None:

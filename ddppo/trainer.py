@@ -108,10 +108,10 @@ class Trainer:
             t0 = time.perf_counter()
             collected = self.collector.collect(update)
             with self.timer("straggler_wait"):
-                steps_per_rank = ctx.rollout_barrier(collected.steps)
+                ctx.rollout_barrier(collected.steps)
             ctx.mark_started()
             with self.timer("gae"):
-                self._advantages()
+                self.compute_advantages()
             lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
             ref_params, beta = None, 0.0
             if self.reference is not None:
@@ -122,7 +122,7 @@ class Trainer:
                               self.timer.pop(), *memory_usage(ctx.device))
             reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
             self.update = update
-            self.env_steps += int(steps_per_rank.sum().item()) * cfg.env.num_envs
+            self.env_steps += reduced.env_steps_this_update
             self._count_skipped(reduced.skipped_steps)
             if self.reference is not None:
                 reduced.losses["kl_beta"] = beta
@@ -147,7 +147,8 @@ class Trainer:
             if stop or done:
                 return self._finish(stop)
 
-    def _advantages(self) -> None:
+    def compute_advantages(self) -> None:
+        """GAE (with the critic's bootstrap) or GRPO advantages for the collected rollout."""
         s, ppo = self.storage, self.cfg.ppo
         if ppo.advantage == "grpo":
             L = s.step
