@@ -88,8 +88,12 @@ class RolloutStorage:
                idle: torch.Tensor | None = None) -> None:
         """One step; `next_start` (default: `done`) flags next_obs as an episode's first observation."""
         t = self.step
-        self.idle[t].copy_(idle if idle is not None else torch.zeros_like(done))
-        self.loss_mask[t].copy_(1.0 - self.idle[t])
+        if idle is None:  # the common case: no grouped episodes, every step counts
+            self.idle[t].zero_()
+            self.loss_mask[t].fill_(1.0)
+        else:
+            self.idle[t].copy_(idle)
+            torch.sub(1.0, idle, out=self.loss_mask[t])
         self.actions[t].copy_(action)
         self.logp[t].copy_(logp)
         self.values[t].copy_(value)
