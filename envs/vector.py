@@ -15,7 +15,8 @@ EnvError naming it instead of hanging. After any such error the env is broken:
 further calls raise, and `close()` (always safe, idempotent, also run at garbage
 collection and interpreter exit) terminates the workers and frees the memory.
 Workers are started with "forkserver" (never a plain fork: the parent may have
-imported torch).
+imported torch). Their stdout and stderr reach the parent's stderr a whole line
+at a time, prefixed with the worker's name (envs.worker_output).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +76,13 @@ class SubprocVecEnv:
         self._finalizer = weakref.finalize(self, self._res.close)
         for w in range(num_workers):
             parent, child = ctx.Pipe()
+            out_read, out_write = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_worker_main, name=f"env-worker-{w}",
-                               args=(child, name, dict(options), worker_spec(spec, w, num_workers)))
+                               args=(child, out_write, name, dict(options), worker_spec(spec, w, num_workers)))
             proc.start()
             child.close()
+            out_write.close()
+            self._res.output.add(out_read, f"env-worker-{w}")
             self._res.conns.append(parent)
             self._res.procs.append(proc)
         try:
@@ -215,6 +220,7 @@ class _Resources:
         self.procs: list[Any] = []
         self.conns: list[Any] = []
         self.shm: shared_memory.SharedMemory | None = None
+        self.output = OutputRelay()  # the workers' stdout/stderr, whole lines at a time
         self.join_s = 5.0  # how long close() waits for workers to exit before killing them
 
     def close(self) -> None:
@@ -233,6 +239,7 @@ class _Resources:
                 proc.join(2.0)
         for conn in self.conns:
             conn.close()
+        self.output.join(2.0)  # the workers' last lines (a crash report, say) before anything else is printed
         if self.shm is not None:
             try:
                 self.shm.close()
@@ -258,10 +265,11 @@ def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
     return views
 
 
-def _worker_main(conn, name: str, options: dict, spec: Any) -> None:
+def _worker_main(conn, output, name: str, options: dict, spec: Any) -> None:
     """Worker process: build the env, then serve commands until "close" or the parent goes away."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_IGN)
+    redirect_output_to(output)
     from envs.registry import make_vec_env
 
     env, shm, views = None, None, None
