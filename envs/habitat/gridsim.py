@@ -11,8 +11,11 @@ habitat-sim cannot be installed. It is a test double, not a renderer:
   the blocked axis on collision (habitat-sim's `allow_sliding`); turns are exact;
 - geodesic distance: Euclidean with a clear line of sight, else an 8-connected
   Dijkstra field over the grid (cached per goal), so it overestimates by a few %;
-- depth: one ray per image column against walls and furniture (full height),
-  floor and ceiling planes per row; "rgb" is that depth as grey levels.
+- depth: every pixel's ray cast exactly against the layout's boxes (walls and
+  furniture, each with its own height: a low cabinet is seen over), the floor
+  and the ceiling; the camera stands `sensor_height` above the agent, which
+  stands where habitat-sim's navmesh puts it (`Layout.agent_floor_y`);
+  "rgb" is that depth as grey levels.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from envs.habitat.interface import SimSettings
 from envs.habitat.layout import Grid, Layout, rasterize
 
 NAV_CELL = 0.1  # navigability grid (m)
-VIS_CELL = 0.05  # ray-casting grid (m)
 MAX_RANGE = 10.0  # rays stop here (m)
 _SQRT2 = math.sqrt(2.0)
 
@@ -63,7 +65,11 @@ class GridSim:
         except (ValueError, KeyError, OSError) as err:
             raise EnvError(f"floor plan {plan!r} of scene {scene_path!r} is unreadable: {err}") from err
         self.nav: Grid = rasterize(self.layout, NAV_CELL, inflate=self.settings.agent_radius)
-        self.vis: Grid = rasterize(self.layout, VIS_CELL)
+        boxes = self.layout.boxes
+        self._lo = np.array([[b.lo[0], b.lo[2]] for b in boxes], dtype=np.float64).reshape(-1, 2)
+        self._hi = np.array([[b.hi[0], b.hi[2]] for b in boxes], dtype=np.float64).reshape(-1, 2)
+        self._tops = np.array([b.hi[1] for b in boxes], dtype=np.float64)
+        self._full = self._tops >= self.layout.ceiling_y - 1e-6  # floor to ceiling: hides all behind it
         self._free_cells = np.argwhere(~self.nav.blocked)
         if len(self._free_cells) == 0:
             raise EnvError(f"scene {scene_path!r} has no navigable space for agent radius "
@@ -135,41 +141,55 @@ class GridSim:
         return obs
 
     def _depth(self, height: int, width: int) -> np.ndarray:
+        """Planar depth (as habitat reports it) of every pixel: exact ray casts against the layout's boxes,
+        each with its own height, and the floor and ceiling planes."""
         s = self.settings
         tan_h = math.tan(math.radians(s.hfov) / 2)
         u = (1.0 - 2.0 * (np.arange(width) + 0.5) / width) * tan_h  # +: left of the optical axis
         offsets = np.arctan(u)
         angles = self._yaw + offsets
-        column = self._cast(np.sin(angles), np.cos(angles)) * np.cos(offsets)  # planar depth, as habitat reports
+        cos_off = np.cos(offsets)
+        enter, leave = self._box_spans(np.sin(angles), np.cos(angles))  # (width, boxes) metres along the ground
+        enter, leave = enter * cos_off[:, None], leave * cos_off[:, None]  # -> planar depth
         v = (2.0 * (np.arange(height) + 0.5) / height - 1.0) * tan_h * height / width  # +: below the axis
-        with np.errstate(divide="ignore"):
-            floor = np.where(v > 0, s.sensor_height / np.maximum(v, 1e-9), np.inf)
-            ceiling = np.where(v < 0, (self.layout.ceiling_y - self.layout.floor_y - s.sensor_height)
-                               / np.maximum(-v, 1e-9), np.inf)
-        rows = np.minimum(floor, ceiling)
-        return np.minimum(column[None, :], rows[:, None]).astype(np.float32)
+        camera = self._pos[1] + s.sensor_height
+        floor, ceiling = self.layout.floor_y, self.layout.ceiling_y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            planes = np.where(v > 0, (camera - floor) / v, np.where(v < 0, (ceiling - camera) / -v, np.inf))
+        depth = np.minimum(planes[:, None], np.min(enter[:, self._full], axis=1, initial=np.inf)[None, :])
+        # boxes below the ceiling, in front of the nearest wall: each row sees them only where its ray is
+        # below their top, i.e. for depths in [below_from, below_to]
+        col, box = np.nonzero(~self._full[None, :] & (enter <= leave) & (enter < depth.max(axis=0)[:, None]))
+        if len(col):
+            tops = self._tops[box]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cross = (camera - tops[None, :]) / v[:, None]  # (height, pairs): where the ray crosses the top
+            down, up = (v > 0)[:, None], (v < 0)[:, None]
+            below_from = np.where(down, cross, np.where(tops[None, :] > camera, -np.inf, np.inf))
+            below_to = np.where(up, cross, np.inf)
+            hit_depth = np.maximum(enter[col, box][None, :], below_from)
+            hit_depth[hit_depth > np.minimum(leave[col, box][None, :], below_to)] = np.inf
+            np.minimum.at(depth, (slice(None), col), hit_depth)
+        return np.minimum(depth, MAX_RANGE).astype(np.float32)
 
-    def _cast(self, sin: np.ndarray, cos: np.ndarray) -> np.ndarray:
-        """Distance along each ray (heading given by sin/cos of its yaw) to the first blocked cell."""
-        step = VIS_CELL * 0.75
-        dist = np.full(len(sin), MAX_RANGE)
-        active = np.arange(len(sin))
-        nz, nx = self.vis.blocked.shape
-        chunk = np.arange(1, 33) * step
-        start = 0.0
-        while len(active) and start < MAX_RANGE:
-            ts = start + chunk
-            xs = self._pos[0] - sin[active, None] * ts[None, :]
-            zs = self._pos[2] - cos[active, None] * ts[None, :]
-            i = np.floor((zs - self.vis.z0) / VIS_CELL).astype(np.int64)
-            j = np.floor((xs - self.vis.x0) / VIS_CELL).astype(np.int64)
-            hit = (i < 0) | (i >= nz) | (j < 0) | (j >= nx)
-            hit |= self.vis.blocked[np.clip(i, 0, nz - 1), np.clip(j, 0, nx - 1)]
-            any_hit = hit.any(axis=1)
-            dist[active[any_hit]] = np.minimum(ts[hit[any_hit].argmax(axis=1)], MAX_RANGE)
-            active = active[~any_hit]
-            start = ts[-1]
-        return dist
+    def _box_spans(self, sin: np.ndarray, cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each ray (heading given by sin/cos of its yaw; ground distance t moves the agent by
+        (-sin t, -cos t)) enters and leaves every box's footprint; (inf, -inf) where it misses."""
+        dx, dz = -sin[:, None], -cos[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tx0, tx1 = (self._lo[None, :, 0] - self._pos[0]) / dx, (self._hi[None, :, 0] - self._pos[0]) / dx
+            tz0, tz1 = (self._lo[None, :, 1] - self._pos[2]) / dz, (self._hi[None, :, 1] - self._pos[2]) / dz
+        # a ray parallel to an axis is inside that slab everywhere or nowhere
+        inside_x = (self._lo[None, :, 0] <= self._pos[0]) & (self._pos[0] <= self._hi[None, :, 0])
+        inside_z = (self._lo[None, :, 1] <= self._pos[2]) & (self._pos[2] <= self._hi[None, :, 1])
+        par_x, par_z = np.broadcast_to(dx == 0, tx0.shape), np.broadcast_to(dz == 0, tz0.shape)
+        x_lo = np.where(par_x, np.where(inside_x, -np.inf, np.inf), np.minimum(tx0, tx1))
+        x_hi = np.where(par_x, np.where(inside_x, np.inf, -np.inf), np.maximum(tx0, tx1))
+        z_lo = np.where(par_z, np.where(inside_z, -np.inf, np.inf), np.minimum(tz0, tz1))
+        z_hi = np.where(par_z, np.where(inside_z, np.inf, -np.inf), np.maximum(tz0, tz1))
+        enter, leave = np.maximum(np.maximum(x_lo, z_lo), 0.0), np.minimum(x_hi, z_hi)
+        missed = enter > leave
+        return np.where(missed, np.inf, enter), np.where(missed, -np.inf, leave)
 
     # ---------------------------------------------------------------- navigation
     def _cell(self, p: np.ndarray) -> tuple[int, int]:
