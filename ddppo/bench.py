@@ -22,7 +22,7 @@ from ddppo.config import load_config
 from ddppo.distributed import init_distributed
 from ddppo.ppo.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
-from envs.registry import EnvSpec, make_vec_env
+from envs.registry import EnvSpec, make_vec_env, simulator_fps
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,11 @@ def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, 
                     raw.append(_raw_env_fps(trainer.envs, cfg.rollout.num_steps, rng))
                     roll.append(_update_fps(trainer, r + 1, learn=False))
                     train.append(_update_fps(trainer, r + 1, learn=True))
+                sim = [simulator_fps(cfg.env.name, cfg.env_options, trainer.env_spec, 200) for _ in range(rounds)]
                 result = {
                     "config": config, "overrides": overrides, "env": cfg.env.name, "num_envs": cfg.env.num_envs,
-                    "num_steps": cfg.rollout.num_steps, "rounds": rounds,
+                    "num_workers": cfg.env.num_workers, "num_steps": cfg.rollout.num_steps, "rounds": rounds,
+                    "raw_sim_fps": statistics.median(sim) if sim[0] is not None else None,
                     "raw_env_fps": statistics.median(raw), "rollout_fps": statistics.median(roll),
                     "train_fps": statistics.median(train),
                     "rollout_phases_s": {k: v / rounds for k, v in trainer.timer.pop().items()},
@@ -82,6 +84,8 @@ def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, 
             ctx.close()
     result["rollout_over_raw"] = result["rollout_fps"] / result["raw_env_fps"]
     result["train_over_raw"] = result["train_fps"] / result["raw_env_fps"]
+    if result["raw_sim_fps"] is not None:
+        result["rollout_over_sim"] = result["rollout_fps"] / result["raw_sim_fps"]
     return result
 
 
@@ -152,9 +156,13 @@ def main_memory(cases: list[tuple[str, list[str]]], out: str) -> int:
 
 def main_throughput(cases: list[tuple[str, list[str]]], out: str, rounds: int) -> int:
     results = [throughput(c, o, rounds) for c, o in cases]
-    header = f"{'env':<18}{'envs':>6}{'raw fps':>12}{'rollout fps':>13}{'train fps':>11}{'rollout/raw':>13}"
+    header = (f"{'env':<18}{'envs':>5}{'workers':>8}{'1 sim fps':>11}{'raw env fps':>13}{'rollout fps':>13}"
+              f"{'train fps':>11}{'rollout/raw':>13}{'rollout/sim':>13}")
     lines = [header, "-" * len(header)]
     for r in results:
-        lines.append(f"{r['env']:<18}{r['num_envs']:>6}{r['raw_env_fps']:>12,.0f}{r['rollout_fps']:>13,.0f}"
-                     f"{r['train_fps']:>11,.0f}{r['rollout_over_raw']:>13.2f}")
+        sim = r["raw_sim_fps"]
+        lines.append(f"{r['env']:<18}{r['num_envs']:>5}{r['num_workers']:>8}"
+                     f"{(f'{sim:,.0f}' if sim is not None else '-'):>11}{r['raw_env_fps']:>13,.0f}"
+                     f"{r['rollout_fps']:>13,.0f}{r['train_fps']:>11,.0f}{r['rollout_over_raw']:>13.2f}"
+                     f"{(format(r['rollout_over_sim'], '.2f') if sim is not None else '-'):>13}")
     return report(lines, results, out)

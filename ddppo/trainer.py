@@ -47,6 +47,7 @@ class Trainer:
                        rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
                        gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
                        group_size=cfg.ppo.group_size if cfg.ppo.advantage == "grpo" else 1)
+        self.env_spec = spec
         self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
         try:
             self._build(spec)

@@ -30,6 +30,11 @@ _FACTORIES: dict[str, tuple[str, str, str]] = {
     "synthetic": ("envs.synthetic", "make_synthetic", "synthetic"),
 }
 GYM_PREFIX = "gym:"
+# env.name -> (module, function(options, spec, steps) -> steps/s of one bare simulator, option section):
+# environments that wrap a simulator say how fast it runs alone, for `ddppo bench throughput`
+_SIMULATOR_FPS: dict[str, tuple[str, str, str]] = {
+    "habitat_pointnav": ("envs.habitat.env", "simulator_fps", "habitat"),
+}
 
 
 def known_names() -> list[str]:
@@ -89,3 +94,12 @@ def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv
     module, func, section = _FACTORIES[name]
     factory = getattr(importlib.import_module(module), func)
     return factory(OPTION_SECTIONS[section](**options), spec)
+
+
+def simulator_fps(name: str, options: Mapping[str, Any], spec: EnvSpec, steps: int) -> float | None:
+    """Steps/s of one of the env's simulators stepped bare (no task, no batching, random actions), on the
+    scene and sensors the env would use; None for envs that are not a wrapped simulator."""
+    if name not in _SIMULATOR_FPS:
+        return None
+    module, func, section = _SIMULATOR_FPS[name]
+    return getattr(importlib.import_module(module), func)(OPTION_SECTIONS[section](**options), spec, steps)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from typing import Any
 
 import gymnasium
@@ -138,7 +139,7 @@ class HabitatPointNavEnv:
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
     def close(self) -> None:
-        for task in self._tasks:
+        for task in reversed(self._tasks):  # last-created first (see envs.habitat.sim)
             task.sim.close()
         self._tasks = []
 
@@ -173,6 +174,22 @@ class HabitatPointNavEnv:
     @property
     def simulators(self) -> list[Any]:
         return [task.sim for task in self._tasks]
+
+
+def simulator_fps(options: HabitatOptions, spec: Any, steps: int) -> float:
+    """Steps/s of one bare simulator on the first episode's scene, same sensors, random motion actions."""
+    env = HabitatPointNavEnv(options, dataclasses.replace(spec, num_envs=1, num_workers=0))
+    try:
+        env.reset()
+        sim = env.simulators[0]
+        moves = np.random.default_rng(0).integers(1, len(ACTIONS), size=steps)
+        sim.step(ACTIONS[1])  # warm-up: first render
+        start = time.perf_counter()
+        for a in moves:
+            sim.step(ACTIONS[int(a)])
+        return steps / (time.perf_counter() - start)
+    finally:
+        env.close()
 
 
 def make_habitat_pointnav(options: HabitatOptions, spec: Any) -> Any:
