@@ -5,14 +5,29 @@ is built. It supports habitat-sim 0.2.x and 0.3.x by using the API both share:
 `ShortestPath` + `pathfinder.find_path` for geodesic distances (0.2.2 has no
 `Simulator.geodesic_distance`), the "collided" flag that `Simulator.step`
 adds to its observations, `recompute_navmesh(pathfinder, settings)`.
+
+Simulator lifetime: every Simulator of the process is created and destroyed by
+one owner (`_SIMULATORS`) that destroys them strictly last-created-first, also
+at interpreter exit. With several simulators in one process, habitat-sim's
+OpenGL contexts are not independent: in 0.2.x, once the first-created
+Simulator is closed, every other one still open aborts the process
+(`GL::Context::current(): no current context`) on its next render or close.
+A `close()` requested out of order therefore only parks the simulator (it is
+never used again) until every simulator created after it is gone.
+
+Logging: habitat-sim and Magnum are quiet unless the user set
+`HABITAT_SIM_LOG` / `MAGNUM_LOG` (or `GLOG_minloglevel`) in the environment.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import math
 import os
+import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -31,8 +46,44 @@ INSTALL_HINT = (
 )
 
 
+# habitat-sim's and Magnum's own logging, unless the user asked for it: habitat-sim 0.2.x
+# prints hundreds of lines per run (a warning per scene load), and worker processes inherit it.
+QUIET_LOG_ENV = {"HABITAT_SIM_LOG": "quiet", "MAGNUM_LOG": "quiet", "GLOG_minloglevel": "2"}
+
+
+def quiet_logs_by_default() -> None:
+    """Set the quiet defaults in os.environ (read by habitat-sim at import, by Magnum per context)."""
+    for key, value in QUIET_LOG_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+# glvnd vendor files of Mesa's EGL (Debian/Ubuntu, Fedora, conda-forge), for software rendering
+MESA_EGL_VENDOR_FILES = ("/usr/share/glvnd/egl_vendor.d/50_mesa.json", "/etc/glvnd/egl_vendor.d/50_mesa.json")
+
+
+def renderer_device(gpu_device_id: int) -> int:
+    """The `SimulatorConfiguration.gpu_device_id` for a renderer setting (see HabitatOptions.gpu_device_id).
+
+    habitat-sim hands the id to Magnum's EGL context as a CUDA device: N >= 0 selects the EGL device
+    whose EGL_CUDA_DEVICE_NV is N (CUDA's numbering in this process, i.e. after CUDA_VISIBLE_DEVICES),
+    and -1 asks for no CUDA device, which means simply EGL device 0 -- a GPU, if the NVIDIA EGL vendor
+    is installed and listed first. So for -1 this process's EGL is made to load only Mesa's vendor
+    library (unless the user chose vendors with __EGL_VENDOR_LIBRARY_FILENAMES/_DIRS), whose device 0 is
+    its software rasteriser (llvmpipe). Must run before the first EGL call of the process."""
+    if gpu_device_id >= 0:
+        return gpu_device_id
+    if not ({"__EGL_VENDOR_LIBRARY_FILENAMES", "__EGL_VENDOR_LIBRARY_DIRS"} & set(os.environ)):
+        prefixes = [os.path.join(sys.prefix, "share/glvnd/egl_vendor.d/50_mesa.json")]
+        for path in [*prefixes, *MESA_EGL_VENDOR_FILES]:
+            if os.path.isfile(path):
+                os.environ["__EGL_VENDOR_LIBRARY_FILENAMES"] = path
+                break
+    return -1
+
+
 def import_habitat_sim() -> Any:
     """`habitat_sim`, or an EnvError saying how to install it."""
+    quiet_logs_by_default()
     try:
         import habitat_sim  # noqa: PLC0415 - imported lazily on purpose
     except ImportError as err:  # also covers a broken install (missing shared libraries)
@@ -63,6 +114,53 @@ def _xyzw(q: Any) -> np.ndarray:
     return np.asarray(q, dtype=np.float64).reshape(4)
 
 
+class _SimulatorOwner:
+    """Creates and destroys every habitat-sim Simulator of this process, last-created-first."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._live: list[list[Any]] = []  # [simulator, close requested], in creation order
+        self._atexit = False
+
+    def create(self, hs: Any, config: Any) -> Any:
+        sim = hs.Simulator(config)
+        with self._lock:
+            self._live.append([sim, False])
+            if not self._atexit:  # registered after habitat-sim's import, so it runs before its own exit hooks
+                atexit.register(self.close_all)
+                self._atexit = True
+        return sim
+
+    def release(self, sim: Any) -> None:
+        """Close `sim` now if nothing created after it is still open, else as soon as that is so."""
+        with self._lock:
+            for entry in self._live:
+                if entry[0] is sim:
+                    entry[1] = True
+            self._close_tail()
+
+    def close_all(self) -> None:
+        with self._lock:
+            for entry in self._live:
+                entry[1] = True
+            self._close_tail()
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._live)
+
+    def _close_tail(self) -> None:
+        while self._live and self._live[-1][1]:
+            sim = self._live.pop()[0]
+            try:
+                sim.close()
+            except Exception as err:  # a failed close must not hide the error being handled, nor skip the rest
+                log.warning("habitat-sim Simulator.close failed: %s", err)
+
+
+_SIMULATORS = _SimulatorOwner()
+
+
 class HabitatSim:
     """One habitat-sim Simulator with one agent (depth and optional RGB cameras)."""
 
@@ -70,6 +168,7 @@ class HabitatSim:
         self._hs = import_habitat_sim()
         self.settings = settings
         self._sim: Any = None
+        self._pose: tuple[np.ndarray, np.ndarray] | None = None  # cached (position, rotation) of the agent
         self.scene_path = ""
 
     # ---------------------------------------------------------------- config
@@ -92,7 +191,7 @@ class HabitatSim:
         hs, s = self._hs, self.settings
         sim_cfg = hs.SimulatorConfiguration()
         sim_cfg.scene_id = scene_path
-        sim_cfg.gpu_device_id = s.gpu_device_id
+        sim_cfg.gpu_device_id = renderer_device(s.gpu_device_id)
         sim_cfg.random_seed = s.seed
         sim_cfg.enable_physics = False
         sim_cfg.allow_sliding = s.allow_sliding
@@ -125,12 +224,13 @@ class HabitatSim:
         config = self._config(scene_path)
         try:
             if self._sim is None:
-                self._sim = self._hs.Simulator(config)
+                self._sim = _SIMULATORS.create(self._hs, config)
             else:
                 self._sim.reconfigure(config)
         except Exception as err:  # habitat-sim raises plain RuntimeError/AssertionError
             raise EnvError(f"habitat-sim could not load scene {scene_path!r}: {err}") from err
         self.scene_path = scene_path
+        self._pose = None
         pathfinder = self._sim.pathfinder
         if not pathfinder.is_loaded and os.path.isfile(navmesh):
             pathfinder.load_nav_mesh(navmesh)
@@ -153,12 +253,18 @@ class HabitatSim:
         state = self._hs.AgentState()
         state.position = np.asarray(position, dtype=np.float32)
         q = np.asarray(rotation, dtype=np.float64)
-        state.rotation = q / np.linalg.norm(q)
+        norm = float(np.linalg.norm(q))
+        # a pose read back from agent_pose() is unit to float32 precision already: renormalising it in
+        # float64 would move it by one float32 step, and a resumed run would no longer render bit-exactly
+        state.rotation = q if abs(norm - 1.0) < 1e-6 else q / norm
         self._require().get_agent(0).set_state(state, reset_sensors=True)
+        self._pose = None
 
     def agent_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        state = self._require().get_agent(0).get_state()
-        return np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation)
+        if self._pose is None:  # one get_state per change of pose, however often the task asks
+            state = self._require().get_agent(0).get_state()
+            self._pose = (np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation))
+        return self._pose[0].copy(), self._pose[1].copy()
 
     def _convert(self, raw: dict) -> dict[str, np.ndarray]:
         # habitat-sim reuses its observation buffers between steps: copy them out
@@ -174,7 +280,11 @@ class HabitatSim:
         return self._convert(self._require().get_sensor_observations())
 
     def step(self, action: str) -> tuple[dict[str, np.ndarray], bool]:
-        raw = self._require().step(action)
+        sim = self._require()
+        raw = sim.step(action)
+        # Simulator.step has just read the agent's state (get_state) for its last_state(): reuse it
+        state = sim.last_state() if hasattr(sim, "last_state") else sim.get_agent(0).get_state()
+        self._pose = (np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation))
         return self._convert(raw), bool(raw.get("collided", False))
 
     # ---------------------------------------------------------------- navmesh
@@ -225,9 +335,9 @@ class HabitatSim:
 
     def close(self) -> None:
         if self._sim is not None:
-            self._sim.close()
-            self._sim = None
+            sim, self._sim = self._sim, None
             self.scene_path = ""
+            _SIMULATORS.release(sim)
 
 
 def compute_navmesh(scene_path: str, settings: SimSettings, out_path: str | None = None) -> tuple[str, float]:
