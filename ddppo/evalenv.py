@@ -6,9 +6,9 @@
   each env is set to its next planned episode whenever one starts, so every
   checkpoint plays exactly the same episodes, whatever the policy does.
 - habitat-like envs (`simulators`, `current_episodes()`): episode ids, and a
-  top-down map in metres from the floor-plan grid `nav` (grid backend) or
-  habitat-sim's pathfinder (`get_topdown_view`; not exercised without
-  habitat-sim). Their episodes come from the dataset (see ddppo/evaluate.py).
+  top-down map in metres from each simulator's `topdown_map` (habitat-sim's
+  navmesh, or the grid double's raster). Their episodes come from the dataset
+  (see ddppo/evaluate.py).
 - anything else: the blind base probe (metrics only).
 """
 
@@ -153,19 +153,7 @@ class HabitatProbe(EnvProbe):
         sim = self.envs.simulators[i]
         key = (i, str(getattr(sim, "scene_path", "")))
         if key not in self._maps:
-            grid = getattr(sim, "nav", None)  # grid backend: the navigability raster
-            if grid is not None:
-                nz, nx = grid.blocked.shape
-                extent = (grid.x0, grid.x0 + nx * grid.cell, grid.z0 + nz * grid.cell, grid.z0)
-                self._maps[key] = (grid.blocked.copy(), extent)
-            else:  # habitat-sim: the navmesh's top-down view at the agent's height
-                pathfinder = sim._sim.pathfinder
-                mpp = 0.05
-                free = np.asarray(pathfinder.get_topdown_view(mpp, float(height)), dtype=bool)
-                lower = pathfinder.get_bounds()[0]
-                nz, nx = free.shape
-                x0, z0 = float(lower[0]), float(lower[2])
-                self._maps[key] = (~free, (x0, x0 + nx * mpp, z0 + nz * mpp, z0))
+            self._maps[key] = sim.topdown_map(height)
         return self._maps[key]
 
     def map_view(self, i: int) -> MapView:

@@ -191,6 +191,11 @@ class GridSim:
         missed = enter > leave
         return np.where(missed, np.inf, enter), np.where(missed, -np.inf, leave)
 
+    def topdown_map(self, height: float) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+        nz, nx = self.nav.blocked.shape
+        return self.nav.blocked.copy(), (self.nav.x0, self.nav.x0 + nx * NAV_CELL, self.nav.z0 + nz * NAV_CELL,
+                                         self.nav.z0)
+
     # ---------------------------------------------------------------- navigation
     def _cell(self, p: np.ndarray) -> tuple[int, int]:
         return self.nav.cell_of(float(p[0]), float(p[2]))

@@ -96,6 +96,11 @@ class NavSimulator(Protocol):
         """Corner points of the shortest path, from start to end; [] if unreachable."""
         ...
 
+    def topdown_map(self, height: float) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+        """(blocked (rows, cols) bool, extent (x_left, x_right, z_bottom, z_top)) of the loaded scene's
+        navigable floor at `height`, rows running from z_top (row 0) down to z_bottom, for map views."""
+        ...
+
     def close(self) -> None: ...
 
 

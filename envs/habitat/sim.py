@@ -114,6 +114,9 @@ def _xyzw(q: Any) -> np.ndarray:
     return np.asarray(q, dtype=np.float64).reshape(4)
 
 
+TOPDOWN_METERS_PER_PIXEL = 0.05
+
+
 class _SimulatorOwner:
     """Creates and destroys every habitat-sim Simulator of this process, last-created-first."""
 
@@ -317,6 +320,15 @@ class HabitatSim:
         if path is None:
             return []
         return [np.asarray(p, dtype=np.float64) for p in path.points]
+
+    def topdown_map(self, height: float) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+        pathfinder = self._require().pathfinder
+        mpp = TOPDOWN_METERS_PER_PIXEL
+        free = np.asarray(pathfinder.get_topdown_view(mpp, float(height)), dtype=bool)
+        lower = pathfinder.get_bounds()[0]
+        nz, nx = free.shape
+        x0, z0 = float(lower[0]), float(lower[2])
+        return ~free, (x0, x0 + nx * mpp, z0 + nz * mpp, z0)
 
     def recompute_navmesh(self) -> float:
         """Compute the loaded scene's navmesh for this agent's radius and height; returns its area (m^2)."""
