@@ -38,11 +38,11 @@ from envs.habitat.interface import SimSettings
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = (
-    "habitat-sim is needed for env.habitat.backend=habitat but could not be imported ({err}). "
-    "It is not on PyPI for Linux; install the headless build from conda: "
-    "`conda install -c aihabitat -c conda-forge habitat-sim headless`, "
-    "or build it from source (https://github.com/facebookresearch/habitat-sim, `python setup.py install --headless`). "
-    "Without it, env.habitat.backend=grid runs the same task on a 2-D double of generated scenes."
+    "habitat-sim is needed for env.habitat.backend=habitat but could not be imported ({err}). It is not on PyPI "
+    "for Linux; install it into a conda environment: with Python 3.9, `conda install habitat-sim withbullet "
+    "headless -c conda-forge -c aihabitat` (stable builds exist for Python 3.9 only), with Python 3.10/3.11 the "
+    "same with `-c aihabitat-nightly`; then check it with `python -m envs.habitat.check`. Without it, "
+    "env.habitat.backend=grid runs the same task on a 2-D double of generated scenes."
 )
 
 

@@ -118,8 +118,17 @@ def test_missing_scene_names_file_and_episode(make_options, generated, tmp_path)
 
 @pytest.mark.skipif(habitat_sim_available(), reason="checks the message shown without habitat-sim")
 def test_missing_habitat_sim_says_how_to_install(make_options):
-    with pytest.raises(EnvError, match=r"conda install -c aihabitat.*habitat-sim headless"):
+    with pytest.raises(EnvError, match=r"Python 3.9, `conda install habitat-sim withbullet headless -c conda-forge "
+                                       r"-c aihabitat`.*aihabitat-nightly.*python -m envs.habitat.check"):
         HabitatPointNavEnv(make_options(backend="habitat"), EnvSpec(num_envs=1, seed=0))
+
+
+@pytest.mark.skipif(habitat_sim_available(), reason="checks the message shown without habitat-sim")
+def test_install_check_without_habitat_sim_exits_2_with_the_hint(capsys):
+    from envs.habitat.check import main
+
+    assert main([]) == 2
+    assert "aihabitat" in capsys.readouterr().out
 
 
 def test_options_problems_are_reported():
