@@ -87,11 +87,11 @@ class GridSim:
 
     def _cell_point(self, i: int, j: int) -> np.ndarray:
         x, z = self.nav.center(i, j)
-        return np.array([x, self.layout.floor_y, z])
+        return np.array([x, self.layout.agent_floor_y, z])
 
     # ---------------------------------------------------------------- agent
     def set_agent_pose(self, position: np.ndarray, rotation: np.ndarray) -> None:
-        self._pos = np.array([position[0], self.layout.floor_y, position[2]], dtype=np.float64)
+        self._pos = np.array([position[0], self.layout.agent_floor_y, position[2]], dtype=np.float64)
         self._yaw = yaw_from_quat(rotation)
 
     def agent_pose(self) -> tuple[np.ndarray, np.ndarray]:
@@ -201,7 +201,7 @@ class GridSim:
         return self.nav.cell_of(float(p[0]), float(p[2]))
 
     def is_navigable(self, point: np.ndarray) -> bool:
-        if abs(float(point[1]) - self.layout.floor_y) > 0.5:
+        if abs(float(point[1]) - self.layout.agent_floor_y) > 0.5:
             return False
         return self.nav.free_at(float(point[0]), float(point[2]))
 
@@ -222,7 +222,7 @@ class GridSim:
         return p + np.array([jitter[0], 0.0, jitter[1]])
 
     def snap_point(self, point: np.ndarray) -> np.ndarray:
-        p = np.array([point[0], self.layout.floor_y, point[2]], dtype=np.float64)
+        p = np.array([point[0], self.layout.agent_floor_y, point[2]], dtype=np.float64)
         if self.nav.free_at(p[0], p[2]):
             return p
         centers = np.array([self.nav.center(i, j) for i, j in self._free_cells])

@@ -23,6 +23,10 @@ from typing import Any
 import numpy as np
 
 LAYOUT_VERSION = 1
+# Voxel height habitat-sim's navmesh is built with (recast's cell_height; habitat's default, set explicitly by
+# envs.habitat.sim.HabitatSim.recompute_navmesh). Recast puts a walkable surface at the top of the voxel the
+# floor lies in, so an agent on a floor at y = 0 stands at y = 0.2, and its camera that much higher.
+NAVMESH_CELL_HEIGHT = 0.2
 FURNITURE_COLORS = (
     (0.55, 0.27, 0.07), (0.20, 0.35, 0.60), (0.35, 0.55, 0.30), (0.60, 0.20, 0.25), (0.45, 0.45, 0.50),
 )
@@ -48,6 +52,11 @@ class Layout:
     boxes: list[Box]
     rooms: list[tuple[float, float, float, float]] = dataclasses.field(default_factory=list)
     doors: list[tuple[float, float, float, float]] = dataclasses.field(default_factory=list)  # gap rects x0,z0,x1,z1
+
+    @property
+    def agent_floor_y(self) -> float:
+        """Where habitat-sim's navmesh of this layout puts an agent: the top of the floor's voxel."""
+        return (math.floor(self.floor_y / NAVMESH_CELL_HEIGHT + 1e-6) + 1) * NAVMESH_CELL_HEIGHT
 
     def to_json(self) -> dict[str, Any]:
         return {

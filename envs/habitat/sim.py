@@ -34,6 +34,7 @@ import numpy as np
 
 from envs.base import EnvError
 from envs.habitat.interface import SimSettings
+from envs.habitat.layout import NAVMESH_CELL_HEIGHT
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +336,7 @@ class HabitatSim:
         sim = self._require()
         settings = self._hs.nav.NavMeshSettings()
         settings.set_defaults()
+        settings.cell_height = NAVMESH_CELL_HEIGHT  # the grid double stands its agent where this puts it
         settings.agent_radius = self.settings.agent_radius
         settings.agent_height = self.settings.agent_height
         if not sim.recompute_navmesh(sim.pathfinder, settings):
