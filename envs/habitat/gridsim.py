@@ -34,6 +34,9 @@ from envs.habitat.layout import Grid, Layout, rasterize
 
 NAV_CELL = 0.1  # navigability grid (m)
 MAX_RANGE = 10.0  # rays stop here (m)
+# distance fields kept per simulator (least recently used dropped): 32 MB, i.e. every goal of a scene's
+# episodes (~300 fields of a 10 x 10 m scene), so each field costs its Dijkstra (~0.1 s) once per run, not per episode
+FIELD_CACHE_CELLS = 4_000_000
 _SQRT2 = math.sqrt(2.0)
 
 
@@ -257,7 +260,7 @@ class GridSim:
                     field[a, b] = nd
                     heapq.heappush(heap, (nd, (a, b)))
         self._fields[key] = field
-        if len(self._fields) > 16:
+        while len(self._fields) * field.size > FIELD_CACHE_CELLS:
             self._fields.popitem(last=False)
         return field
 
