@@ -36,6 +36,12 @@ class PeerLostError(RuntimeError):
     """A collective failed because another rank died or stopped answering."""
 
 
+# What a wait that ran out raises. Before Python 3.11 `Future.result(timeout)` raises
+# concurrent.futures.TimeoutError, which is neither the builtin TimeoutError nor a RuntimeError;
+# from 3.11 on both names are the builtin. Catch this tuple, never one of them alone.
+WAIT_TIMEOUT_ERRORS = (TimeoutError, concurrent.futures.TimeoutError)
+
+
 @dataclass(frozen=True)
 class Launch:
     """Who this process is and where to rendezvous, read from the launcher's environment."""
@@ -122,7 +128,7 @@ class _BoundedCaller:
             self._thread.start()
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._jobs.put((fn, future))
-        return future.result(timeout=timeout_s)  # TimeoutError when the store does not answer
+        return future.result(timeout=timeout_s)  # one of WAIT_TIMEOUT_ERRORS when the store does not answer
 
     def _work(self) -> None:
         while True:
@@ -245,7 +251,7 @@ class DistContext:
         with self.guard(f"store counter {key}"):
             try:
                 return int(self._store_call(lambda: self.store.add(key, amount), self._timeout_s))
-            except TimeoutError:
+            except WAIT_TIMEOUT_ERRORS:
                 raise PeerLostError(f"rank {self.rank}: store counter {key} failed: the rendezvous store did "
                                     f"not answer within dist.timeout_s={self._timeout_s:g} s (its host, rank 0 "
                                     f"or the launcher, may be hung)") from None
@@ -262,7 +268,7 @@ class DistContext:
             yield
         except PeerLostError:
             raise
-        except (RuntimeError, dist.DistError) as err:  # DistBackendError, timeouts, closed connections
+        except (RuntimeError, dist.DistError, *WAIT_TIMEOUT_ERRORS) as err:  # DistBackendError, timeouts, closed
             if self.world_size == 1:
                 raise
             raise PeerLostError(f"rank {self.rank}: {what} failed: {self._lost_ranks()} "

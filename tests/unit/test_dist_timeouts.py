@@ -1,0 +1,71 @@
+"""A wait that runs out becomes PeerLostError (and so exit code 1), on every supported Python.
+
+Before Python 3.11, `Future.result(timeout)` raises concurrent.futures.TimeoutError, which is
+neither the builtin TimeoutError nor a RuntimeError: caught as either, it escaped the lost-peer
+handling. These tests raise that class itself into the guard and the store path, so they check
+the handling on 3.11+ too, where it is an alias of the builtin. (tests/distributed/test_faults.py
+runs the same path against a real stopped store host.)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from ddppo.distributed import DistContext, Launch, PeerLostError, _BoundedCaller
+
+
+def _context(world_size: int, store=None, timeout_s: float = 0.3) -> DistContext:
+    launch = Launch(0, world_size, 0, world_size, "127.0.0.1", 0, "torchrun")
+    return DistContext(launch, torch.device("cpu"), "gloo", store or dist.HashStore(), run_seed=0,
+                       timeout_s=timeout_s)
+
+
+class _HungStore:
+    """A store whose `add` blocks until released, like a TCPStore whose host is stopped."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def add(self, key: str, amount: int) -> int:
+        self.release.wait(30)
+        return amount
+
+
+def test_bounded_caller_raises_the_futures_timeout():
+    # the class the store path must catch; before 3.11 it is not the builtin TimeoutError
+    release = threading.Event()
+    try:
+        with pytest.raises(concurrent.futures.TimeoutError):
+            _BoundedCaller()(lambda: release.wait(30), 0.05)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("error", [concurrent.futures.TimeoutError, TimeoutError],
+                         ids=["futures.TimeoutError", "builtin-TimeoutError"])
+def test_guard_turns_a_timeout_into_peer_lost(error):
+    ctx = _context(world_size=2, timeout_s=0.3)  # rank 1 never checks in: it is named as lost
+    with pytest.raises(PeerLostError, match=r"stats all-gather failed: peer rank\(s\) \[1\] lost"):
+        with ctx.guard("stats all-gather"):
+            raise error("no answer")
+
+
+def test_guard_leaves_single_process_errors_alone():
+    with pytest.raises(concurrent.futures.TimeoutError):
+        with _context(world_size=1).guard("stats all-gather"):
+            raise concurrent.futures.TimeoutError("no answer")
+
+
+def test_hung_store_counter_is_peer_lost_within_the_timeout():
+    store = _HungStore()
+    ctx = _context(world_size=2, store=store, timeout_s=0.2)
+    try:
+        with pytest.raises(PeerLostError, match=r"did not answer within dist.timeout_s=0.2 s"):
+            ctx.add_to_counter("preempt/done/1", 1)
+    finally:
+        store.release.set()
