@@ -343,6 +343,14 @@ def _store_listen_fd(launch: Launch) -> int | None:
     return sock.detach()  # the store owns the socket from here
 
 
+def _store_backend_kwargs(listen_fd: int | None) -> dict[str, Any]:
+    """torch 2.4-2.7's libuv store (their default) refuses a listening socket with NotImplementedError;
+    their legacy store takes it, and from torch 2.8 on the libuv store does too."""
+    if listen_fd is not None and torch.__version__ < (2, 8):
+        return {"use_libuv": False}
+    return {}
+
+
 def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
                      run_seed: int, launch: Launch | None = None) -> DistContext:
     """Rendezvous and create the process group; returns this rank's context."""
@@ -357,9 +365,10 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
         base: dist.Store = dist.HashStore()
     else:
         is_server = launch.rank == 0 and not launch.agent_store
+        listen_fd = _store_listen_fd(launch) if is_server else None
         base = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
-                             timeout=startup, wait_for_workers=False,
-                             master_listen_fd=_store_listen_fd(launch) if is_server else None)
+                             timeout=startup, wait_for_workers=False, master_listen_fd=listen_fd,
+                             **_store_backend_kwargs(listen_fd))
     # namespaced per attempt: keys of a crashed attempt can never be read by the next
     store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
     kwargs: dict[str, Any] = {}

@@ -1,22 +1,30 @@
-"""A wait that runs out becomes PeerLostError (and so exit code 1), on every supported Python.
+"""The distributed context across supported Python and torch versions.
+
+A wait that runs out becomes PeerLostError (and so exit code 1), on every supported Python.
 
 Before Python 3.11, `Future.result(timeout)` raises concurrent.futures.TimeoutError, which is
 neither the builtin TimeoutError nor a RuntimeError: caught as either, it escaped the lost-peer
 handling. These tests raise that class itself into the guard and the store path, so they check
 the handling on 3.11+ too, where it is an alias of the builtin. (tests/distributed/test_faults.py
 runs the same path against a real stopped store host.)
+
+A single-node job's store host takes over a socket listening on MASTER_ADDR only. torch 2.4-2.7's
+default (libuv) store refuses one with NotImplementedError, so there the legacy store is used.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
+import socket
 import threading
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from ddppo.distributed import DistContext, Launch, PeerLostError, _BoundedCaller
+from ddppo.distributed import (DistContext, Launch, PeerLostError, _BoundedCaller, _store_backend_kwargs,
+                               _store_listen_fd)
 
 
 def _context(world_size: int, store=None, timeout_s: float = 0.3) -> DistContext:
@@ -69,3 +77,28 @@ def test_hung_store_counter_is_peer_lost_within_the_timeout():
             ctx.add_to_counter("preempt/done/1", 1)
     finally:
         store.release.set()
+
+
+def test_single_node_store_host_takes_over_the_listening_socket_on_this_torch():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launch = Launch(0, 2, 0, 2, "127.0.0.1", port, "torchrun")  # one node: listen on MASTER_ADDR only
+    fd = _store_listen_fd(launch)
+    assert fd is not None
+    timeout = datetime.timedelta(seconds=10)
+    host = dist.TCPStore("127.0.0.1", port, 2, True, timeout=timeout, wait_for_workers=False,
+                         master_listen_fd=fd, **_store_backend_kwargs(fd))
+    client = dist.TCPStore("127.0.0.1", port, 2, False, timeout=timeout, wait_for_workers=False)
+    client.set("k", "v")
+    assert host.get("k") == b"v"
+
+
+@pytest.mark.parametrize("version, kwargs", [("2.4.0", {"use_libuv": False}), ("2.7.1+cu126", {"use_libuv": False}),
+                                             ("2.8.0", {}), ("2.13.0+cpu", {})])
+def test_legacy_store_only_for_a_listen_fd_before_torch_2_8(monkeypatch, version, kwargs):
+    from torch.torch_version import TorchVersion
+
+    monkeypatch.setattr(torch, "__version__", TorchVersion(version))
+    assert _store_backend_kwargs(7) == kwargs
+    assert _store_backend_kwargs(None) == {}  # no socket handed over: torch's own default
