@@ -135,9 +135,10 @@ def vermin_problems(paths) -> list[str]:
         args += ["--exclude", name]
     proc = subprocess.run([sys.executable, "-c", "import sys, vermin; sys.argv[0] = 'vermin'; vermin.main()",
                            *args, *map(str, paths)], cwd=REPO, capture_output=True, text=True, timeout=120)
-    # parsable lines: path:line:col:py2:py3:feature; the last one (no path) is the overall minimum
-    found = [line for line in proc.stdout.splitlines() if line and not line.startswith(":")
-             and line.split(":")[1:2] != [""]]
+    # parsable lines: path:line:col:py2:py3:feature. A violation has a path, a line and a py3 version;
+    # the per-file and overall summaries have no line, notes such as "Excluding member" no version.
+    fields = [line.split(":", 5) for line in proc.stdout.splitlines()]
+    found = [":".join(f) for f in fields if len(f) == 6 and f[0] and f[1] and f[4]]
     if proc.returncode != 0 and not found:
         found = [f"vermin exited {proc.returncode}: {proc.stdout.strip()} {proc.stderr.strip()}"]
     return found
