@@ -20,6 +20,7 @@ import os
 import queue
 import re
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -166,8 +167,9 @@ class DistContext:
     def mark_started(self) -> None:
         """Switch to the shorter training timeout once the first update has run."""
         if self._group is None:
-            self._group = dist.new_group(backend=self.backend,
-                                         timeout=datetime.timedelta(seconds=self._timeout_s))
+            with _native_stdout_to_stderr():
+                self._group = dist.new_group(backend=self.backend,
+                                             timeout=datetime.timedelta(seconds=self._timeout_s))
 
     def broadcast_module(self, module: torch.nn.Module) -> None:
         """Copy every parameter and buffer from rank 0 (at start and after resume)."""
@@ -343,6 +345,27 @@ def _store_listen_fd(launch: Launch) -> int | None:
     return sock.detach()  # the store owns the socket from here
 
 
+@contextlib.contextmanager
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """Send what native code writes to stdout (file descriptor 1) to stderr while creating a group.
+
+    torch 2.8's gloo (the newest torch for Python 3.9) prints "[Gloo] Rank r is connected to n peer
+    ranks..." on stdout for every group it creates; stdout is for results (`ddppo eval`, `ddppo config`),
+    diagnostics go to stderr."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _store_backend_kwargs(listen_fd: int | None) -> dict[str, Any]:
     """torch 2.4-2.7's libuv store (their default) refuses a listening socket with NotImplementedError;
     their legacy store takes it, and from torch 2.8 on the libuv store does too."""
@@ -374,8 +397,9 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     kwargs: dict[str, Any] = {}
     if backend == "nccl":
         kwargs["device_id"] = device
-    dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
-                            world_size=launch.world_size, timeout=startup, **kwargs)
+    with _native_stdout_to_stderr():
+        dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
+                                world_size=launch.world_size, timeout=startup, **kwargs)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
     return DistContext(launch, device, backend, store, run_seed, timeout_s)

@@ -8,6 +8,8 @@ handling. These tests raise that class itself into the guard and the store path,
 the handling on 3.11+ too, where it is an alias of the builtin. (tests/distributed/test_faults.py
 runs the same path against a real stopped store host.)
 
+Process-group creation keeps stdout clean (torch 2.8's gloo prints "[Gloo] Rank 0 is connected...").
+
 A single-node job's store host takes over a socket listening on MASTER_ADDR only. torch 2.4-2.7's
 default (libuv) store refuses one with NotImplementedError, so there the legacy store is used.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import os
 import socket
 import threading
 
@@ -23,8 +26,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddppo.distributed import (DistContext, Launch, PeerLostError, _BoundedCaller, _store_backend_kwargs,
-                               _store_listen_fd)
+from ddppo.distributed import (DistContext, Launch, PeerLostError, _BoundedCaller, _native_stdout_to_stderr,
+                               _store_backend_kwargs, _store_listen_fd, init_distributed)
 
 
 def _context(world_size: int, store=None, timeout_s: float = 0.3) -> DistContext:
@@ -102,3 +105,22 @@ def test_legacy_store_only_for_a_listen_fd_before_torch_2_8(monkeypatch, version
     monkeypatch.setattr(torch, "__version__", TorchVersion(version))
     assert _store_backend_kwargs(7) == kwargs
     assert _store_backend_kwargs(None) == {}  # no socket handed over: torch's own default
+
+
+def test_native_stdout_goes_to_stderr_while_a_group_is_created(capfd):
+    with _native_stdout_to_stderr():
+        os.write(1, b"[Gloo] native chatter\n")
+    os.write(1, b"result\n")
+    out, err = capfd.readouterr()
+    assert out == "result\n" and "[Gloo] native chatter" in err
+
+
+def test_joining_a_process_group_writes_nothing_to_stdout(capfd):
+    launch = Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
+    ctx = init_distributed("gloo", "cpu", 30.0, 30.0, 0, launch)
+    try:
+        ctx.mark_started()
+    finally:
+        ctx.close()
+    out, _ = capfd.readouterr()
+    assert out == ""
