@@ -275,7 +275,25 @@ def get_key(cfg: Any, dotted: str) -> Any:
 
 
 def _schema() -> DictConfig:
-    return OmegaConf.structured(Config)
+    """The schema as a writable typed DictConfig, for layers to be merged onto.
+
+    `OmegaConf.structured` flags the node of every frozen dataclass (the root and
+    each section) read-only. omegaconf 2.4's merge writes through those flags, but
+    2.3's lifts only the root's, so merging `run.dir` failed with "Cannot set value
+    of read-only config node". Clearing the flag on every node makes the merge
+    behave the same on both; the `Config` built from it stays a frozen dataclass.
+    """
+    schema = OmegaConf.structured(Config)
+    _set_writable(schema)
+    return schema
+
+
+def _set_writable(node: DictConfig) -> None:
+    OmegaConf.set_readonly(node, False)
+    for key in node:
+        child = node[key]
+        if isinstance(child, DictConfig):
+            _set_writable(child)
 
 
 def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:

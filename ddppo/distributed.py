@@ -20,6 +20,7 @@ import os
 import queue
 import re
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ log = logging.getLogger(__name__)
 
 class PeerLostError(RuntimeError):
     """A collective failed because another rank died or stopped answering."""
+
+
+# What a wait that ran out raises. Before Python 3.11 `Future.result(timeout)` raises
+# concurrent.futures.TimeoutError, which is neither the builtin TimeoutError nor a RuntimeError;
+# from 3.11 on both names are the builtin. Catch this tuple, never one of them alone.
+WAIT_TIMEOUT_ERRORS = (TimeoutError, concurrent.futures.TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -122,7 +129,7 @@ class _BoundedCaller:
             self._thread.start()
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._jobs.put((fn, future))
-        return future.result(timeout=timeout_s)  # TimeoutError when the store does not answer
+        return future.result(timeout=timeout_s)  # one of WAIT_TIMEOUT_ERRORS when the store does not answer
 
     def _work(self) -> None:
         while True:
@@ -160,8 +167,9 @@ class DistContext:
     def mark_started(self) -> None:
         """Switch to the shorter training timeout once the first update has run."""
         if self._group is None:
-            self._group = dist.new_group(backend=self.backend,
-                                         timeout=datetime.timedelta(seconds=self._timeout_s))
+            with _native_stdout_to_stderr():
+                self._group = dist.new_group(backend=self.backend,
+                                             timeout=datetime.timedelta(seconds=self._timeout_s))
 
     def broadcast_module(self, module: torch.nn.Module) -> None:
         """Copy every parameter and buffer from rank 0 (at start and after resume)."""
@@ -245,7 +253,7 @@ class DistContext:
         with self.guard(f"store counter {key}"):
             try:
                 return int(self._store_call(lambda: self.store.add(key, amount), self._timeout_s))
-            except TimeoutError:
+            except WAIT_TIMEOUT_ERRORS:
                 raise PeerLostError(f"rank {self.rank}: store counter {key} failed: the rendezvous store did "
                                     f"not answer within dist.timeout_s={self._timeout_s:g} s (its host, rank 0 "
                                     f"or the launcher, may be hung)") from None
@@ -262,7 +270,7 @@ class DistContext:
             yield
         except PeerLostError:
             raise
-        except (RuntimeError, dist.DistError) as err:  # DistBackendError, timeouts, closed connections
+        except (RuntimeError, dist.DistError, *WAIT_TIMEOUT_ERRORS) as err:  # DistBackendError, timeouts, closed
             if self.world_size == 1:
                 raise
             raise PeerLostError(f"rank {self.rank}: {what} failed: {self._lost_ranks()} "
@@ -337,6 +345,35 @@ def _store_listen_fd(launch: Launch) -> int | None:
     return sock.detach()  # the store owns the socket from here
 
 
+@contextlib.contextmanager
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """Send what native code writes to stdout (file descriptor 1) to stderr while creating a group.
+
+    torch 2.8's gloo (the newest torch for Python 3.9) prints "[Gloo] Rank r is connected to n peer
+    ranks..." on stdout for every group it creates; stdout is for results (`ddppo eval`, `ddppo config`),
+    diagnostics go to stderr."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _store_backend_kwargs(listen_fd: int | None) -> dict[str, Any]:
+    """torch 2.4-2.7's libuv store (their default) refuses a listening socket with NotImplementedError;
+    their legacy store takes it, and from torch 2.8 on the libuv store does too."""
+    if listen_fd is not None and torch.__version__ < (2, 8):
+        return {"use_libuv": False}
+    return {}
+
+
 def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
                      run_seed: int, launch: Launch | None = None) -> DistContext:
     """Rendezvous and create the process group; returns this rank's context."""
@@ -351,16 +388,18 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
         base: dist.Store = dist.HashStore()
     else:
         is_server = launch.rank == 0 and not launch.agent_store
+        listen_fd = _store_listen_fd(launch) if is_server else None
         base = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
-                             timeout=startup, wait_for_workers=False,
-                             master_listen_fd=_store_listen_fd(launch) if is_server else None)
+                             timeout=startup, wait_for_workers=False, master_listen_fd=listen_fd,
+                             **_store_backend_kwargs(listen_fd))
     # namespaced per attempt: keys of a crashed attempt can never be read by the next
     store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
     kwargs: dict[str, Any] = {}
     if backend == "nccl":
         kwargs["device_id"] = device
-    dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
-                            world_size=launch.world_size, timeout=startup, **kwargs)
+    with _native_stdout_to_stderr():
+        dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
+                                world_size=launch.world_size, timeout=startup, **kwargs)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
     return DistContext(launch, device, backend, store, run_seed, timeout_s)

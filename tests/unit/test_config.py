@@ -151,6 +151,29 @@ def test_config_is_frozen():
     assert cfg.steps_per_rank_update == cfg.env.num_envs * cfg.rollout.num_steps
 
 
+def test_schema_merges_into_every_section_on_any_omegaconf():
+    # OmegaConf.structured() flags every frozen dataclass node read-only; omegaconf 2.3's merge
+    # lifts that only on the root, so a nested key (run.dir) could not be set there. The schema
+    # that layers merge onto must therefore have no read-only node, whatever omegaconf is installed.
+    from omegaconf import DictConfig, OmegaConf
+
+    def read_only(node, prefix=""):
+        found = [prefix or "<root>"] if OmegaConf.is_readonly(node) else []
+        for key in node:
+            if isinstance(node[key], DictConfig):
+                found += read_only(node[key], f"{prefix}{key}.")
+        return found
+
+    assert read_only(C._schema()) == []
+    overrides = ["run.dir=elsewhere", "dist.timeout_s=9", "env.gridnav.map_size=9", "ppo.kl_ref.beta=0.5",
+                 "policy.resnet_layers=[3,4,6,3]", "env.synthetic.slow_ranks=[1]", "eval.video_fps=4"]
+    cfg = C.load_config(GRIDNAV, overrides)
+    assert (cfg.run.dir, cfg.dist.timeout_s, cfg.env.gridnav.map_size, cfg.ppo.kl_ref.beta) == ("elsewhere", 9, 9, 0.5)
+    assert list(cfg.policy.resnet_layers) == [3, 4, 6, 3] and list(cfg.env.synthetic.slow_ranks) == [1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.run.dir = "x"  # type: ignore[misc]
+
+
 def _sections(cls):
     yield cls
     for f in dataclasses.fields(cls):
