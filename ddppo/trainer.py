@@ -67,7 +67,8 @@ class Trainer:
                                       self.envs.action_space, hidden_shape, ctx.device)
         self.collector = RolloutCollector(self.envs, self.policy, self.storage,
                                           Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
-                                          cfg.ppo.gamma, ctx.device)
+                                          cfg.ppo.gamma, ctx.device,
+                                          label=f"env.name={cfg.env.name} (rank {ctx.rank})")
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,

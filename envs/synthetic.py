@@ -11,7 +11,8 @@ and, with `step_compute` > 0, multiplies two (step_compute, step_compute)
 matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
 (counted since construction), for tests of error handling. `nan_reward_at_step` > 0
 makes the rewards NaN for `nan_reward_steps` batched steps from that step on (on
-`nan_reward_ranks`, or every rank), for tests of non-finite updates.
+`nan_reward_ranks`, or every rank), for tests of non-finite updates. `nan_obs_at_step` > 0
+makes env 0's observation after that batched step NaN, for tests of non-finite observations.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class SyntheticEnv:
             obs[idx] = self._draw(len(idx))
             self._steps[idx] = 0
             self._ret[idx] = 0.0
+        if self.options.nan_obs_at_step and self._total_steps == self.options.nan_obs_at_step:
+            obs = obs.copy()
+            obs[0] = np.nan
         self._obs = obs
         return StepResult({"obs": obs.copy()}, reward, terminated, truncated, {"obs": final}, episodes)
 

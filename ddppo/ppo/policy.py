@@ -81,6 +81,12 @@ def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers)
 
 
+def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """h (layers, N, H) with the envs where `start` (N,) is set truly zeroed: a masked fill, not
+    `h * (1 - start)`, which keeps a NaN/inf state NaN (NaN * 0 = NaN) for ever."""
+    return h.masked_fill((start != 0).view(1, -1, 1), 0.0)
+
+
 class RecurrentCore(nn.Module):
     """GRU/LSTM over time with the state zeroed where an episode starts."""
 
@@ -116,7 +122,7 @@ class RecurrentCore(nn.Module):
         """
         T, N = start.shape
         if T == 1:
-            return self._run(x, h * (1.0 - start[0]).view(1, -1, 1))
+            return self._run(x, _zero_where(h, start[0]))
         cut = start.t().reshape(-1).clone()  # env-major boundaries
         cut[::T] = 1.0
         seg = torch.cumsum(cut, 0).long() - 1  # segment of each (env, t)
@@ -129,7 +135,7 @@ class RecurrentCore(nn.Module):
         h0 = h.new_zeros(h.shape[0], num_segs, h.shape[-1])
         at_zero = first % T == 0
         envs = first[at_zero] // T
-        h0[:, at_zero] = h[:, envs] * (1.0 - start[0, envs]).view(1, -1, 1)
+        h0[:, at_zero] = _zero_where(h[:, envs], start[0, envs])
         packed = nn.utils.rnn.pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
         out_packed, hn = self._run(packed, h0)
         out, _ = nn.utils.rnn.pad_packed_sequence(out_packed)

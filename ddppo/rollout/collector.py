@@ -3,6 +3,12 @@
 The collector owns what carries over from one rollout to the next: the current
 observation, episode-start flags and recurrent state. A preempted rollout simply
 ends early; the next one starts from wherever the environments are.
+
+Non-finite observations are refused at the environment boundary: every
+floating-point observation the policy would act on (and every final observation
+a truncated episode bootstraps from) is checked, and a NaN or inf raises EnvError
+naming the env, the observation key and the step (`ddppo train` exits 2 with that
+one line). Acting on it would make the logits NaN and fail inside the sampler.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from envs.base import StepResult, VecEnv
+from envs.base import EnvError, StepResult, VecEnv
 from ddppo.metrics import Timer
 from ddppo.ppo.policy import Policy
 from ddppo.rollout.preemption import Preemption
@@ -32,19 +38,38 @@ class CollectResult:
     episode_counts: np.ndarray  # (len(EPISODE_KEYS),)
 
 
+def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_index: np.ndarray | None = None) -> None:
+    """EnvError naming key, env and `where` if a floating-point observation holds NaN or inf; row i is
+    env `env_index[i]` (default: env i)."""
+    for key, value in obs.items():
+        arr = np.asarray(value)
+        if not np.issubdtype(arr.dtype, np.floating) or np.isfinite(arr).all():
+            continue
+        bad = ~np.isfinite(arr.reshape(arr.shape[0], -1))
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        kind = "nan" if np.isnan(arr[row]).any() else "inf"
+        env = row if env_index is None else int(env_index[row])
+        raise EnvError(f"{label + ': ' if label else ''}observation {key!r} of env {env} is non-finite ({kind}) "
+                       f"{where}; the environment produced it (fix the environment, or its observation "
+                       f"wrapper, to return finite values)")
+
+
 def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
 
 
 class RolloutCollector:
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
-                 timer: Timer, gamma: float, device: torch.device):
+                 timer: Timer, gamma: float, device: torch.device, label: str = ""):
         self.envs, self.policy, self.storage = envs, policy, storage
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
+        self.label = label  # names the environment (and rank) in errors
         box = envs.action_space if isinstance(envs.action_space, gymnasium.spaces.Box) else None
         self.action_bounds = (box.low, box.high) if box is not None else None
         n = envs.num_envs
-        self.obs = obs_to_torch(envs.reset(), device)
+        first = envs.reset()
+        check_finite(first, "after reset", label)
+        self.obs = obs_to_torch(first, device)
         self.start = torch.ones(n, device=device)
         self.hidden = policy.initial_hidden(n, device)
 
@@ -79,6 +104,7 @@ class RolloutCollector:
             with timer("env_step"):
                 res = self.envs.step(env_action)
             with timer("obs_transfer"):
+                check_finite(res.obs, f"after step {t + 1} of update {update}'s rollout", self.label)
                 obs = obs_to_torch(res.obs, self.device)
                 reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
                 done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
@@ -108,7 +134,9 @@ class RolloutCollector:
         extra = torch.zeros(self.envs.num_envs, device=self.device)
         if rows.size:
             idx = torch.from_numpy(rows).to(self.device)
-            final = obs_to_torch({k: v[rows] for k, v in res.final_obs.items()}, self.device)
+            final_rows = {k: v[rows] for k, v in res.final_obs.items()}
+            check_finite(final_rows, "in the final observation of a truncated episode", self.label, rows)
+            final = obs_to_torch(final_rows, self.device)
             v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v
         return extra
