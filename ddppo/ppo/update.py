@@ -6,6 +6,13 @@ weights every rank by its sample count, so the applied gradient equals the
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
+Advantage normalisation (ppo.normalize_advantage, GAE): mean and population
+std over every valid sample of every rank, from one all-reduce of (sum, sum of
+squares, count) before the epochs, so a sample's advantage does not depend on
+which rank collected it and ranks count by their number of valid samples. GRPO
+advantages are already normalised within their group, and a group never spans
+ranks, so they are rank-independent as they are.
+
 Non-finite gradients: the all-reduced buffer is identical on every rank, so
 every rank sees the same non-finite value and skips the same optimiser step;
 the update is reported as skipped and counted by the trainer.
@@ -14,6 +21,7 @@ the update is reported as skipped and counted by the trainer.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 
 import torch
@@ -59,6 +67,22 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
+def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
+    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
+
+    Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
+    the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
+    """
+    a, m = adv.double(), valid.double()
+    local = torch.stack([(a * m).sum(), (a * a * m).sum(), m.sum()])
+    total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
+    if count <= 0:
+        return
+    mean = total / count
+    std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
+    adv.sub_(mean).div_(std + 1e-8)
+
+
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext):
         self.policy, self.cfg, self.ctx = policy, cfg, ctx
@@ -79,9 +103,8 @@ class PPOUpdater:
         """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.advantage == "gae" and L > 0:
-            adv = storage.advantages[:L]
-            adv.sub_(adv.mean()).div_(adv.std(unbiased=False) + 1e-8)
+        if cfg.normalize_advantage and cfg.advantage == "gae":  # config-driven: the same on every rank
+            normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
         acc = _Mean()
         skipped = 0
         for epoch in range(cfg.epochs):
