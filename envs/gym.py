@@ -3,8 +3,10 @@
 Built with `gymnasium.make_vec` in same-step autoreset mode, so a finished
 env's last observation comes back in `final_obs` and its first observation of
 the next episode in `obs`. Observations are always a dict: a Box observation
-becomes key "state" (float32), a Discrete one a one-hot "state"; Dict
-observations keep their keys. Box actions are clipped to the action space.
+becomes key "state" (float32, except uint8 images, which stay uint8 with their
+0-255 bounds so that storage holds bytes and the policy scales them once on the
+device), a Discrete one a one-hot "state"; Dict observations keep their keys and
+dtypes. Box actions are clipped to the action space.
 Each sub-env gets its own seed drawn from `EnvSpec.seed`.
 
 Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps
@@ -119,8 +121,13 @@ def _dict_space(space: spaces.Space) -> spaces.Dict:
         return space
     if isinstance(space, spaces.Discrete):
         return spaces.Dict({"state": spaces.Box(0.0, 1.0, (int(space.n),), np.float32)})
-    return spaces.Dict({"state": spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
-                                            dtype=np.float32)})
+    dtype = _box_dtype(space)
+    return spaces.Dict({"state": spaces.Box(space.low.astype(dtype), space.high.astype(dtype), dtype=dtype)})
+
+
+def _box_dtype(space: spaces.Box) -> type:
+    """uint8 (images) stays uint8; every other Box dtype becomes float32."""
+    return np.uint8 if space.dtype == np.uint8 else np.float32
 
 
 def _obs_converter(space: spaces.Space, env_id: str):
@@ -130,7 +137,8 @@ def _obs_converter(space: spaces.Space, env_id: str):
             raise EnvError(f"gym env {env_id!r}: Dict observations must hold only Box spaces, got {space}")
         return lambda obs: {k: np.asarray(v) for k, v in obs.items()}
     if isinstance(space, spaces.Box):
-        return lambda obs: {"state": np.asarray(obs, np.float32)}
+        dtype = _box_dtype(space)
+        return lambda obs: {"state": np.asarray(obs, dtype)}
     if isinstance(space, spaces.Discrete):
         eye = np.eye(int(space.n), dtype=np.float32)
         return lambda obs: {"state": eye[np.asarray(obs, np.int64) - int(space.start)]}
