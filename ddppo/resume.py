@@ -126,7 +126,7 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
     state = None
     if data["world_size"] == ctx.world_size:
         state = data["rank_states"][ctx.rank]
-        ckpt.set_rng_state(state["rng"])
+        ckpt.set_rng_state(state["rng"], ctx.device)
         try:
             collector.load_state_dict(state)
         except (KeyError, ValueError, RuntimeError) as err:

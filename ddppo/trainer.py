@@ -233,7 +233,7 @@ class Trainer:
 
     def _save(self) -> None:
         """Every rank hands its own state to rank 0, which writes one checkpoint file."""
-        rank_state = {"rng": ckpt.rng_state(), **self.collector.state_dict()}
+        rank_state = {"rng": ckpt.rng_state(self.ctx.device), **self.collector.state_dict()}
         rank_state["grpo_carry"] = self.grpo_carry.clone()
         if self.reference is not None:
             rank_state["ref_hidden"] = self.reference.hidden.cpu()
