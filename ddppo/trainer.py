@@ -84,7 +84,7 @@ class Trainer:
             for sums, counts, steps, seconds in counters.get("window", []):
                 self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
             if rank_state is not None and "grpo_carry" in rank_state:
-                self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float()
+                self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float().cpu()
             if self.reference is not None:
                 self.reference.beta = counters.get("kl_beta", self.reference.beta)
                 if rank_state is not None and "ref_hidden" in rank_state:

@@ -10,9 +10,10 @@ dtypes. Box actions are clipped to the action space.
 Each sub-env gets its own seed drawn from `EnvSpec.seed`.
 
 Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps
-only counters (episodes finished, resets done). After `load_state_dict` the
-next `reset()` starts fresh episodes, seeded from (seed, resets done) so a
-resumed run does not replay the episodes it already saw.
+only counters (episodes finished, resets done) and `restores_state` is False:
+after `load_state_dict` the caller starts fresh episodes with `reset(seed=...)`
+(the trainer passes the resumed update index), seeded from (seed, resets done,
+that seed), so a resumed run does not replay the episodes it already saw.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from envs.options import GymOptions
 
 
 class GymVecEnv:
     """Implements envs.base.VecEnv on top of a gymnasium vector env."""
+
+    restores_state = False  # load_state_dict restores counters only: resume starts fresh episodes
 
     def __init__(self, env_id: str, options: GymOptions, spec: Any):
         problems = options.problems()
@@ -61,8 +64,8 @@ class GymVecEnv:
         self._episodes = 0
         self._resets = 0
 
-    def reset(self) -> Obs:
-        entropy = [int(self._seed), self._resets]
+    def reset(self, seed: int | None = None) -> Obs:
+        entropy = [int(self._seed), self._resets] + ([] if seed is None else [RESEED, int(seed)])
         seeds = np.random.SeedSequence(entropy).generate_state(self.num_envs).tolist()
         obs, _ = self._env.reset(seed=seeds)
         self._resets += 1

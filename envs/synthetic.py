@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from envs.options import SyntheticOptions
 
 
@@ -45,6 +45,7 @@ class SyntheticEnv:
         self.action_space = gymnasium.spaces.Discrete(options.num_actions)
         self._projection = np.random.default_rng([spec.seed, 1]).standard_normal(
             (options.obs_dim, options.num_actions)).astype(np.float32)
+        self._seed = spec.seed
         self._rng = np.random.default_rng([spec.seed, 2])
         slow = spec.rank in [int(r) for r in options.slow_ranks]
         self._nan_rank = not options.nan_reward_ranks or spec.rank in [int(r) for r in options.nan_reward_ranks]
@@ -55,7 +56,9 @@ class SyntheticEnv:
         self._ret = np.zeros(self.num_envs, np.float64)
         self._total_steps = 0
 
-    def reset(self) -> Obs:
+    def reset(self, seed: int | None = None) -> Obs:
+        if seed is not None:  # fresh episodes from a stream of their own (see envs.base.fresh_reset)
+            self._rng = np.random.default_rng([self._seed, 2, RESEED, int(seed)])
         self._obs = self._draw(self.num_envs)
         self._steps[:] = 0
         self._ret[:] = 0.0
