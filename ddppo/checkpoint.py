@@ -47,7 +47,7 @@ def to_storable(obj: Any) -> Any:
 def from_storable(obj: Any) -> Any:
     if isinstance(obj, dict):
         if set(obj) == {"__ndarray__"}:
-            return obj["__ndarray__"].numpy()
+            return obj["__ndarray__"].cpu().numpy()  # loaded with map_location=cuda it arrives there
         return {k: from_storable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(from_storable(v) for v in obj)
@@ -65,20 +65,40 @@ def from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-def rng_state() -> dict[str, Any]:
-    """This process's torch, numpy (legacy global) and python RNG states."""
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """This process's torch, numpy (legacy global) and python RNG states; on a CUDA `device` also that
+    device's RNG state (action sampling runs there) and its index."""
     np_state = np.random.get_state()
-    return {
+    state = {
         "torch": torch.get_rng_state(),
         "numpy": [np_state[0], np_state[1], *np_state[2:]],
         "python": random.getstate(),
     }
+    if device is not None and device.type == "cuda":
+        index = _cuda_index(device)
+        state["cuda"] = torch.cuda.get_rng_state(torch.device("cuda", index))
+        state["cuda_device"] = index
+    return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
+def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
+    """Restore `rng_state`'s states; the CUDA one only onto the same CUDA device index it was saved from
+    (another device, or none, keeps its own). States may arrive on the device (map_location): RNG
+    states are CPU byte tensors."""
+    torch.set_rng_state(state["torch"].cpu())
     np.random.set_state(tuple(state["numpy"]))
     random.setstate(state["python"])
+    if "cuda" in state and device is not None and device.type == "cuda":
+        index = _cuda_index(device)
+        if int(state["cuda_device"]) == index:
+            torch.cuda.set_rng_state(state["cuda"].cpu(), torch.device("cuda", index))
+        else:
+            log.warning("CUDA RNG state was saved on cuda:%s, this rank runs on cuda:%d: not restored",
+                        state["cuda_device"], index)
+
+
+def _cuda_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 # -------------------------------------------------------------------- files

@@ -106,7 +106,7 @@ class PPOConfig:
     max_grad_norm: float = 0.5  # global grad-norm clip after the all-reduce (0 = off)
     gamma: float = 0.99  # discount
     gae_lambda: float = 0.95  # GAE lambda
-    normalize_advantage: bool = True  # standardise advantages over this rank's valid steps
+    normalize_advantage: bool = True  # standardise advantages over every rank's valid steps (GAE)
     max_skipped_updates: int = 5  # stop the run after this many consecutive non-finite updates
     kl_ref: KLRefConfig = field(default_factory=KLRefConfig)  # KL penalty towards a reference policy
     advantage: str = "gae"  # gae (critic + GAE) | grpo (critic-free: episode returns normalised within groups)

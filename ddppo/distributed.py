@@ -5,8 +5,10 @@ in-memory store), so the trainer never branches on "distributed or not".
 
 Collectives per update, identical on every rank and in the same order:
   1. `rollout_barrier`         - end of collection (its wait time is the straggler wait)
-  2. `all_reduce_gradients`    - once per minibatch (epochs x num_mini_batch)
-  3. `all_gather_stats`        - episode stats, losses, timings and the stop flag
+  2. `all_reduce_sums`         - advantage statistics (sum, sum of squares, count), once, before the
+                                 epochs (when ppo.normalize_advantage with GAE, the same on every rank)
+  3. `all_reduce_gradients`    - once per minibatch (epochs x num_mini_batch)
+  4. `all_gather_stats`        - episode stats, losses, timings and the stop flag
 (+ `gather_objects` on checkpoint updates, which every rank knows in advance).
 """
 
@@ -223,6 +225,17 @@ class DistContext:
                 p.grad.copy_(chunk)
             offset += n
         return total
+
+    def all_reduce_sums(self, values: torch.Tensor, what: str) -> torch.Tensor:
+        """Element-wise sum over all ranks of a small 1-D vector, in float64, on every rank (CPU).
+
+        One all-reduce; with one rank the vector itself (nothing to send).
+        """
+        t = values.detach().to(self.comm_device, torch.float64)
+        if self.world_size > 1:
+            with self.guard(what):
+                dist.all_reduce(t, group=self._group)
+        return t.cpu()
 
     def all_gather_stats(self, values: torch.Tensor) -> torch.Tensor:
         """Every rank's 1-D float64 stats vector, stacked (world_size, K), on every rank."""

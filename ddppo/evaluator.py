@@ -26,7 +26,7 @@ from ddppo.distributed import DistContext, rank_seed
 from ddppo.evalenv import probe_for
 from ddppo.evalstats import dataset_quotas, split, summarize_episodes
 from ddppo.ppo.policy import Policy
-from ddppo.rollout.collector import obs_to_torch
+from ddppo.rollout.collector import check_finite, obs_to_torch
 from ddppo.video import EpisodeRecorder
 from envs.registry import EnvSpec, make_vec_env
 
@@ -213,6 +213,7 @@ class Evaluator:
         while (counts < self.quotas).any() or (recorder is not None and not recorder.finished):
             if signals.pending():
                 return episodes, True
+            check_finite(obs, "during evaluation", f"env.name={self.cfg.env.name} (rank {self.ctx.rank})")
             action, _, _, hidden = self.policy.act(obs_to_torch(obs, device), hidden, start,
                                                    deterministic=self.cfg.eval.deterministic)
             env_action = action.cpu().numpy()

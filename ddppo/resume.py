@@ -6,7 +6,11 @@ Resume policy:
   and, when the world size is unchanged, every rank's RNG, environment and
   recurrent state (bit-identical continuation on CPU).
 - A changed world size is allowed: parameters, optimiser and counters are
-  restored; environments and RNGs start afresh from per-rank seeds.
+  restored; environments and RNGs start afresh from per-rank seeds. A changed
+  `env.num_envs` or `env.num_workers` likewise starts the environments afresh.
+- Environments that cannot restore their state (gymnasium) start fresh
+  episodes on every resume, marked as episode starts with a zeroed recurrent
+  state, seeded from the resumed update (never a replay of the run start).
 - A config that changes a shape-affecting key (`config.SHAPE_KEYS`) is refused,
   naming the keys; other keys (e.g. `ppo.lr`) may change, and the previous
   config.yaml is kept beside the new one.
@@ -28,6 +32,9 @@ from ddppo.distributed import DistContext
 from ddppo.rollout.collector import RolloutCollector
 
 log = logging.getLogger(__name__)
+
+# keys whose change on resume leaves the saved per-env state without envs to go to: they start afresh
+ENV_LAYOUT_KEYS = ("env.num_envs", "env.num_workers")
 
 
 def _shape_conflicts(stored: Config, cfg: Config, where: str) -> None:
@@ -106,14 +113,21 @@ def _choose(cfg: Config) -> tuple[str, str]:
 
 def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
             collector: RolloutCollector) -> tuple[dict, dict | None] | None:
-    """Load the checkpoint rank 0 chose; returns (counters, this rank's state or None) or None."""
+    """Load the checkpoint rank 0 chose; returns (counters, this rank's state or None) or None.
+
+    This rank's state comes back only when its environments continue their saved episodes (the same
+    world size and env layout, and envs that restore their state); otherwise the collector has started
+    fresh episodes, and per-episode state kept beside it (GRPO's carried returns, the reference
+    policy's recurrent state) must start afresh too.
+    """
     kind, value = ctx.broadcast_object(_choose(cfg) if ctx.is_main else None)
     if kind == "error":
         raise ckpt.CheckpointError(value)
     if kind == "none":
         return None
     data = ckpt.load(value, map_location=ctx.device)
-    _shape_conflicts(from_yaml_text(data["config_yaml"], value), cfg, f"checkpoint {value}")
+    stored = from_yaml_text(data["config_yaml"], value)
+    _shape_conflicts(stored, cfg, f"checkpoint {value}")
     try:
         policy.load_state_dict(data["model"])
     except RuntimeError as err:
@@ -126,13 +140,15 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
     state = None
     if data["world_size"] == ctx.world_size:
         state = data["rank_states"][ctx.rank]
-        ckpt.set_rng_state(state["rng"])
-        try:
-            collector.load_state_dict(state)
-        except (KeyError, ValueError, RuntimeError) as err:
-            log.warning("environment state in %s does not fit (%s); environments restart", value, err)
+        ckpt.set_rng_state(state["rng"], ctx.device)
     else:
         log.warning("world size changed from %d to %d: parameters, optimiser and counters restored; "
                     "environments and RNGs start afresh", data["world_size"], ctx.world_size)
+    changed = [f"{k} changed from {get_key(stored, k)} to {get_key(cfg, k)}" for k in ENV_LAYOUT_KEYS
+               if get_key(stored, k) != get_key(cfg, k)]
+    if state is not None and changed:
+        log.warning("%s: parameters, optimiser, counters and RNGs restored; environments start afresh",
+                    ", ".join(changed))
+    continued = collector.resume(None if changed else state, counters["update"])
     log.info("resumed from %s at update %d (%d env steps)", value, counters["update"], counters["env_steps"])
-    return counters, state
+    return counters, state if continued else None

@@ -68,7 +68,8 @@ class Trainer:
                                       self.envs.action_space, hidden_shape, ctx.device)
         self.collector = RolloutCollector(self.envs, self.policy, self.storage,
                                           Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
-                                          cfg.ppo.gamma, ctx.device)
+                                          cfg.ppo.gamma, ctx.device,
+                                          label=f"env.name={cfg.env.name} (rank {ctx.rank})")
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,
@@ -84,7 +85,7 @@ class Trainer:
             for sums, counts, steps, seconds in counters.get("window", []):
                 self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
             if rank_state is not None and "grpo_carry" in rank_state:
-                self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float()
+                self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float().cpu()
             if self.reference is not None:
                 self.reference.beta = counters.get("kl_beta", self.reference.beta)
                 if rank_state is not None and "ref_hidden" in rank_state:
@@ -233,7 +234,7 @@ class Trainer:
 
     def _save(self) -> None:
         """Every rank hands its own state to rank 0, which writes one checkpoint file."""
-        rank_state = {"rng": ckpt.rng_state(), **self.collector.state_dict()}
+        rank_state = {"rng": ckpt.rng_state(self.ctx.device), **self.collector.state_dict()}
         rank_state["grpo_carry"] = self.grpo_carry.clone()
         if self.reference is not None:
             rank_state["ref_hidden"] = self.reference.hidden.cpu()

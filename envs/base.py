@@ -16,6 +16,7 @@ This package never imports `ddppo`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
@@ -65,7 +66,9 @@ class VecEnv(Protocol):
     action_space: gymnasium.spaces.Space  # of ONE env: Discrete or Box
 
     def reset(self) -> Obs:
-        """Reset every env; seeding happens at construction."""
+        """Reset every env; seeding happens at construction. Envs that can also take
+        `reset(seed=s)` start their episodes from a stream derived from (their own seed, s)
+        instead (see `fresh_reset`)."""
         ...
 
     def step(self, actions: np.ndarray) -> StepResult: ...
@@ -80,7 +83,28 @@ class VecEnv(Protocol):
         """
         ...
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put the envs back where `state_dict` found them. An env class that cannot (gymnasium)
+        restores only its counters and sets `restores_state = False` (see `restores_state`)."""
+        ...
+
+
+RESEED = 0x5EED  # entropy tag of the streams reset(seed=...) derives, apart from the run-start ones
+
+
+def restores_state(env: Any) -> bool:
+    """True if `env.load_state_dict` puts the envs back in their saved episodes (the default); False
+    if it restores only counters (attribute `restores_state = False`): the caller must then start
+    fresh episodes, and treat the observations `reset` returns as episode starts."""
+    return bool(getattr(env, "restores_state", True))
+
+
+def fresh_reset(env: Any, seed: int) -> Obs:
+    """Reset `env` into fresh episodes from a stream derived from `seed` where its `reset` takes a
+    seed (gymnasium, gridnav, synthetic, subprocess workers), else from its own stream."""
+    if "seed" in inspect.signature(env.reset).parameters:
+        return env.reset(seed=seed)
+    return env.reset()
 
 
 class EnvError(RuntimeError):

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
 from envs.options import GridNavOptions
 
@@ -65,6 +65,7 @@ class GridNav:
             for _ in range(opt.num_maps)]
         self.tables = build_tables(maps, map_rng, opt.goals_per_map, opt.min_geodesic, opt.num_headings,
                                    opt.num_rays, opt.fov_degrees, opt.max_range)
+        self._seed = spec.seed
         self._rng = np.random.default_rng([spec.seed, 2])
         self.map_shape = maps[0].shape
         hw = maps[0].size
@@ -104,7 +105,9 @@ class GridNav:
         self.action_space = gymnasium.spaces.Discrete(4)
 
     # ---- VecEnv -----------------------------------------------------------------------------
-    def reset(self) -> Obs:
+    def reset(self, seed: int | None = None) -> Obs:
+        if seed is not None:  # fresh episodes from a stream of their own (see envs.base.fresh_reset)
+            self._rng = np.random.default_rng([self._seed, 2, RESEED, int(seed)])
         self._reset_groups(np.arange(self.num_envs // self.group_size))
         self._started = True
         return self.observe()

@@ -3,14 +3,17 @@
 Built with `gymnasium.make_vec` in same-step autoreset mode, so a finished
 env's last observation comes back in `final_obs` and its first observation of
 the next episode in `obs`. Observations are always a dict: a Box observation
-becomes key "state" (float32), a Discrete one a one-hot "state"; Dict
-observations keep their keys. Box actions are clipped to the action space.
+becomes key "state" (float32, except uint8 images, which stay uint8 with their
+0-255 bounds so that storage holds bytes and the policy scales them once on the
+device), a Discrete one a one-hot "state"; Dict observations keep their keys and
+dtypes. Box actions are clipped to the action space.
 Each sub-env gets its own seed drawn from `EnvSpec.seed`.
 
 Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps
-only counters (episodes finished, resets done). After `load_state_dict` the
-next `reset()` starts fresh episodes, seeded from (seed, resets done) so a
-resumed run does not replay the episodes it already saw.
+only counters (episodes finished, resets done) and `restores_state` is False:
+after `load_state_dict` the caller starts fresh episodes with `reset(seed=...)`
+(the trainer passes the resumed update index), seeded from (seed, resets done,
+that seed), so a resumed run does not replay the episodes it already saw.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from envs.options import GymOptions
 
 
 class GymVecEnv:
     """Implements envs.base.VecEnv on top of a gymnasium vector env."""
+
+    restores_state = False  # load_state_dict restores counters only: resume starts fresh episodes
 
     def __init__(self, env_id: str, options: GymOptions, spec: Any):
         problems = options.problems()
@@ -59,8 +64,8 @@ class GymVecEnv:
         self._episodes = 0
         self._resets = 0
 
-    def reset(self) -> Obs:
-        entropy = [int(self._seed), self._resets]
+    def reset(self, seed: int | None = None) -> Obs:
+        entropy = [int(self._seed), self._resets] + ([] if seed is None else [RESEED, int(seed)])
         seeds = np.random.SeedSequence(entropy).generate_state(self.num_envs).tolist()
         obs, _ = self._env.reset(seed=seeds)
         self._resets += 1
@@ -119,8 +124,13 @@ def _dict_space(space: spaces.Space) -> spaces.Dict:
         return space
     if isinstance(space, spaces.Discrete):
         return spaces.Dict({"state": spaces.Box(0.0, 1.0, (int(space.n),), np.float32)})
-    return spaces.Dict({"state": spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
-                                            dtype=np.float32)})
+    dtype = _box_dtype(space)
+    return spaces.Dict({"state": spaces.Box(space.low.astype(dtype), space.high.astype(dtype), dtype=dtype)})
+
+
+def _box_dtype(space: spaces.Box) -> type:
+    """uint8 (images) stays uint8; every other Box dtype becomes float32."""
+    return np.uint8 if space.dtype == np.uint8 else np.float32
 
 
 def _obs_converter(space: spaces.Space, env_id: str):
@@ -130,7 +140,8 @@ def _obs_converter(space: spaces.Space, env_id: str):
             raise EnvError(f"gym env {env_id!r}: Dict observations must hold only Box spaces, got {space}")
         return lambda obs: {k: np.asarray(v) for k, v in obs.items()}
     if isinstance(space, spaces.Box):
-        return lambda obs: {"state": np.asarray(obs, np.float32)}
+        dtype = _box_dtype(space)
+        return lambda obs: {"state": np.asarray(obs, dtype)}
     if isinstance(space, spaces.Discrete):
         eye = np.eye(int(space.n), dtype=np.float32)
         return lambda obs: {"state": eye[np.asarray(obs, np.int64) - int(space.start)]}

@@ -86,6 +86,7 @@ class SyntheticOptions:
     nan_reward_at_step: int = 0  # >0: rewards are NaN from this batched step on, for nan_reward_steps steps (tests)
     nan_reward_steps: int = 1  # how many consecutive batched steps get NaN rewards (with nan_reward_at_step)
     nan_reward_ranks: list = dataclasses.field(default_factory=list)  # ranks that get NaN rewards; empty = all
+    nan_obs_at_step: int = 0  # >0: env 0's observation after this batched step is NaN (tests); 0 = never
 
     def problems(self) -> list[str]:
         p = []
@@ -96,6 +97,8 @@ class SyntheticOptions:
             p.append("step_sleep_s and step_compute must be >= 0, slow_factor > 0")
         if self.fail_at_step < 0:
             p.append(f"fail_at_step={self.fail_at_step} must be >= 0")
+        if self.nan_obs_at_step < 0:
+            p.append(f"nan_obs_at_step={self.nan_obs_at_step} must be >= 0")
         if self.nan_reward_at_step < 0 or self.nan_reward_steps <= 0:
             p.append(f"nan_reward_at_step={self.nan_reward_at_step} must be >= 0 and "
                      f"nan_reward_steps={self.nan_reward_steps} > 0")

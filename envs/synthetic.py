@@ -11,7 +11,8 @@ and, with `step_compute` > 0, multiplies two (step_compute, step_compute)
 matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
 (counted since construction), for tests of error handling. `nan_reward_at_step` > 0
 makes the rewards NaN for `nan_reward_steps` batched steps from that step on (on
-`nan_reward_ranks`, or every rank), for tests of non-finite updates.
+`nan_reward_ranks`, or every rank), for tests of non-finite updates. `nan_obs_at_step` > 0
+makes env 0's observation after that batched step NaN, for tests of non-finite observations.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from envs.options import SyntheticOptions
 
 
@@ -44,6 +45,7 @@ class SyntheticEnv:
         self.action_space = gymnasium.spaces.Discrete(options.num_actions)
         self._projection = np.random.default_rng([spec.seed, 1]).standard_normal(
             (options.obs_dim, options.num_actions)).astype(np.float32)
+        self._seed = spec.seed
         self._rng = np.random.default_rng([spec.seed, 2])
         slow = spec.rank in [int(r) for r in options.slow_ranks]
         self._nan_rank = not options.nan_reward_ranks or spec.rank in [int(r) for r in options.nan_reward_ranks]
@@ -54,7 +56,9 @@ class SyntheticEnv:
         self._ret = np.zeros(self.num_envs, np.float64)
         self._total_steps = 0
 
-    def reset(self) -> Obs:
+    def reset(self, seed: int | None = None) -> Obs:
+        if seed is not None:  # fresh episodes from a stream of their own (see envs.base.fresh_reset)
+            self._rng = np.random.default_rng([self._seed, 2, RESEED, int(seed)])
         self._obs = self._draw(self.num_envs)
         self._steps[:] = 0
         self._ret[:] = 0.0
@@ -85,6 +89,9 @@ class SyntheticEnv:
             obs[idx] = self._draw(len(idx))
             self._steps[idx] = 0
             self._ret[idx] = 0.0
+        if self.options.nan_obs_at_step and self._total_steps == self.options.nan_obs_at_step:
+            obs = obs.copy()
+            obs[0] = np.nan
         self._obs = obs
         return StepResult({"obs": obs.copy()}, reward, terminated, truncated, {"obs": final}, episodes)
 

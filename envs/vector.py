@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import EnvError, EpisodeInfo, Obs, StepResult, fresh_reset, restores_state
 from envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
@@ -86,11 +86,13 @@ class SubprocVecEnv:
             self._res.conns.append(parent)
             self._res.procs.append(proc)
         try:
-            spaces = self._gather("build", float(spec.worker_start_timeout_s))
+            built = self._gather("build", float(spec.worker_start_timeout_s))
+            spaces = [b[:2] for b in built]
             self.observation_space, self.action_space = spaces[0]
             for w, other in enumerate(spaces):
                 if other != spaces[0]:
                     raise EnvError(f"env worker {w} built spaces {other}, worker 0 built {spaces[0]}")
+            self.restores_state = all(b[2] for b in built)  # see envs.base.restores_state
             self._attach()
         except BaseException:
             self.close()
@@ -101,8 +103,8 @@ class SubprocVecEnv:
         return [p.pid for p in self._res.procs]
 
     # ---- VecEnv ---------------------------------------------------------------------------
-    def reset(self) -> Obs:
-        self._broadcast("reset")
+    def reset(self, seed: int | None = None) -> Obs:
+        self._broadcast("reset", seed)  # each worker derives its stream from its own seed and `seed`
         return {k: v.copy() for k, v in self._views["obs"].items()}
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -276,7 +278,7 @@ def _worker_main(conn, output, name: str, options: dict, spec: Any) -> None:
     try:
         try:
             env = make_vec_env(name, options, spec)
-            conn.send(("ok", (env.observation_space, env.action_space)))
+            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env))))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
             return
@@ -294,7 +296,7 @@ def _worker_main(conn, output, name: str, options: dict, spec: Any) -> None:
                     views = _views(shm, layout, lo, hi)
                     reply = None
                 elif cmd == "reset":
-                    _write(views["obs"], env.reset())
+                    _write(views["obs"], env.reset() if arg is None else fresh_reset(env, arg))
                     reply = None
                 elif cmd == "step":
                     result = env.step(arg)

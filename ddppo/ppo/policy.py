@@ -1,7 +1,9 @@
 """Actor-critic policy: an encoder per observation key, an optional recurrent core, and heads.
 
 Observation conventions: a key whose space has 3 dims is an image (H, W, C),
-uint8 (scaled to [0, 1]) or float; anything else is flattened into a vector.
+uint8 or float, kept in its dtype until the encoder, which maps the space's
+finite bounds to [0, 1] (uint8 0-255: x / 255); anything else is flattened
+into a vector.
 Recurrent state is one tensor (layers, N, H); for an LSTM, h and c are stacked
 along the first dimension (2 * layers, N, H).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 
 import gymnasium
+import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
@@ -55,16 +58,32 @@ class CNNEncoder(nn.Module):
         return self.fc(self.conv(x))
 
 
+def image_scaling(space: gymnasium.spaces.Box) -> tuple[float, float]:
+    """(offset, scale) with (x - offset) * scale in [0, 1] over the space's bounds; (0, 1) if unbounded."""
+    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        return 0.0, 1.0
+    lo, hi = float(low.min()), float(high.max())
+    return (lo, 1.0 / (hi - lo)) if hi > lo else (0.0, 1.0)
+
+
 class ImageInput(nn.Module):
-    """(B, H, W, C) uint8/float -> (B, C, H, W) float, then an image encoder."""
+    """(B, H, W, C) uint8/float -> (B, C, H, W) float in [0, 1] (from the space's bounds), then an encoder.
+
+    Observations arrive in their own dtype (uint8 images as bytes: a quarter of the storage and transfer)
+    and are converted and scaled here, once, on the device.
+    """
 
     def __init__(self, space: gymnasium.spaces.Box, encoder: nn.Module):
         super().__init__()
-        self.scale = 1.0 / 255.0 if space.dtype == "uint8" else 1.0
+        self.offset, self.scale = image_scaling(space)
         self.encoder = encoder
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encoder(x.permute(0, 3, 1, 2).float() * self.scale)
+        x = x.permute(0, 3, 1, 2).float()
+        if self.offset:
+            x = x - self.offset
+        return self.encoder(x * self.scale if self.scale != 1.0 else x)
 
 
 def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
@@ -79,6 +98,12 @@ def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
             enc = CNNEncoder(space.shape, cfg.hidden_size)
         return ImageInput(space, enc)
     return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers)
+
+
+def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """h (layers, N, H) with the envs where `start` (N,) is set truly zeroed: a masked fill, not
+    `h * (1 - start)`, which keeps a NaN/inf state NaN (NaN * 0 = NaN) for ever."""
+    return h.masked_fill((start != 0).view(1, -1, 1), 0.0)
 
 
 class RecurrentCore(nn.Module):
@@ -116,7 +141,7 @@ class RecurrentCore(nn.Module):
         """
         T, N = start.shape
         if T == 1:
-            return self._run(x, h * (1.0 - start[0]).view(1, -1, 1))
+            return self._run(x, _zero_where(h, start[0]))
         cut = start.t().reshape(-1).clone()  # env-major boundaries
         cut[::T] = 1.0
         seg = torch.cumsum(cut, 0).long() - 1  # segment of each (env, t)
@@ -129,7 +154,7 @@ class RecurrentCore(nn.Module):
         h0 = h.new_zeros(h.shape[0], num_segs, h.shape[-1])
         at_zero = first % T == 0
         envs = first[at_zero] // T
-        h0[:, at_zero] = h[:, envs] * (1.0 - start[0, envs]).view(1, -1, 1)
+        h0[:, at_zero] = _zero_where(h[:, envs], start[0, envs])
         packed = nn.utils.rnn.pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
         out_packed, hn = self._run(packed, h0)
         out, _ = nn.utils.rnn.pad_packed_sequence(out_packed)

@@ -6,6 +6,17 @@ weights every rank by its sample count, so the applied gradient equals the
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
+Advantage normalisation (ppo.normalize_advantage, GAE): mean and population
+std over every valid sample of every rank, from one all-reduce of (sum, sum of
+squares, count) before the epochs, so a sample's advantage does not depend on
+which rank collected it and ranks count by their number of valid samples. GRPO
+advantages are already normalised within their group, and a group never spans
+ranks, so they are rank-independent as they are.
+
+Empty minibatches: a minibatch with no valid sample on any rank makes no
+optimiser step (nor Adam step count); the learning rate follows the env-step
+counter, so there is no scheduler to keep in step.
+
 Non-finite gradients: the all-reduced buffer is identical on every rank, so
 every rank sees the same non-finite value and skips the same optimiser step;
 the update is reported as skipped and counted by the trainer.
@@ -14,6 +25,7 @@ the update is reported as skipped and counted by the trainer.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 
 import torch
@@ -22,7 +34,7 @@ from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo.ppo.loss import ppo_loss
 from ddppo.ppo.policy import Policy
-from ddppo.rollout.storage import RolloutStorage
+from ddppo.rollout.storage import MiniBatch, RolloutStorage
 
 
 @dataclasses.dataclass
@@ -59,6 +71,22 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
+def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
+    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
+
+    Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
+    the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
+    """
+    a, m = adv.double(), valid.double()
+    local = torch.stack([(a * m).sum(), (a * a * m).sum(), m.sum()])
+    total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
+    if count <= 0:
+        return
+    mean = total / count
+    std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
+    adv.sub_(mean).div_(std + 1e-8)
+
+
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext):
         self.policy, self.cfg, self.ctx = policy, cfg, ctx
@@ -79,39 +107,54 @@ class PPOUpdater:
         """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.advantage == "gae" and L > 0:
-            adv = storage.advantages[:L]
-            adv.sub_(adv.mean()).div_(adv.std(unbiased=False) + 1e-8)
+        if cfg.normalize_advantage and cfg.advantage == "gae":  # config-driven: the same on every rank
+            normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
         acc = _Mean()
         skipped = 0
         for epoch in range(cfg.epochs):
             for mb in storage.minibatches(cfg.num_mini_batch, ref_params=ref_params):
-                with timer("learn_forward_backward"):
-                    logp, entropy, values, params = self.policy.evaluate_with_params(
-                        mb.obs, mb.hidden, mb.episode_start, mb.actions)
-                    kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
-                    out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
-                                   mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
-                                   value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
-                                   kl_coef=kl_coef)
-                    self.optimizer.zero_grad(set_to_none=True)
-                    out.total.backward()
-                with timer("allreduce"):
-                    self.ctx.all_reduce_gradients(self.params, int(mb.valid.sum()))
-                with timer("optimizer"):
-                    # the norm before clipping; clipping non-finite gradients is harmless: the step is skipped
-                    norm = torch.nn.utils.clip_grad_norm_(
-                        self.params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"), foreach=True)
-                    if not torch.isfinite(norm):
-                        skipped += 1
-                        continue
-                    self.optimizer.step()
-                for k, v in out.scalars().items():
-                    acc.add(k, v)
-                    if k in EPOCH_KEYS:  # staleness: how far each epoch has moved from the behaviour policy
-                        acc.add(f"epoch{epoch}/{k}", v)
-                acc.add("grad_norm", float(norm))
+                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef)
         stats = acc.result()
         if L > 0 and cfg.advantage == "gae":
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L])
         return UpdateResult(stats, skipped)
+
+    def _minibatch_step(self, mb: MiniBatch, epoch: int, acc: _Mean, timer, kl_coef: float) -> int:
+        """Loss, backward, gradient all-reduce and optimiser step for one minibatch; 1 if the step was
+        skipped for non-finite gradients, else 0.
+
+        No step at all when no rank has a valid sample in this minibatch (GRPO with no finished group,
+        short or preempted rollouts): the gradient is zero, but Adam would still move every weight by its
+        stale momentum and advance its step count. The decision uses the all-reduced sample count that
+        comes back with the gradients, so it is the same on every rank, and the collectives are unchanged.
+        """
+        cfg = self.cfg
+        with timer("learn_forward_backward"):
+            logp, entropy, values, params = self.policy.evaluate_with_params(
+                mb.obs, mb.hidden, mb.episode_start, mb.actions)
+            kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
+            out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
+                           mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
+                           value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
+                           kl_coef=kl_coef)
+            self.optimizer.zero_grad(set_to_none=True)
+            out.total.backward()
+        local_count = int(mb.valid.sum())
+        with timer("allreduce"):
+            global_count = self.ctx.all_reduce_gradients(self.params, local_count)
+        if global_count == 0:
+            return 0
+        with timer("optimizer"):
+            # the norm before clipping; clipping non-finite gradients is harmless: the step is skipped
+            norm = torch.nn.utils.clip_grad_norm_(
+                self.params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"), foreach=True)
+            if not torch.isfinite(norm):
+                return 1
+            self.optimizer.step()
+        if local_count > 0:  # this rank's loss terms over no sample are placeholders, not statistics
+            for k, v in out.scalars().items():
+                acc.add(k, v)
+                if k in EPOCH_KEYS:  # staleness: how far each epoch has moved from the behaviour policy
+                    acc.add(f"epoch{epoch}/{k}", v)
+        acc.add("grad_norm", float(norm))
+        return 0

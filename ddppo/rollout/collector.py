@@ -3,22 +3,38 @@
 The collector owns what carries over from one rollout to the next: the current
 observation, episode-start flags and recurrent state. A preempted rollout simply
 ends early; the next one starts from wherever the environments are.
+
+Resume (`resume`): environments that restore their saved state (gridnav,
+habitat, synthetic) continue with the saved observation, start flags and
+recurrent state. Those that cannot (gymnasium: counters only), or whose saved
+state does not fit (another num_envs, world size or number of workers), start
+fresh episodes instead: marked as starts, recurrent state zeroed, and seeded
+from the resumed update index so they never replay the run start's episodes.
+
+Non-finite observations are refused at the environment boundary: every
+floating-point observation the policy would act on (and every final observation
+a truncated episode bootstraps from) is checked, and a NaN or inf raises EnvError
+naming the env, the observation key and the step (`ddppo train` exits 2 with that
+one line). Acting on it would make the logits NaN and fail inside the sampler.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 
-from envs.base import StepResult, VecEnv
+from envs.base import EnvError, StepResult, VecEnv, fresh_reset, restores_state
 from ddppo.metrics import Timer
 from ddppo.ppo.policy import Policy
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
+
+log = logging.getLogger(__name__)
 
 # per-episode metrics the trainer aggregates (an env reports the ones that apply to it)
 EPISODE_KEYS = ("return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions")
@@ -32,19 +48,38 @@ class CollectResult:
     episode_counts: np.ndarray  # (len(EPISODE_KEYS),)
 
 
+def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_index: np.ndarray | None = None) -> None:
+    """EnvError naming key, env and `where` if a floating-point observation holds NaN or inf; row i is
+    env `env_index[i]` (default: env i)."""
+    for key, value in obs.items():
+        arr = np.asarray(value)
+        if not np.issubdtype(arr.dtype, np.floating) or np.isfinite(arr).all():
+            continue
+        bad = ~np.isfinite(arr.reshape(arr.shape[0], -1))
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        kind = "nan" if np.isnan(arr[row]).any() else "inf"
+        env = row if env_index is None else int(env_index[row])
+        raise EnvError(f"{label + ': ' if label else ''}observation {key!r} of env {env} is non-finite ({kind}) "
+                       f"{where}; the environment produced it (fix the environment, or its observation "
+                       f"wrapper, to return finite values)")
+
+
 def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
 
 
 class RolloutCollector:
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
-                 timer: Timer, gamma: float, device: torch.device):
+                 timer: Timer, gamma: float, device: torch.device, label: str = ""):
         self.envs, self.policy, self.storage = envs, policy, storage
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
+        self.label = label  # names the environment (and rank) in errors
         box = envs.action_space if isinstance(envs.action_space, gymnasium.spaces.Box) else None
         self.action_bounds = (box.low, box.high) if box is not None else None
         n = envs.num_envs
-        self.obs = obs_to_torch(envs.reset(), device)
+        first = envs.reset()
+        check_finite(first, "after reset", label)
+        self.obs = obs_to_torch(first, device)
         self.start = torch.ones(n, device=device)
         self.hidden = policy.initial_hidden(n, device)
 
@@ -54,10 +89,45 @@ class RolloutCollector:
                 "hidden": self.hidden.cpu(), "env": self.envs.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly where `state_dict` was taken; ValueError (nothing changed) if it does not fit."""
+        n = self.envs.num_envs
+        shapes = {"start": ((n,), tuple(state["start"].shape)), "hidden": (tuple(self.hidden.shape),
+                                                                          tuple(state["hidden"].shape))}
+        shapes.update({f"obs/{k}": (tuple(v.shape), tuple(state["obs"][k].shape) if k in state["obs"] else None)
+                       for k, v in self.obs.items()})
+        wrong = [f"{k} {got} (expected {want})" for k, (want, got) in shapes.items() if want != got]
+        if wrong:
+            raise ValueError("saved rollout state does not fit: " + ", ".join(wrong))
         self.envs.load_state_dict(state["env"])
         self.obs = {k: torch.as_tensor(v).to(self.device) for k, v in state["obs"].items()}
         self.start = torch.as_tensor(state["start"]).to(self.device)
         self.hidden = torch.as_tensor(state["hidden"]).to(self.device)
+
+    def resume(self, state: dict[str, Any] | None, update: int) -> bool:
+        """Resume from this rank's saved state (None: there is none that applies, e.g. another world
+        size). True if the environments continue their saved episodes; False if they start fresh ones."""
+        if state is not None and restores_state(self.envs):
+            try:
+                self.load_state_dict(state)
+                return True
+            except (KeyError, ValueError, RuntimeError) as err:  # EnvError is a RuntimeError
+                log.warning("environment state does not fit (%s); environments start fresh episodes", err)
+        elif state is not None:
+            try:
+                self.envs.load_state_dict(state["env"])  # counters (episodes, resets) only
+            except (KeyError, ValueError, RuntimeError) as err:
+                log.warning("environment counters not restored (%s)", err)
+            log.info("these environments cannot restore their saved episodes: fresh episodes start")
+        self.fresh_episodes(update)
+        return False
+
+    def fresh_episodes(self, update: int) -> None:
+        """New episodes in every env, seeded from `update`, marked as starts, recurrent state zeroed."""
+        first = fresh_reset(self.envs, update)
+        check_finite(first, "after reset", self.label)
+        self.obs = obs_to_torch(first, self.device)
+        self.start = torch.ones(self.envs.num_envs, device=self.device)
+        self.hidden = self.policy.initial_hidden(self.envs.num_envs, self.device)
 
     # ------------------------------------------------------------------ collect
     def collect(self, update: int) -> CollectResult:
@@ -79,6 +149,7 @@ class RolloutCollector:
             with timer("env_step"):
                 res = self.envs.step(env_action)
             with timer("obs_transfer"):
+                check_finite(res.obs, f"after step {t + 1} of update {update}'s rollout", self.label)
                 obs = obs_to_torch(res.obs, self.device)
                 reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
                 done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
@@ -108,7 +179,9 @@ class RolloutCollector:
         extra = torch.zeros(self.envs.num_envs, device=self.device)
         if rows.size:
             idx = torch.from_numpy(rows).to(self.device)
-            final = obs_to_torch({k: v[rows] for k, v in res.final_obs.items()}, self.device)
+            final_rows = {k: v[rows] for k, v in res.final_obs.items()}
+            check_finite(final_rows, "in the final observation of a truncated episode", self.label, rows)
+            final = obs_to_torch(final_rows, self.device)
             v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v
         return extra

@@ -276,3 +276,43 @@ def test_prepare_run_dir_refuses_shape_change_only_after_training(tmp_path, tiny
     with pytest.raises(ConfigError, match=r"policy\.hidden_size: 48 -> 64"):
         prepare_run_dir(tiny_config(run, **{"policy.hidden_size": 64}), MainRank())
     assert (run / "config.yaml").read_text() == before
+
+
+class FakeCuda:
+    """Stands in for torch.cuda's per-device RNG state functions (there is no GPU here)."""
+
+    def __init__(self):
+        self.states = {0: torch.arange(16, dtype=torch.uint8), 1: torch.arange(16, 32, dtype=torch.uint8)}
+        self.set_calls = []
+
+    def get_rng_state(self, device="cuda"):
+        return self.states[torch.device(device).index].clone()
+
+    def set_rng_state(self, state, device="cuda"):
+        assert state.dtype == torch.uint8 and state.device.type == "cpu"
+        self.set_calls.append((torch.device(device).index, state.clone()))
+
+
+def test_cuda_rng_state_saved_and_restored_on_the_same_device_only(tmp_path, monkeypatch):
+    """On CUDA a rank's device RNG state (action sampling noise) goes into its checkpoint state and comes
+    back on resume, when the device matches; the checkpoint stays loadable with weights_only=True."""
+    fake = FakeCuda()
+    monkeypatch.setattr(torch.cuda, "get_rng_state", fake.get_rng_state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", fake.set_rng_state)
+    assert "cuda" not in ckpt.rng_state(torch.device("cpu"))
+    state = ckpt.rng_state(torch.device("cuda", 1))
+    assert torch.equal(state["cuda"], fake.states[1]) and state["cuda_device"] == 1
+    ckpt.save(tmp_path, 1, payload(rank_states=[state]), keep_last=2)
+    with open(ckpt.checkpoint_dir(tmp_path) / "ckpt-1.pt", "rb") as f:
+        torch.load(f, weights_only=True)  # plain tensors and ints only
+    loaded = ckpt.load(ckpt.checkpoint_dir(tmp_path) / "ckpt-1.pt")["rank_states"][0]
+
+    ckpt.set_rng_state(loaded, torch.device("cpu"))  # resumed without CUDA: nothing to restore it into
+    ckpt.set_rng_state(loaded, torch.device("cuda", 0))  # another device: its state is not this one's
+    assert fake.set_calls == []
+    ckpt.set_rng_state(loaded, torch.device("cuda", 1))
+    assert len(fake.set_calls) == 1
+    index, restored = fake.set_calls[0]
+    assert index == 1 and torch.equal(restored, fake.states[1])
+    ckpt.set_rng_state(ckpt.rng_state(torch.device("cpu")), torch.device("cuda", 1))  # saved on CPU: no-op
+    assert len(fake.set_calls) == 1

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from envs.base import EnvError, VecEnv
+from envs.base import EnvError, VecEnv, fresh_reset, restores_state
 from envs.registry import EnvSpec, make_vec_env
 
 
@@ -73,6 +73,19 @@ def test_state_round_trip_starts_new_episodes():
     again = resumed.reset()["state"]
     assert not np.array_equal(first, again)  # not a replay of the first episodes
     np.testing.assert_array_equal(again, env.reset()["state"])  # but what the original would do next
+
+
+def test_gym_envs_say_they_cannot_restore_and_reset_from_a_given_seed():
+    """What a resume relies on: gym state is counters only (the caller starts fresh episodes), and
+    reset(seed=u) draws them from a stream of their own, deterministic and apart from the run start's."""
+    env = make("CartPole-v1", seed=5)
+    assert not restores_state(env)
+    run_start = env.reset()["state"]
+    resumed = make("CartPole-v1", seed=5).reset(seed=7)["state"]
+    assert not np.isclose(run_start, resumed).all(axis=1).any()
+    np.testing.assert_array_equal(resumed, make("CartPole-v1", seed=5).reset(seed=7)["state"])
+    assert not np.array_equal(resumed, make("CartPole-v1", seed=5).reset(seed=8)["state"])
+    np.testing.assert_array_equal(fresh_reset(make("CartPole-v1", seed=5), 7)["state"], resumed)
 
 
 def test_unknown_id_names_it_and_how_to_list_ids():

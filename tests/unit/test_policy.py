@@ -139,6 +139,28 @@ def test_hidden_state_resets_at_episode_start(rnn):
     torch.testing.assert_close(a1[3], a2[3])
 
 
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_episode_start_clears_a_non_finite_hidden_state(rnn):
+    """A start zeroes the state whatever it holds: NaN * 0 is NaN, so a multiplicative reset would keep a
+    poisoned env's state NaN for ever (and `act` would later fail in multinomial)."""
+    p = make(rnn_type=rnn)
+    N, T = 3, 4
+    gen = torch.Generator().manual_seed(3)
+    obs = random_obs(VEC_SPACE, T, N, gen)
+    poisoned = torch.randn(p.initial_hidden(N).shape, generator=gen)
+    poisoned[:, 0] = float("nan")
+    poisoned[:, 1] = float("inf")
+    start = torch.tensor([1.0, 1.0, 0.0])
+    action, logp, value, h = p.act({k: v[0] for k, v in obs.items()}, poisoned, start)
+    assert torch.isfinite(logp).all() and torch.isfinite(value).all() and torch.isfinite(h).all()
+    fresh = p.act({k: v[0] for k, v in obs.items()}, torch.zeros_like(poisoned), start)
+    torch.testing.assert_close(value[:2], fresh[2][:2])
+    seq_start = torch.zeros(T, N)
+    seq_start[0] = start
+    lp, _, v = p.evaluate(obs, poisoned, seq_start, random_actions(DISCRETE, T, N, gen))
+    assert torch.isfinite(lp).all() and torch.isfinite(v).all()
+
+
 def test_recurrent_policy_has_memory():
     """Without a reset the hidden state carries information: the same observation at t=1 after
     different observations at t=0 gives different values."""

@@ -1,0 +1,76 @@
+"""Pixel observations from gymnasium stay uint8 end to end and reach the image encoder in [0, 1].
+
+A Box(0, 255, (H, W, C), uint8) observation must not be turned into 0-255 floats by the gym adapter:
+rollout storage holds it as uint8 (a quarter of the bytes), and the policy scales it once, on the
+device, with the scale taken from the space's bounds.
+"""
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+import pixelenv
+from ddppo.config import PolicyConfig
+from ddppo.ppo.policy import ImageInput, Policy
+from ddppo.rollout.collector import obs_to_torch
+from ddppo.rollout.storage import RolloutStorage
+from envs.registry import EnvSpec, make_vec_env
+
+N = 3
+
+
+@pytest.fixture(scope="module")
+def pixel_env():
+    env = make_vec_env(f"gym:pixelenv:{pixelenv.ENV_ID}", {}, EnvSpec(num_envs=N, seed=0))
+    yield env
+    env.close()
+
+
+def test_gym_pixel_observations_keep_uint8_and_their_bounds(pixel_env):
+    space = pixel_env.observation_space["state"]
+    assert space.dtype == np.uint8 and space.shape == (pixelenv.H, pixelenv.W, 3)
+    assert int(space.low.min()) == 0 and int(space.high.max()) == 255
+    obs = pixel_env.reset()["state"]
+    assert obs.dtype == np.uint8 and obs.max() == 255
+    res = pixel_env.step(np.zeros(N, int))
+    assert res.obs["state"].dtype == np.uint8 and res.final_obs["state"].dtype == np.uint8
+
+
+def test_rollout_storage_holds_uint8_and_the_encoder_sees_0_to_1(pixel_env):
+    space = pixel_env.observation_space
+    torch.manual_seed(0)
+    policy = Policy(space, pixel_env.action_space, PolicyConfig(hidden_size=16))
+    storage = RolloutStorage(4, N, space, pixel_env.action_space, tuple(policy.initial_hidden(N).shape),
+                             torch.device("cpu"))
+    assert storage.obs["state"].dtype == torch.uint8 and storage.obs["state"].element_size() == 1
+    obs = obs_to_torch(pixel_env.reset(), torch.device("cpu"))
+    assert obs["state"].dtype == torch.uint8
+    storage.set_first(obs, torch.ones(N), policy.initial_hidden(N))
+    np.testing.assert_array_equal(storage.obs["state"][0].numpy(), obs["state"].numpy())
+
+    seen = []
+    encoder = policy.encoders["state"].encoder
+    encoder.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
+    policy.act(obs, policy.initial_hidden(N), torch.ones(N))
+    x = seen[-1]
+    assert x.dtype == torch.float32 and float(x.min()) >= 0.0 and float(x.max()) == pytest.approx(1.0)
+    torch.testing.assert_close(x, obs["state"].permute(0, 3, 1, 2).float() / 255.0)
+
+
+@pytest.mark.parametrize("low,high,dtype,expect", [
+    (0, 255, np.uint8, lambda x: x / 255.0),
+    (0.0, 255.0, np.float32, lambda x: x / 255.0),  # a float image in 0-255: the bounds say so
+    (0.0, 10.0, np.float32, lambda x: x / 10.0),  # e.g. depth in metres
+    (0.0, 1.0, np.float32, lambda x: x),
+    (-1.0, 1.0, np.float32, lambda x: (x + 1.0) / 2.0),
+    (-np.inf, np.inf, np.float32, lambda x: x),  # unbounded: unscaled
+])
+def test_image_scale_comes_from_the_space_bounds(low, high, dtype, expect):
+    space = gymnasium.spaces.Box(low, high, (4, 5, 2), dtype)
+    seen = []
+    image = ImageInput(space, torch.nn.Identity())
+    image.encoder.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+    raw = torch.from_numpy(space.sample()[None] if np.isfinite(high) else np.full((1, 4, 5, 2), 3.0, dtype))
+    image(raw)
+    torch.testing.assert_close(seen[0], expect(raw.permute(0, 3, 1, 2).double()).float())
