@@ -170,6 +170,7 @@ class SubprocVecEnv:
         try:
             self._res.conns[w].send((cmd, arg))
         except (BrokenPipeError, ConnectionResetError, OSError) as exc:
+            self._res.procs[w].join(1.0)  # a closed pipe is usually a dead worker: say how it died
             self._fail(f"env worker {w} cannot be reached for {cmd!r} ({exc}); {self._exit_text(w)}")
 
     def _gather(self, cmd: str, timeout_s: float) -> list[Any]:

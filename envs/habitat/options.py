@@ -42,10 +42,7 @@ class HabitatOptions:
     agent_height: float = 1.5  # agent cylinder height (m); must match the navmesh
     agent_radius: float = 0.1  # agent cylinder radius (m); must match the navmesh
     allow_sliding: bool = True  # slide along walls on collision instead of stopping
-    # renderer: -2 = the rank's own GPU when it trains on CUDA, else -1; -1 = Mesa's software renderer (llvmpipe,
-    # EGL); N >= 0 = the GPU that CUDA calls N in this process (after CUDA_VISIBLE_DEVICES), as habitat-sim's
-    # gpu_device_id (see envs.habitat.sim.renderer_device)
-    gpu_device_id: int = -2
+    gpu_device_id: int = -2  # renderer: -2 = the rank's GPU when training on CUDA, else -1; -1 = software (Mesa llvmpipe); N = CUDA device N
 
     def problems(self) -> list[str]:
         p = []
