@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
     bench.add_argument("--out", default="", help="JSON output path (default benchmarks/results/WHAT.json)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
-                        description="Evaluate checkpoints on held-out episodes (see ddppo/evaluate.py). Actions are "
+                        description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). Actions are "
                                     "greedy unless eval.deterministic=false.")
     ev.add_argument("target", metavar="RUN_DIR_OR_CONFIG", help="a run directory, or a YAML config (its run.dir)")
     ev.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. eval.num_episodes=500")
@@ -85,7 +85,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     _setup_logging(cfg.log.level, launch.rank)
 
     def train(ctx) -> int:
-        from ddppo.trainer import Trainer
+        from ddppo.train.trainer import Trainer
 
         trainer = Trainer(cfg, ctx)
         try:
@@ -97,14 +97,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ddppo import bench
+    from benchmarks import throughput as bench
 
     logging.basicConfig(level=logging.WARNING)
     out = args.out or f"benchmarks/results/{args.what}.json"
     if args.what == "sb3":
-        from ddppo import bench_sb3
+        from benchmarks import sb3
 
-        return bench_sb3.main(args.seeds, args.budget, "configs/cartpole.yaml", out)
+        return sb3.main(args.seeds, args.budget, "configs/cartpole.yaml", out)
     defaults = {"throughput": [("configs/gridnav.yaml", []), ("configs/cartpole.yaml", [])],
                 "memory": [("configs/gridnav.yaml", []), ("configs/gridnav.yaml", ["env.num_envs=256",
                                                                                   "rollout.num_steps=256"])]}
@@ -115,7 +115,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ddppo.evaluate import EvalRequest, main as eval_main
+    from ddppo.eval.command import EvalRequest, main as eval_main
 
     return eval_main(EvalRequest(args.target, args.overrides, args.checkpoint, args.watch, args.video, args.out,
                                  args.force, args.poll), _setup_logging)

@@ -19,7 +19,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import KLRefConfig, from_yaml_text
-from ddppo.ppo.policy import Policy
+from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
 
 

@@ -33,7 +33,7 @@ import torch
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo.ppo.loss import ppo_loss
-from ddppo.ppo.policy import Policy
+from ddppo.model.policy import Policy
 from ddppo.rollout.storage import MiniBatch, RolloutStorage
 
 

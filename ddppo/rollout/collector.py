@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from envs.base import EnvError, StepResult, VecEnv, fresh_reset, restores_state
-from ddppo.metrics import Timer
-from ddppo.ppo.policy import Policy
+from ddppo.train.metrics import Timer
+from ddppo.model.policy import Policy
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 

@@ -23,7 +23,7 @@ NUM_ENVS, T, OBS_DIM, ACTIONS = 4, 8, 6, 5
 
 def make_policy(seed: int):
     from ddppo.config import PolicyConfig
-    from ddppo.ppo.policy import Policy
+    from ddppo.model.policy import Policy
 
     torch.manual_seed(seed)
     obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)})

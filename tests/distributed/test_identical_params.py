@@ -35,7 +35,7 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tenso
 def trainer_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
     from ddppo.config import load_config
     from ddppo.distributed import Launch, init_distributed
-    from ddppo.trainer import Trainer
+    from ddppo.train.trainer import Trainer
 
     cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}"])
     ctx = init_distributed("gloo", "cpu", cfg.dist.timeout_s, cfg.dist.startup_timeout_s, cfg.run.seed,

@@ -13,8 +13,8 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import Config, load_config, to_yaml
 from ddppo.distributed import Launch, init_distributed, rank_seed
-from ddppo.evaluate import EvalRequest, resolve_config, run
-from ddppo.ppo.policy import Policy
+from ddppo.eval.command import EvalRequest, resolve_config, run
+from ddppo.model.policy import Policy
 from ddppo.rollout.collector import obs_to_torch
 from envs.registry import EnvSpec, make_vec_env
 from testutil import TINY, cli_env  # noqa: F401  (tests/testutil.py, shared with tests/conftest.py)

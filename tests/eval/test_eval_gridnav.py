@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ddppo.config import ConfigError
-from ddppo.evaluate import resolve_config
+from ddppo.eval.command import resolve_config
 from eval_testutil import eval_in_process, finish, replay_gridnav, start_cli
 
 EPISODES = 24  # 4 envs x 6
@@ -125,9 +125,9 @@ def test_unreadable_checkpoint_skipped_in_a_scan_refused_by_name(gridnav_run, tm
 def test_gif_when_no_encoder(gridnav_run, tmp_path, monkeypatch):
     from PIL import Image
 
-    import ddppo.video
+    import ddppo.eval.video
 
-    monkeypatch.setattr(ddppo.video, "ffmpeg_available", lambda: False)
+    monkeypatch.setattr(ddppo.eval.video, "ffmpeg_available", lambda: False)
     rc, _ = eval_in_process(gridnav_run, ["eval.num_episodes=2"], out=str(tmp_path), video=1)
     (v,) = json.loads((tmp_path / "ckpt-10.json").read_text())["videos"]
     with Image.open(tmp_path / v["path"]) as gif:

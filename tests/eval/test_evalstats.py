@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ddppo.evalstats import dataset_quotas, split, summarize, summarize_episodes, t_quantile
+from ddppo.eval.stats import dataset_quotas, split, summarize, summarize_episodes, t_quantile
 
 
 @pytest.mark.parametrize("df, table", [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042),

@@ -29,7 +29,7 @@ def _rows(run):
 
 def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_path, cli):
     from ddppo.distributed import init_distributed
-    from ddppo.trainer import Trainer
+    from ddppo.train.trainer import Trainer
 
     run = tmp_path / "run"
     res = cli("train", CARTPOLE, f"run.dir={run}", *GYM, "run.total_env_steps=128")

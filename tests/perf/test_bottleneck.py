@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ddppo.bottleneck import diagnose
+from ddppo.train.bottleneck import diagnose
 
 REPO = Path(__file__).resolve().parents[2]
 

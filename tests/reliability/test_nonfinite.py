@@ -45,7 +45,7 @@ def nonfinite_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
     (B) resume, NaN rewards on rank 1 from update 5 on, ppo.max_skipped_updates=2 -> stop at update 6."""
     from ddppo.config import load_config
     from ddppo.distributed import Launch, init_distributed
-    from ddppo.trainer import Trainer
+    from ddppo.train.trainer import Trainer
 
     records = _Records()
     logger = logging.getLogger("ddppo")

@@ -1,5 +1,5 @@
 """Checkpoints (ddppo/checkpoint.py): atomic save, keep-last, weights_only round trip, broken files;
-and the run dir as the unit of resume (ddppo/resume.py)."""
+and the run dir as the unit of resume (ddppo/train/state.py)."""
 
 import dataclasses
 import logging
@@ -250,7 +250,7 @@ class MainRank:
 
 
 def test_prepare_run_dir_keeps_every_previous_config(tmp_path, tiny_config):
-    from ddppo.resume import prepare_run_dir
+    from ddppo.train.state import prepare_run_dir
 
     run = tmp_path / "run"
     base = tiny_config(run)
@@ -265,7 +265,7 @@ def test_prepare_run_dir_keeps_every_previous_config(tmp_path, tiny_config):
 
 def test_prepare_run_dir_refuses_shape_change_only_after_training(tmp_path, tiny_config):
     from ddppo.config import ConfigError
-    from ddppo.resume import prepare_run_dir
+    from ddppo.train.state import prepare_run_dir
 
     run = tmp_path / "run"
     prepare_run_dir(tiny_config(run), MainRank())

@@ -11,7 +11,7 @@ import torch
 
 from ddppo.config import KLRefConfig, PolicyConfig
 from ddppo.ppo.loss import ppo_loss
-from ddppo.ppo.policy import Policy
+from ddppo.model.policy import Policy
 from ddppo.ppo.reference import ReferencePolicy
 
 

@@ -1,4 +1,4 @@
-"""Metrics sinks (ddppo/metrics.py): metrics.jsonl and TensorBoard agree; resume drops what the
+"""Metrics sinks (ddppo/train/metrics.py): metrics.jsonl and TensorBoard agree; resume drops what the
 checkpoint does not cover; timers and the progress line."""
 
 import json
@@ -8,7 +8,7 @@ import time
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ddppo.metrics import (
+from ddppo.train.metrics import (
     MetricsWriter,
     Timer,
     format_duration,

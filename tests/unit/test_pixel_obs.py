@@ -12,7 +12,7 @@ import torch
 
 import pixelenv
 from ddppo.config import PolicyConfig
-from ddppo.ppo.policy import ImageInput, Policy
+from ddppo.model.policy import ImageInput, Policy
 from ddppo.rollout.collector import obs_to_torch
 from ddppo.rollout.storage import RolloutStorage
 from envs.registry import EnvSpec, make_vec_env

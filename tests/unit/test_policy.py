@@ -1,4 +1,4 @@
-"""The actor-critic (ddppo/ppo/policy.py): shapes, recurrent resets, sequence == step-by-step."""
+"""The actor-critic (ddppo/model/policy.py): shapes, recurrent resets, sequence == step-by-step."""
 
 import gymnasium
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ddppo.config import PolicyConfig
-from ddppo.ppo.policy import Policy
+from ddppo.model.policy import Policy
 
 VEC_SPACE = gymnasium.spaces.Dict({
     "pointgoal": gymnasium.spaces.Box(-1, 1, (3,), np.float32),

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from ddppo.ppo.resnet import ResNetEncoder
+from ddppo.model.resnet import ResNetEncoder
 
 
 @pytest.mark.parametrize("kw,size,channels", [

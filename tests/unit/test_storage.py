@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ddppo.config import PolicyConfig
-from ddppo.metrics import Timer
-from ddppo.ppo.policy import Policy
+from ddppo.train.metrics import Timer
+from ddppo.model.policy import Policy
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.gae import gae
 from ddppo.rollout.storage import RolloutStorage

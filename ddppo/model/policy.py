@@ -89,7 +89,7 @@ class ImageInput(nn.Module):
 def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     if len(space.shape) == 3:
         if cfg.image_encoder == "resnet":
-            from ddppo.ppo.resnet import ResNetEncoder
+            from ddppo.model.resnet import ResNetEncoder
 
             enc: nn.Module = ResNetEncoder(space.shape[2], base_width=cfg.resnet_base_width,
                                            layers=tuple(cfg.resnet_layers), out_dim=cfg.hidden_size,

@@ -19,17 +19,17 @@ from ddppo import checkpoint as ckpt
 from ddppo import signals
 from ddppo.config import Config, to_yaml
 from ddppo.distributed import DistContext
-from ddppo.metrics import MetricsWriter, Timer, progress_line
-from ddppo.ppo.policy import Policy
+from ddppo.train.metrics import MetricsWriter, Timer, progress_line
+from ddppo.model.policy import Policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
-from ddppo.resume import check_run_dir, restore, write_run_dir
+from ddppo.train.state import check_run_dir, restore, write_run_dir
 from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
 from ddppo.rollout.grpo import grpo_advantages
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.bottleneck import diagnose
-from ddppo.stats import StepStats, memory_usage, reduce_stats
+from ddppo.train.bottleneck import diagnose
+from ddppo.train.stats import StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import torch
 
 from ddppo.config import load_config
 from ddppo.distributed import init_distributed
-from ddppo.ppo.policy import Policy
+from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
 from envs.registry import EnvSpec, make_vec_env, simulator_fps
 
@@ -52,7 +52,7 @@ def _update_fps(trainer, update: int, learn: bool) -> float:
 def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, Any]:
     import tempfile
 
-    from ddppo.trainer import Trainer
+    from ddppo.train.trainer import Trainer
 
     with tempfile.TemporaryDirectory(prefix="ddppo-bench-") as run_dir:
         cfg = load_config(config, [*overrides, f"run.dir={run_dir}", "log.tensorboard=false"])

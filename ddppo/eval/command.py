@@ -51,7 +51,7 @@ from ddppo import checkpoint as ckpt
 from ddppo import signals
 from ddppo.config import Config, ConfigError, from_yaml_text, get_key, load_config
 from ddppo.distributed import DistContext
-from ddppo.evaluator import Evaluator
+from ddppo.eval.runner import Evaluator
 from envs.registry import section_for
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ k-th action (and that action), the last frame shows the final observation and
 the episode's metrics. Frames are drawn with matplotlib (Agg), all the same
 size (FRAME_SIZE).
 
-What is drawn comes from the env's probe (ddppo/evalenv.py): a 1-D range scan
+What is drawn comes from the env's probe (ddppo/eval/probes.py): a 1-D range scan
 (gridnav) is drawn around the agent, depth and RGB images (habitat) as images;
 envs without a probe get no map.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ddppo.evalenv import EnvProbe, MapView
+from ddppo.eval.probes import EnvProbe, MapView
 
 FRAME_SIZE = (960, 480)  # (width, height) in pixels; multiples of 16 for H.264
 _DPI = 100

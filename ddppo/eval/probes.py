@@ -8,7 +8,7 @@
 - habitat-like envs (`simulators`, `current_episodes()`): episode ids, and a
   top-down map in metres from each simulator's `topdown_map` (habitat-sim's
   navmesh, or the grid double's raster). Their episodes come from the dataset
-  (see ddppo/evaluate.py).
+  (see ddppo/eval/command.py).
 - anything else: the blind base probe (metrics only).
 """
 

@@ -1,6 +1,6 @@
 """One rank's evaluation: envs and policy built once, the same episodes played for every checkpoint.
 
-See ddppo/evaluate.py for which episodes are played and what is written.
+See ddppo/eval/command.py for which episodes are played and what is written.
 Collectives per checkpoint, the same on every rank: a load-success all-gather
 (+ a broadcast if some rank failed), then, once every rank has finished its
 episodes (waited for through the store, as ranks may finish minutes apart),
@@ -23,11 +23,11 @@ from ddppo import checkpoint as ckpt
 from ddppo import signals
 from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext, rank_seed
-from ddppo.evalenv import probe_for
-from ddppo.evalstats import dataset_quotas, split, summarize_episodes
-from ddppo.ppo.policy import Policy
+from ddppo.eval.probes import probe_for
+from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
+from ddppo.model.policy import Policy
 from ddppo.rollout.collector import check_finite, obs_to_torch
-from ddppo.video import EpisodeRecorder
+from ddppo.eval.video import EpisodeRecorder
 from envs.registry import EnvSpec, make_vec_env
 
 log = logging.getLogger(__name__)

@@ -67,7 +67,7 @@ def run_sb3(seed: int, budget: int) -> dict[str, Any]:
 def run_ddppo(seed: int, budget: int, config: str) -> dict[str, Any]:
     from ddppo.config import load_config
     from ddppo.distributed import init_distributed
-    from ddppo.trainer import Trainer
+    from ddppo.train.trainer import Trainer
 
     run_dir = Path(f"/tmp/ddppo-bench-sb3-{seed}-{time.time_ns()}")
     cfg = load_config(config, [f"run.seed={seed}", f"run.total_env_steps={budget}", f"run.dir={run_dir}",
@@ -120,6 +120,6 @@ def main(seeds: list[int], budget: int, config: str, out: str) -> int:
                          f"{(x['seconds_to_target'] or float('nan')):>9.1f} {x['fps']:>8.0f}")
     lines.append(f"median ddppo/sb3: time {ratios['time_ratio'] or float('nan'):.2f}x, "
                  f"steps {ratios['steps_ratio'] or float('nan'):.2f}x (goal: time <= 0.5x at steps <= 1.5x)")
-    from ddppo.bench import report
+    from benchmarks.throughput import report
 
     return report(lines, {"runs": rows, "median": summary, "ratios": ratios}, out)
