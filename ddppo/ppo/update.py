@@ -32,6 +32,7 @@ import torch
 
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
+from ddppo import timing
 from ddppo.ppo.loss import ppo_loss
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import MiniBatch, RolloutStorage
@@ -129,7 +130,7 @@ class PPOUpdater:
         comes back with the gradients, so it is the same on every rank, and the collectives are unchanged.
         """
         cfg = self.cfg
-        with timer("learn_forward_backward"):
+        with timer(timing.LEARN_FORWARD_BACKWARD):
             logp, entropy, values, params = self.policy.evaluate_with_params(
                 mb.obs, mb.hidden, mb.episode_start, mb.actions)
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
@@ -140,11 +141,11 @@ class PPOUpdater:
             self.optimizer.zero_grad(set_to_none=True)
             out.total.backward()
         local_count = int(mb.valid.sum())
-        with timer("allreduce"):
+        with timer(timing.ALLREDUCE):
             global_count = self.ctx.all_reduce_gradients(self.params, local_count)
         if global_count == 0:
             return 0
-        with timer("optimizer"):
+        with timer(timing.OPTIMIZER):
             # the norm before clipping; clipping non-finite gradients is harmless: the step is skipped
             norm = torch.nn.utils.clip_grad_norm_(
                 self.params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"), foreach=True)

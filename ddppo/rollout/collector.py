@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from envs.base import EnvError, StepResult, VecEnv, fresh_reset, restores_state
-from ddppo.train.metrics import Timer
+from ddppo import timing
+from ddppo.timing import Timer
 from ddppo.model.policy import Policy
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
@@ -141,22 +142,22 @@ class RolloutCollector:
             if self.preemption.should_stop(update, t):
                 preempted = True
                 break
-            with timer("policy_forward"):
+            with timer(timing.POLICY_FORWARD):
                 action, logp, value, hidden = self.policy.act(obs, hidden, start)
             env_action = action.cpu().numpy()
             if self.action_bounds is not None:
                 env_action = np.clip(env_action, *self.action_bounds)
-            with timer("env_step"):
+            with timer(timing.ENV_STEP):
                 res = self.envs.step(env_action)
-            with timer("obs_transfer"):
+            with timer(timing.OBS_TRANSFER):
                 check_finite(res.obs, f"after step {t + 1} of update {update}'s rollout", self.label)
                 obs = obs_to_torch(res.obs, self.device)
                 reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
                 done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
             if res.truncated.any() and self.policy.critic is not None:
-                with timer("policy_forward"):
+                with timer(timing.POLICY_FORWARD):
                     reward += self._truncation_bootstrap(res, hidden)
-            with timer("storage"):
+            with timer(timing.STORAGE):
                 next_start = done if res.started is None else torch.from_numpy(
                     res.started.astype(np.float32)).to(self.device)
                 idle = None if res.idle is None else torch.from_numpy(res.idle.astype(np.float32)).to(self.device)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping
 
-COLLECT = ("policy_forward", "env_step", "obs_transfer", "storage")
-LEARN = ("gae", "learn_forward_backward", "optimizer")
+from ddppo import timing
+from ddppo.timing import COLLECT
+
+LEARN = (timing.GAE, timing.LEARN_FORWARD_BACKWARD, timing.OPTIMIZER)
 
 KNOBS = {
     "straggler-bound": "lower preemption.sync_frac (e.g. 0.6) so slow ranks are preempted; check the slow "
@@ -58,10 +60,10 @@ def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0) ->
     if total <= 0:
         return None
     wait = sum(p.get("perf/straggler_wait_s_max", 0.0) for p in window) / total
-    env = sum(_sum(p, ("env_step",)) for p in window) / total
-    policy = sum(_sum(p, ("policy_forward",)) for p in window) / total
+    env = sum(_sum(p, (timing.ENV_STEP,)) for p in window) / total
+    policy = sum(_sum(p, (timing.POLICY_FORWARD,)) for p in window) / total
     learn = sum(_sum(p, LEARN) for p in window) / total
-    comm = sum(_sum(p, ("allreduce",)) for p in window) / total
+    comm = sum(_sum(p, (timing.ALLREDUCE,)) for p in window) / total
     shares = {"straggler wait": wait, "env step": env, "policy forward": policy, "learning": learn,
               "all-reduce": comm}
     if memory_fraction >= 0.9:

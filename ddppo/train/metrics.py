@@ -1,4 +1,4 @@
-"""Per-phase timers, and the metrics sinks: TensorBoard + metrics.jsonl on rank 0, nothing elsewhere.
+"""The metrics sinks: TensorBoard + metrics.jsonl on rank 0, nothing elsewhere.
 
 Tags are grouped `train/`, `loss/`, `perf/`, `preempt/`, `eval/`; the TensorBoard
 step is the global env-step count. metrics.jsonl holds one flat JSON object per
@@ -9,36 +9,14 @@ logs never hold an update twice.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
 import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Iterator
 
 log = logging.getLogger(__name__)
-
-
-class Timer:
-    """Accumulates wall time per named phase: `with timer("env_step"): ...`."""
-
-    def __init__(self) -> None:
-        self.totals: dict[str, float] = defaultdict(float)
-
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.totals[name] += time.perf_counter() - start
-
-    def pop(self) -> dict[str, float]:
-        out, self.totals = dict(self.totals), defaultdict(float)
-        return out
 
 
 def truncate_jsonl(path: Path, last_update: int) -> None:

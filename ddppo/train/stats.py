@@ -16,8 +16,8 @@ from ddppo.distributed import DistContext
 from ddppo.ppo.update import EPOCH_KEYS, UpdateResult
 from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
 
-PHASES = ("policy_forward", "env_step", "obs_transfer", "storage", "straggler_wait", "gae", "reference_forward",
-          "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
+from ddppo.timing import PHASES, STRAGGLER_WAIT  # noqa: F401  (PHASES re-exported)
+
 LOSS_KEYS = ("total", "policy", "value", "entropy", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
              "ratio_mean", "grad_norm", "explained_variance", "kl_ref")
 
@@ -95,7 +95,7 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
         "preempt/steps_fraction_min": float(steps.min() / num_steps),
         "preempt/steps_fraction_mean": float(steps.mean() / num_steps),
         "preempt/num_preempted": float(head[:, 1].sum()),
-        "preempt/straggler_wait_s_max": float(phase_table[:, PHASES.index("straggler_wait")].max()),
+        "preempt/straggler_wait_s_max": float(phase_table[:, PHASES.index(STRAGGLER_WAIT)].max()),
     }
     flags = 0
     for f in head[:, 2].astype(np.int64):

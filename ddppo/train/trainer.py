@@ -19,7 +19,9 @@ from ddppo import checkpoint as ckpt
 from ddppo import signals
 from ddppo.config import Config, to_yaml
 from ddppo.distributed import DistContext
-from ddppo.train.metrics import MetricsWriter, Timer, progress_line
+from ddppo import timing
+from ddppo.timing import Timer
+from ddppo.train.metrics import MetricsWriter, progress_line
 from ddppo.model.policy import Policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
@@ -109,15 +111,15 @@ class Trainer:
             update = self.update + 1
             t0 = time.perf_counter()
             collected = self.collector.collect(update)
-            with self.timer("straggler_wait"):
+            with self.timer(timing.STRAGGLER_WAIT):
                 ctx.rollout_barrier(collected.steps)
             ctx.mark_started()
-            with self.timer("gae"):
+            with self.timer(timing.GAE):
                 self.compute_advantages()
             lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
             ref_params, beta = None, 0.0
             if self.reference is not None:
-                with self.timer("reference_forward"):
+                with self.timer(timing.REFERENCE_FORWARD):
                     ref_params, beta = self.reference.annotate(self.storage), self.reference.beta
             result = self.updater.update(self.storage, self.timer, ref_params, beta)
             local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
@@ -133,7 +135,7 @@ class Trainer:
             if self.skipped_in_a_row >= cfg.ppo.max_skipped_updates:
                 stop |= STOP_NONFINITE
             done = self.env_steps >= cfg.run.total_env_steps
-            with self.timer("log_checkpoint"):
+            with self.timer(timing.LOG_CHECKPOINT):
                 scalars = self._scalars(reduced, lr)
                 self.writer.write(update, self.env_steps, scalars)
                 if stop or done or update % cfg.checkpoint.interval_updates == 0:

@@ -33,7 +33,7 @@ def rank_advantages(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 def normalise_worker(rank: int, world: int, port: int) -> list:
     from ddppo.config import PolicyConfig, PPOConfig
     from ddppo.distributed import Launch, init_distributed
-    from ddppo.train.metrics import Timer
+    from ddppo.timing import Timer
     from ddppo.model.policy import Policy
     from ddppo.ppo.update import PPOUpdater
     from ddppo.rollout.storage import RolloutStorage

@@ -30,7 +30,7 @@ def _snapshot(policy, optimizer) -> dict:
 def empty_worker(rank: int, world: int, port: int) -> list:
     from ddppo.config import PolicyConfig, PPOConfig
     from ddppo.distributed import Launch, init_distributed
-    from ddppo.train.metrics import Timer
+    from ddppo.timing import Timer
     from ddppo.model.policy import Policy
     from ddppo.ppo.update import PPOUpdater
     from ddppo.rollout.storage import RolloutStorage

@@ -8,9 +8,9 @@ import time
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from ddppo.timing import Timer
 from ddppo.train.metrics import (
     MetricsWriter,
-    Timer,
     format_duration,
     progress_line,
     truncate_jsonl,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ddppo.config import PolicyConfig
-from ddppo.train.metrics import Timer
+from ddppo.timing import Timer
 from ddppo.model.policy import Policy
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.gae import gae
