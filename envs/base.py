@@ -109,3 +109,21 @@ def fresh_reset(env: Any, seed: int) -> Obs:
 
 class EnvError(RuntimeError):
     """An environment could not be built or failed; the message says what to fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """Everything a factory needs besides its options."""
+
+    num_envs: int  # envs on this rank
+    seed: int  # this rank's seed
+    num_workers: int = 0  # 0: step in this process; >0: subprocess workers
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    gpu_device_id: int = -1  # renderer device for simulators; -1 = CPU/EGL software
+    worker_index: int = 0  # which share of this rank's envs this batch is (set for subprocess workers)
+    worker_count: int = 1  # how many shares this rank's envs are split into (e.g. to partition episodes)
+    worker_timeout_s: float = 60.0  # a subprocess worker silent this long on a step/reset is reported as hung
+    worker_start_timeout_s: float = 600.0  # the same for building the envs in a worker
+    group_size: int = 1  # >1: envs run shared episodes in groups of this size (GRPO; see StepResult.idle)

@@ -8,11 +8,10 @@ environment modules are imported lazily, so a missing optional dependency
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from typing import Any, Mapping
 
-from envs.base import EnvError, VecEnv
+from envs.base import EnvError, EnvSpec, VecEnv  # noqa: F401  (EnvSpec re-exported: it used to live here)
 from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
 
 # config section name -> option dataclass (one sub-section of `env` each)
@@ -49,24 +48,6 @@ def section_for(name: str) -> str | None:
     return entry[2] if entry else None
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvSpec:
-    """Everything a factory needs besides its options."""
-
-    num_envs: int  # envs on this rank
-    seed: int  # this rank's seed
-    num_workers: int = 0  # 0: step in this process; >0: subprocess workers
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    gpu_device_id: int = -1  # renderer device for simulators; -1 = CPU/EGL software
-    worker_index: int = 0  # which share of this rank's envs this batch is (set for subprocess workers)
-    worker_count: int = 1  # how many shares this rank's envs are split into (e.g. to partition episodes)
-    worker_timeout_s: float = 60.0  # a subprocess worker silent this long on a step/reset is reported as hung
-    worker_start_timeout_s: float = 600.0  # the same for building the envs in a worker
-    group_size: int = 1  # >1: envs run shared episodes in groups of this size (GRPO; see StepResult.idle)
-
-
 GROUPED_EPISODES = ("gridnav",)  # environments that implement group_size > 1
 
 
@@ -84,7 +65,7 @@ def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv
             raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
         from envs.vector import SubprocVecEnv
 
-        return SubprocVecEnv(name, options, spec, spec.num_workers)
+        return SubprocVecEnv(name, options, spec, spec.num_workers, make_vec_env)
     if name.startswith(GYM_PREFIX):
         from envs.gym import make_gym
 

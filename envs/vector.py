@@ -30,11 +30,11 @@ import time
 import traceback
 import weakref
 from multiprocessing import shared_memory
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult, fresh_reset, restores_state
+from envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, fresh_reset, restores_state
 from envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 _PRELOAD = ["numpy", "gymnasium", "envs.base", "envs.registry"]
 
 
-def worker_spec(spec: Any, worker_index: int, num_workers: int) -> Any:
+def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
     """The EnvSpec worker `worker_index` builds its envs with: its share of num_envs (the first
     workers take one more when it does not divide), in-process (num_workers=0), and a seed of its
     own; worker 0 keeps the rank's seed, so one worker reproduces in-process stepping."""
@@ -59,8 +59,8 @@ def _split(n: int, parts: int) -> list[int]:
 class SubprocVecEnv:
     """Implements envs.base.VecEnv with `num_workers` subprocesses (see the module docstring)."""
 
-    def __init__(self, name: str, options: Mapping[str, Any], spec: Any, num_workers: int,
-                 start_method: str = "forkserver"):
+    def __init__(self, name: str, options: Mapping[str, Any], spec: EnvSpec, num_workers: int,
+                 build: Callable[[str, Mapping[str, Any], EnvSpec], VecEnv], start_method: str = "forkserver"):
         if not 0 < num_workers <= spec.num_envs:
             raise EnvError(f"env.num_workers={num_workers} must be in [1, num_envs={spec.num_envs}]")
         self.num_envs = spec.num_envs
@@ -78,7 +78,7 @@ class SubprocVecEnv:
             parent, child = ctx.Pipe()
             out_read, out_write = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_worker_main, name=f"env-worker-{w}",
-                               args=(child, out_write, name, dict(options), worker_spec(spec, w, num_workers)))
+                               args=(child, out_write, build, name, dict(options), worker_spec(spec, w, num_workers)))
             proc.start()
             child.close()
             out_write.close()
@@ -268,17 +268,17 @@ def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
     return views
 
 
-def _worker_main(conn, output, name: str, options: dict, spec: Any) -> None:
-    """Worker process: build the env, then serve commands until "close" or the parent goes away."""
+def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -> None:
+    """Worker process: build the env with `build` (the registry's make_vec_env, passed in so this module
+    does not import the registry that imports it), then serve commands until "close" or the parent goes away."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_IGN)
     redirect_output_to(output)
-    from envs.registry import make_vec_env
 
     env, shm, views = None, None, None
     try:
         try:
-            env = make_vec_env(name, options, spec)
+            env = build(name, options, spec)
             conn.send(("ok", (env.observation_space, env.action_space, restores_state(env))))
         except BaseException:
             conn.send(("error", traceback.format_exc()))

@@ -24,10 +24,11 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envs.base import EnvError, EpisodeInfo, Obs, StepResult
+from envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
 from envs.habitat.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
 from envs.habitat.gridsim import layout_path_for
-from envs.habitat.interface import ACTIONS, SimSettings, make_simulator
+from envs.habitat.backends import make_simulator
+from envs.habitat.interface import ACTIONS, SimSettings
 from envs.habitat.options import HabitatOptions
 from envs.habitat.task import GOAL_KEY, PointNavTask
 
@@ -192,10 +193,6 @@ def simulator_fps(options: HabitatOptions, spec: Any, steps: int) -> float:
         env.close()
 
 
-def make_habitat_pointnav(options: HabitatOptions, spec: Any) -> Any:
-    """Registry factory for env.name=habitat_pointnav (in-process; envs.vector handles num_workers > 0)."""
-    if spec.num_workers > 0:
-        from envs.vector import SubprocVecEnv  # noqa: PLC0415
-
-        return SubprocVecEnv("habitat_pointnav", dataclasses.asdict(options), spec, spec.num_workers)
+def make_habitat_pointnav(options: HabitatOptions, spec: EnvSpec) -> HabitatPointNavEnv:
+    """Registry factory for env.name=habitat_pointnav (in-process: the registry builds num_workers > 0 itself)."""
     return HabitatPointNavEnv(options, spec)

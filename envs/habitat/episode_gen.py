@@ -27,7 +27,8 @@ import numpy as np
 from envs.base import EnvError
 from envs.habitat.dataset import Episode, Goal, write_episodes, write_split
 from envs.habitat.geometry import quat_from_yaw
-from envs.habitat.interface import NavSimulator, SimSettings, make_simulator
+from envs.habitat.backends import make_simulator
+from envs.habitat.interface import NavSimulator, SimSettings
 
 
 @dataclasses.dataclass(frozen=True)

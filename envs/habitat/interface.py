@@ -3,7 +3,7 @@
 Two implementations: `envs.habitat.sim.HabitatSim` (habitat-sim, the only
 module that imports it) and `envs.habitat.gridsim.GridSim` (a 2-D double
 that reads a generated scene's floor plan, for tests and demos without
-habitat-sim). Both are built from a `SimSettings` by `make_simulator`.
+habitat-sim). Both are built from a `SimSettings` by `envs.habitat.backends.make_simulator`.
 """
 
 from __future__ import annotations
@@ -102,16 +102,3 @@ class NavSimulator(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def make_simulator(backend: str, settings: SimSettings) -> NavSimulator:
-    """A simulator of the named backend; no scene is loaded yet."""
-    if backend == "habitat":
-        from envs.habitat.sim import HabitatSim
-
-        return HabitatSim(settings)
-    if backend == "grid":
-        from envs.habitat.gridsim import GridSim
-
-        return GridSim(settings)
-    raise ValueError(f"unknown simulator backend {backend!r}; use habitat or grid")
