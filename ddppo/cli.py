@@ -121,11 +121,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                  args.force, args.poll), _setup_logging)
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line; `key=value` overrides may come anywhere, also after options
+    (`ddppo sweep SPEC --dry-run run.total_env_steps=100`): argparse stops filling a `nargs="*"` positional at
+    the first option, so what it leaves over is appended to the overrides, in order."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    unknown = [e for e in extra if e.startswith("-")]
+    if extra and (unknown or not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(unknown or extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """The CLI. Run as a program (argv None), `train` leaves with os._exit once everything is closed:
     interpreter shutdown (garbage collection of torch state) can take seconds, and SLURM's KillWait after a
     SIGTERM is short."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     from ddppo.errors import CheckpointError
     from ddppo.config import ConfigError
     from envs.base import EnvError

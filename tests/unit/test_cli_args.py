@@ -1,0 +1,32 @@
+"""The CLI's argument parsing: `key=value` overrides are accepted anywhere on the line."""
+
+import pytest
+
+from ddppo.cli import parse_args
+
+
+def test_overrides_after_options_are_overrides():
+    args = parse_args(["sweep", "spec.yaml", "--dry-run", "run.total_env_steps=100"])
+    assert args.spec == "spec.yaml" and args.dry_run and args.overrides == ["run.total_env_steps=100"]
+
+
+def test_overrides_keep_their_order_around_options():
+    args = parse_args(["sweep", "spec.yaml", "ppo.lr=1", "--max-parallel", "2", "ppo.lr=2", "--dry-run"])
+    assert args.overrides == ["ppo.lr=1", "ppo.lr=2"] and args.max_parallel == 2
+
+
+def test_summary_dir_after_options():
+    args = parse_args(["sweep", "summary", "--sort", "train/spl", "runs/sweeps/x"])
+    assert args.spec == "summary" and args.overrides == ["runs/sweeps/x"] and args.sort == "train/spl"
+
+
+def test_eval_overrides_after_options():
+    args = parse_args(["eval", "runs/x", "--checkpoint", "all", "eval.num_episodes=4"])
+    assert args.overrides == ["eval.num_episodes=4"] and args.checkpoint == "all"
+
+
+@pytest.mark.parametrize("argv", [["sweep", "spec.yaml", "--no-such-option"], ["bench", "memory", "ppo.lr=1"]])
+def test_unknown_options_and_stray_words_still_fail(argv):
+    with pytest.raises(SystemExit) as err:
+        parse_args(argv)
+    assert err.value.code == 2
