@@ -56,6 +56,25 @@ def run_cli_many(arg_lists: list[list[str]], cwd: str | Path = REPO, timeout: fl
         return list(pool.map(lambda args: run_cli(*args, cwd=cwd, timeout=timeout), arg_lists))
 
 
+# The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file).
+MARKS = {
+    "distributed/": "multiprocess",
+    "integration/test_torchrun.py": "multiprocess",
+    "slurm/": "slurm",
+    "sweep/test_slurm_sweep.py": "slurm",
+    "habitat/test_real_habitat.py": "habitat_sim",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        where = Path(item.path).resolve().relative_to(tests).as_posix()
+        for prefix, mark in MARKS.items():
+            if where.startswith(prefix):
+                item.add_marker(getattr(pytest.mark, mark))
+
+
 # Helpers are handed out as fixtures (tests/slurm has its own conftest, so `import conftest` is ambiguous).
 @pytest.fixture
 def cli():
