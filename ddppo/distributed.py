@@ -20,17 +20,17 @@ import datetime
 import logging
 import os
 import queue
-import re
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from ddppo.launch import Launch, expand_first_host, read_launch  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -43,69 +43,6 @@ class PeerLostError(RuntimeError):
 # concurrent.futures.TimeoutError, which is neither the builtin TimeoutError nor a RuntimeError;
 # from 3.11 on both names are the builtin. Catch this tuple, never one of them alone.
 WAIT_TIMEOUT_ERRORS = (TimeoutError, concurrent.futures.TimeoutError)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Who this process is and where to rendezvous, read from the launcher's environment."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int
-    master_addr: str
-    master_port: int
-    source: str  # torchrun | slurm | single
-    attempt: int = 0  # torchrun restart count / SLURM requeue count (keys are namespaced by it)
-    agent_store: bool = False  # torchrun's agent hosts the TCP store; every rank connects as a client
-
-
-def expand_first_host(nodelist: str) -> str:
-    """First host of a SLURM nodelist: 'gpu[03-05,07],cpu1' -> 'gpu03', 'r[1-2]-n[01-04]' -> 'r1-n01'."""
-    text = nodelist.strip()
-    depth, end = 0, len(text)
-    for i, ch in enumerate(text):  # the first top-level entry: commas inside brackets do not split
-        depth += {"[": 1, "]": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            end = i
-            break
-    host = re.sub(r"\[([^\[\]]*)\]", lambda m: m.group(1).split(",")[0].split("-")[0], text[:end])
-    if not host or "[" in host or "]" in host:
-        raise ValueError(f"cannot parse SLURM_JOB_NODELIST={nodelist!r}")
-    return host
-
-
-def read_launch(environ: dict[str, str] | None = None) -> Launch:
-    """torchrun's variables first, then SLURM's (inside an srun step), else a single process."""
-    env = os.environ if environ is None else environ
-    if "RANK" in env and "WORLD_SIZE" in env:
-        return Launch(
-            rank=int(env["RANK"]),
-            world_size=int(env["WORLD_SIZE"]),
-            local_rank=int(env.get("LOCAL_RANK", 0)),
-            local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
-            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-            master_port=int(env.get("MASTER_PORT", 29500)),
-            source="torchrun",
-            attempt=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
-            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
-        )
-    if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:
-        job_id = int(env.get("SLURM_JOB_ID", 0))
-        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
-        world = int(env["SLURM_STEP_NUM_TASKS"])
-        nodes = max(1, int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_JOB_NUM_NODES", 1))))
-        return Launch(
-            rank=int(env["SLURM_PROCID"]),
-            world_size=world,
-            local_rank=int(env.get("SLURM_LOCALID", 0)),
-            local_world_size=max(1, world // nodes),
-            master_addr=env.get("MASTER_ADDR") or expand_first_host(nodelist),
-            master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
-            source="slurm",
-            attempt=int(env.get("SLURM_RESTART_COUNT", 0)),
-        )
-    return Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
 
 
 def rank_seed(seed: int, rank: int) -> int:

@@ -23,10 +23,9 @@ TINY = {
 }
 
 def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # never inherit a launcher's identity from the shell that runs pytest
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"):
-        env.pop(key, None)
+    from ddppo.launch import without_launch_vars
+
+    env = without_launch_vars()  # never inherit a launcher's identity from the shell that runs pytest
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OMP_NUM_THREADS", "1")
     return env

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import ddppo
 from ddppo import signals
+from ddppo.launch import without_launch_vars
 from ddppo.config import ConfigError, diff_keys, from_yaml_text, get_key, to_yaml
 from ddppo.sweep import runs as disk
 from ddppo.sweep.spec import Run, SweepError, SweepSpec, cli_overrides, expand, load_spec, override_list
@@ -35,9 +36,6 @@ from ddppo.sweep.spec import Run, SweepError, SweepSpec, cli_overrides, expand, 
 log = logging.getLogger(__name__)
 
 PACKAGE_ROOT = Path(ddppo.__file__).resolve().parents[1]
-# launcher variables a child must not inherit: each run is its own job (its own torchrun, or a single process)
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-               "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID")
 KILL_AFTER_S = 300.0  # after forwarding a stop signal, wait this long for checkpoints before SIGKILL
 
 
@@ -132,7 +130,7 @@ def prepare(spec: SweepSpec, sweep_dir: Path, items: Sequence[str], planned: Seq
 
 
 def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    env = without_launch_vars()  # each run is its own job (its own torchrun, or a single process)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(PACKAGE_ROOT), env.get("PYTHONPATH"))))
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -35,11 +35,9 @@ def free_port() -> int:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE"):
-        env.pop(key, None)
-    env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    from ddppo.launch import without_launch_vars
+
+    env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
     env.update(extra)

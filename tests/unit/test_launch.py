@@ -2,7 +2,8 @@
 
 import pytest
 
-from ddppo.distributed import Launch, expand_first_host, rank_seed, read_launch
+from ddppo.distributed import rank_seed
+from ddppo.launch import LAUNCH_VARS, Launch, expand_first_host, read_launch, without_launch_vars
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
             "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29511", "TORCHELASTIC_RESTART_COUNT": "2",
@@ -106,3 +107,10 @@ def test_rank_seeds_are_deterministic_distinct_and_depend_on_the_run_seed():
     assert seeds == [rank_seed(7, r) for r in range(64)]
     assert len(set(seeds)) == 64
     assert rank_seed(8, 0) != rank_seed(7, 0)
+
+
+def test_a_new_job_inherits_no_launch_variable():
+    env = without_launch_vars({**TORCHRUN, **SRUN, "PATH": "/bin", "SLURM_JOB_ID": "7"})
+    assert not set(env) & set(LAUNCH_VARS) and env["PATH"] == "/bin"
+    # everything read_launch reads to decide who this process is, is in the list
+    assert read_launch(env).source == "single"
