@@ -11,7 +11,6 @@ criterion first holds. Needs the `bench` extra (stable-baselines3).
 
 from __future__ import annotations
 
-import json
 import logging
 import statistics
 import time
@@ -67,6 +66,7 @@ def run_sb3(seed: int, budget: int) -> dict[str, Any]:
 def run_ddppo(seed: int, budget: int, config: str) -> dict[str, Any]:
     from ddppo.config import load_config
     from ddppo.distributed import init_distributed
+    from ddppo.rundir import RunDir
     from ddppo.train.trainer import Trainer
 
     run_dir = Path(f"/tmp/ddppo-bench-sb3-{seed}-{time.time_ns()}")
@@ -85,7 +85,7 @@ def run_ddppo(seed: int, budget: int, config: str) -> dict[str, Any]:
             trainer.close()
     finally:
         ctx.close()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = RunDir(run_dir).metrics()
     hit = next((r for r in rows if (r.get("train/reward") or 0) >= TARGET), None)
     return {"steps_to_target": hit["env_steps"] if hit else None,
             "seconds_to_target": hit["wall_time"] - t0 if hit else None, "fps": rows[-1]["env_steps"] / total}

@@ -30,6 +30,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script: `python benchmarks/scaling.py`
+
+from ddppo.launch import without_launch_vars  # noqa: E402
+from ddppo.rundir import RunDir, atomic_write  # noqa: E402
 
 # (a): the per-rank config of configs/gridnav.yaml, shortened; one intra-op thread per rank (1 rank per core)
 GRIDNAV = ["env.num_envs=16", "rollout.num_steps=64", "run.torch_threads=1", "log.tensorboard=false",
@@ -45,8 +49,7 @@ SLOW_ENV_STEPS_PER_RANK_UPDATE = 4 * 32
 
 
 def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")
-           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
     return env
@@ -67,7 +70,7 @@ def train(nproc: int, config: Path, run_dir: Path, overrides: list[str], timeout
         proc = subprocess.run(cmd, cwd=REPO, env=child_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed (rc={proc.returncode}); full log: {log}")
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = RunDir(run_dir).metrics()
     if len(rows) < 3:
         raise RuntimeError(f"{run_dir}: only {len(rows)} updates; raise --updates")
     first, last = rows[0], rows[-1]
@@ -148,7 +151,7 @@ def main() -> int:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write(out, json.dumps(report, indent=2) + "\n")
 
     lines = [f"{'run':<16} {'ranks':>5} {'updates':>7} {'fps':>9} {'update s':>8} {'min steps frac':>15} "
              f"{'preempted':>9} {'wait s':>6}"]

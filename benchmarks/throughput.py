@@ -20,6 +20,7 @@ import torch
 
 from ddppo.config import load_config
 from ddppo.distributed import init_distributed
+from ddppo.rundir import atomic_write
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
 from envs.registry import EnvSpec, make_vec_env, simulator_fps
@@ -138,8 +139,7 @@ def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
 def report(lines: list[str], results: Any, out: str) -> int:
     """Print the table and write the figures as JSON."""
     print("\n".join(lines))  # noqa: T201 - the benchmark's output
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(results, indent=2))
+    atomic_write(out, json.dumps(results, indent=2))
     print(f"wrote {out}")  # noqa: T201
     return 0
 

@@ -1,6 +1,7 @@
 """Checkpoints: atomic save, keep-last-k, newest-valid discovery, `weights_only` loading.
 
-A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` written by rank 0:
+A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named and listed by ddppo/rundir.py) written
+by rank 0:
 model, optimiser, counters, the resolved config as YAML text, the world size,
 and every rank's own state (RNG states, environment state, the observation and
 recurrent state the next rollout starts from). Only tensors, numbers, strings,
@@ -15,7 +16,6 @@ import logging
 import math
 import os
 import random
-import re
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,11 @@ import numpy as np
 import torch
 
 from ddppo.errors import CheckpointError  # noqa: F401  (re-exported: callers use ckpt.CheckpointError)
+from ddppo.rundir import RunDir, atomic_write, checkpoint_update
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
 # --------------------------------------------------------------- conversion
@@ -103,16 +103,12 @@ def _cuda_index(device: torch.device) -> int:
 
 # -------------------------------------------------------------------- files
 def checkpoint_dir(run_dir: str | Path) -> Path:
-    return Path(run_dir) / "checkpoints"
+    return RunDir(run_dir).checkpoint_dir
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
     """Checkpoint files in the run dir, oldest first."""
-    d = checkpoint_dir(run_dir)
-    if not d.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
+    return RunDir(run_dir).checkpoints()
 
 
 def all_finite(state: Any) -> bool:
@@ -136,31 +132,16 @@ def save(run_dir: str | Path, update: int, payload: dict[str, Any], keep_last: i
     for key in ("model", "optimizer"):
         if not all_finite(payload[key]):
             raise CheckpointError(f"refusing to save update {update}: non-finite values in the {key} state")
-    d = checkpoint_dir(run_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    final = d / f"ckpt-{update}.pt"
-    tmp = d / f".ckpt-{update}.pt.tmp"
-    try:
-        # serialised in memory first: torch.save straight into a file on a full disk fails with an opaque
-        # RuntimeError ("unexpected pos ..."); a plain write raises OSError(ENOSPC), which says what happened
-        data = to_bytes({"format": FORMAT, **to_storable(payload)})
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    final = RunDir(run_dir).checkpoint_path(update)
+    # serialised in memory first: torch.save straight into a file on a full disk fails with an opaque
+    # RuntimeError ("unexpected pos ..."); a plain write raises OSError(ENOSPC), which says what happened
+    atomic_write(final, to_bytes({"format": FORMAT, **to_storable(payload)}), fsync=True)
+    d = final.parent
     _set_aside_newer(run_dir, update)
     _fsync_dir(d)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink(missing_ok=True)
     return final
-
-
-def _update_of(path: Path) -> int:
-    return int(_NAME.match(path.name).group(1))
 
 
 def _set_aside_newer(run_dir: str | Path, update: int) -> None:
@@ -169,7 +150,7 @@ def _set_aside_newer(run_dir: str | Path, update: int) -> None:
     Left in place they would outrank the new checkpoint in keep-last pruning (deleting it) and
     on the next resume; they are renamed to `*.stale`, never deleted."""
     for path in list_checkpoints(run_dir):
-        if _update_of(path) > update:
+        if checkpoint_update(path) > update:
             stale = path.with_name(path.name + ".stale")
             os.replace(path, stale)
             log.warning("checkpoint %s is newer than update %d just saved; kept as %s", path.name, update,

@@ -39,8 +39,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -49,16 +47,16 @@ from typing import Any, TextIO
 
 from ddppo import checkpoint as ckpt
 from ddppo import signals
-from ddppo.config import Config, ConfigError, from_yaml_text, get_key, load_config
+from ddppo.config import Config, ConfigError, get_key, load_config
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator
+from ddppo.rundir import RunDir, checkpoint_update, write_json
 from envs.registry import section_for
 
 log = logging.getLogger(__name__)
 
 SETTING_KEYS = ("run.seed", "eval.num_episodes", "eval.deterministic", "eval.seed_offset")
 FINISH_GRACE_S = 120.0  # after training finished, wait this long for its final checkpoint
-_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
 @dataclasses.dataclass
@@ -85,7 +83,7 @@ def resolve_config(target: str, overrides: list[str]) -> Config:
     """A run dir (its config.yaml, run.dir = that dir) or a YAML config, plus overrides."""
     path = Path(target)
     if path.is_dir():
-        stored = path / "config.yaml"
+        stored = RunDir(path).config_path
         if not stored.is_file():
             raise ConfigError(f"{target!r} is a directory without config.yaml; pass a run directory written by "
                               f"`ddppo train` or a YAML config file")
@@ -104,34 +102,17 @@ def eval_settings(cfg: Config) -> dict[str, Any]:
 
 
 def update_of(path: Path) -> int:
-    m = _NAME.match(path.name)
-    return int(m.group(1)) if m else int(ckpt.load(path)["counters"]["update"])
+    update = checkpoint_update(path)
+    return update if update is not None else int(ckpt.load(path)["counters"]["update"])
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
-def training_state(run_dir: Path, total_env_steps: int) -> tuple[bool, int]:
+def training_state(run_dir: RunDir, total_env_steps: int) -> tuple[bool, int]:
     """(finished, last update) from the run's metrics.jsonl; finished = env_steps >= total_env_steps."""
-    path = run_dir / "metrics.jsonl"
+    rec = run_dir.last_metrics()
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 65536))
-            lines = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
+        return rec["env_steps"] >= total_env_steps, int(rec["update"])
+    except (KeyError, TypeError, ValueError):
         return False, 0
-    for line in reversed(lines):
-        try:
-            rec = json.loads(line)
-            return rec["env_steps"] >= total_env_steps, int(rec["update"])
-        except (ValueError, KeyError, TypeError):
-            continue  # a torn last line, or the cut first one
-    return False, 0
 
 
 class Outputs:
@@ -141,8 +122,7 @@ class Outputs:
         self.out_dir, self.tensorboard, self.tb = out_dir, tensorboard, None
 
     def write(self, result: dict[str, Any]) -> Path:
-        path = self.out_dir / f"ckpt-{result['update']}.json"
-        write_json(path, result)
+        path = write_json(RunDir.eval_result_path(self.out_dir, result["update"]), result, allow_nan=False)
         if self.tensorboard:
             if self.tb is None:
                 from torch.utils.tensorboard import SummaryWriter
@@ -184,7 +164,7 @@ class Selector:
 
     def __init__(self, cfg: Config, req: EvalRequest, out_dir: Path):
         self.cfg, self.req, self.out_dir = cfg, req, out_dir
-        self.run_dir = Path(cfg.run.dir)
+        self.run_dir = RunDir(cfg.run.dir)
         self.settings = eval_settings(cfg)
         self.handled: set[str] = set()
         self.min_update: int | None = None
@@ -215,7 +195,7 @@ class Selector:
     def _next(self) -> tuple:
         if signals.pending():
             return ("stop", "stopped by a signal")
-        found = ckpt.list_checkpoints(self.run_dir)  # one listing: a checkpoint appearing now waits for the next look
+        found = self.run_dir.checkpoints()  # one listing: a checkpoint appearing now waits for the next look
         candidates = self._candidates(found)
         for path in candidates:
             key = str(path.resolve())
@@ -226,7 +206,7 @@ class Selector:
                 return ("eval", str(path))
         if not self.req.watch or self.explicit:
             if not candidates and not self.handled:
-                raise ckpt.CheckpointError(f"no checkpoints in {str(ckpt.checkpoint_dir(self.run_dir))!r}; train "
+                raise ckpt.CheckpointError(f"no checkpoints in {str(self.run_dir.checkpoint_dir)!r}; train "
                                            f"first, or pass --watch to wait for them")
             return ("stop", "")
         finished, last_update = training_state(self.run_dir, self._total_env_steps())
@@ -243,16 +223,16 @@ class Selector:
     def _total_env_steps(self) -> int:
         """The run's current step budget (a resumed run may have raised it)."""
         try:
-            stored = self.run_dir / "config.yaml"
-            return from_yaml_text(stored.read_text(), str(stored)).run.total_env_steps
+            stored = self.run_dir.read_config()
         except (OSError, ConfigError):
-            return self.cfg.run.total_env_steps
+            stored = None
+        return stored.run.total_env_steps if stored is not None else self.cfg.run.total_env_steps
 
     def _already_done(self, path: Path) -> bool:
         """True (skip) if OUT/ckpt-<update>.json holds this evaluation; ConfigError if it holds another."""
         if self.req.force:
             return False
-        result_path = self.out_dir / f"ckpt-{update_of(path)}.json"
+        result_path = RunDir.eval_result_path(self.out_dir, update_of(path))
         try:
             stored = json.loads(result_path.read_text())
         except FileNotFoundError:
@@ -276,7 +256,7 @@ class Selector:
 # ------------------------------------------------------------------------------ driver
 def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = None) -> int:
     """Evaluate the requested checkpoints (every rank runs this); 0 on success, 1 if interrupted."""
-    out_dir = Path(req.out) if req.out else Path(cfg.run.dir) / "eval"
+    out_dir = Path(req.out) if req.out else RunDir(cfg.run.dir).eval_dir
     selector = Selector(cfg, req, out_dir) if ctx.is_main else None
     outputs = Outputs(out_dir, cfg.log.tensorboard) if ctx.is_main else None
     evaluator: Evaluator | None = None

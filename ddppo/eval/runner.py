@@ -28,6 +28,7 @@ from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
 from ddppo.model.policy import Policy
 from ddppo.rollout.collector import check_finite, obs_to_torch
 from ddppo.eval.video import EpisodeRecorder
+from ddppo.rundir import RunDir
 from envs.registry import EnvSpec, make_vec_env
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class Evaluator:
             if not self.probe.can_render:
                 log.warning("--video: %s has no top-down view; its videos show image observations and metrics only",
                             self.cfg.env.name)
-            stem = self.out_dir / "videos" / f"ckpt-{update}" / "episode"
+            stem = RunDir.eval_video_stem(self.out_dir, update)
             title = f"{self.cfg.env.name}  ckpt-{update} ({env_steps:,} env steps)"
             keys = [k for k in self.envs.observation_space.spaces]
             recorder = EpisodeRecorder(self.probe, keys, self._video_slots(video), stem, self.cfg.eval.video_fps, title)

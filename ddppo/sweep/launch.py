@@ -29,7 +29,8 @@ from typing import Callable, Sequence
 import ddppo
 from ddppo import signals
 from ddppo.launch import without_launch_vars
-from ddppo.config import ConfigError, diff_keys, from_yaml_text, get_key, to_yaml
+from ddppo.rundir import RunDir
+from ddppo.config import ConfigError, diff_keys, get_key
 from ddppo.sweep import runs as disk
 from ddppo.sweep.spec import Run, SweepError, SweepSpec, cli_overrides, expand, load_spec, override_list
 
@@ -50,13 +51,12 @@ def check_unchanged(runs: Sequence[Run]) -> None:
     """Refuse (naming every run) when a run dir already holds a config that differs from the spec's."""
     problems = []
     for run in runs:
-        stored_path = run.run_dir / "config.yaml"
-        if not stored_path.is_file():
-            continue
         try:
-            stored = from_yaml_text(stored_path.read_text(), str(stored_path))
+            stored = RunDir(run.run_dir).read_config()
         except ConfigError as err:
             problems.append(f"run {run.name!r}: its stored config cannot be read ({err})")
+            continue
+        if stored is None:
             continue
         changed = [k for k in diff_keys(stored, run.cfg) if k != "run.dir"]
         if changed:
@@ -76,7 +76,7 @@ def plan(sweep_dir: Path, runs: Sequence[Run], queue: disk.SlurmQueue) -> list[P
         if status in ("done", "unknown") or disk.is_active(disk.read_json(disk.state_path(sweep_dir, run.name)),
                                                            queue):
             action = "skip"  # unknown: launched where this machine cannot see (another host, no squeue)
-        elif any((run.run_dir / "checkpoints").glob("ckpt-*.pt")):
+        elif RunDir(run.run_dir).has_checkpoints():
             action = "resume"
         else:
             action = "new"
@@ -121,12 +121,9 @@ def prepare(spec: SweepSpec, sweep_dir: Path, items: Sequence[str], planned: Seq
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": entries})
     (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
     for p in planned:
-        path = p.run.run_dir / "config.yaml"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(".config.yaml.tmp")
-            tmp.write_text(to_yaml(p.run.cfg))
-            tmp.replace(path)
+        run_dir = RunDir(p.run.run_dir)
+        if not run_dir.config_path.exists():
+            run_dir.write_config(p.run.cfg)
 
 
 def child_env() -> dict[str, str]:
@@ -138,7 +135,7 @@ def child_env() -> dict[str, str]:
 
 
 def train_command(run: Run, ranks: int) -> list[str]:
-    train = ["-m", "ddppo", "train", str(run.run_dir / "config.yaml"), f"run.dir={run.run_dir}"]
+    train = ["-m", "ddppo", "train", str(RunDir(run.run_dir).config_path), f"run.dir={run.run_dir}"]
     if ranks > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", *train]
     return [sys.executable, *train]

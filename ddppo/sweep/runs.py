@@ -15,16 +15,14 @@ exit, or gone from the queue unfinished), unknown (launched on SLURM, but squeue
 
 from __future__ import annotations
 
-import json
-import os
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
-import yaml
+
+from ddppo.rundir import RunDir, read_json, write_json  # noqa: F401  (write_json: used as disk.write_json)
 
 MANIFEST = "sweep.json"
 STATUSES = ("done", "running", "pending", "stopped", "failed", "unknown")
@@ -32,27 +30,18 @@ STATUSES = ("done", "running", "pending", "stopped", "failed", "unknown")
 
 def read_metrics(run_dir: Path) -> list[dict]:
     """metrics.jsonl as a list of records (a torn last line from a crash is skipped)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "env_steps" in record:
-            out.append(record)
-    return out
+    return [r for r in RunDir(run_dir).metrics() if "env_steps" in r]
 
 
 def target_steps(run_dir: Path) -> int | None:
-    """run.total_env_steps from the run dir's config.yaml (None when there is none)."""
-    path = Path(run_dir) / "config.yaml"
+    """run.total_env_steps from the run dir's config.yaml (None when there is none, or it does not read)."""
+    from ddppo.config import ConfigError
+
     try:
-        return int(yaml.safe_load(path.read_text())["run"]["total_env_steps"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        stored = RunDir(run_dir).read_config()
+    except (OSError, ConfigError):
         return None
+    return stored.run.total_env_steps if stored is not None else None
 
 
 def is_finished(run_dir: Path, records: list[dict] | None = None) -> bool:
@@ -60,21 +49,6 @@ def is_finished(run_dir: Path, records: list[dict] | None = None) -> bool:
     records = read_metrics(run_dir) if records is None else records
     target = target_steps(run_dir)
     return bool(records) and target is not None and records[-1]["env_steps"] >= target
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Atomic write (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def state_path(sweep_dir: Path, name: str) -> Path:

@@ -12,27 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 
+from ddppo.rundir import RunDir
+
 log = logging.getLogger(__name__)
-
-
-def truncate_jsonl(path: Path, last_update: int) -> None:
-    """Keep only the lines of updates <= last_update (atomic rewrite)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line)["update"] <= last_update:
-                kept.append(line)
-        except (ValueError, KeyError, TypeError):
-            continue  # a torn last line from a crash
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
 
 
 class MetricsWriter:
@@ -45,15 +30,14 @@ class MetricsWriter:
         self.file = None
         if not enabled:
             return
-        run_dir = Path(run_dir)
-        path = run_dir / "metrics.jsonl"
-        truncate_jsonl(path, resume_update)
-        self.file = open(path, "a", buffering=1)
+        run_dir = RunDir(run_dir)
+        run_dir.truncate_metrics(resume_update)
+        self.file = open(run_dir.metrics_path, "a", buffering=1)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
             purge = resume_env_steps + 1 if resume_update > 0 else None
-            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge)
+            self.tb = SummaryWriter(str(run_dir.tensorboard_dir), purge_step=purge)
 
     def write(self, update: int, env_steps: int, scalars: dict[str, float]) -> None:
         if not self.enabled:

@@ -21,15 +21,14 @@ Resume policy:
 from __future__ import annotations
 
 import logging
-import time
-from pathlib import Path
 
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key, to_yaml
+from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext
 from ddppo.rollout.collector import RolloutCollector
+from ddppo.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +44,14 @@ def _shape_conflicts(stored: Config, cfg: Config, where: str) -> None:
                           f"use a new run.dir, or set these keys back to the stored values")
 
 
-def _unused(path: Path) -> Path:
-    """`path`, or `stem.1.yaml`, `stem.2.yaml`, ... : a name nothing has yet (rename overwrites)."""
-    candidate, n = path, 0
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
-    return candidate
-
-
 def check_run_dir(cfg: Config) -> list[str]:
     """Every rank, before anything is built or written: refuse a shape change (once the run dir has
     checkpoints); returns the keys that changed since the stored config."""
-    run_dir = Path(cfg.run.dir)
-    stored_path = run_dir / "config.yaml"
-    if not stored_path.is_file():
+    run_dir = RunDir(cfg.run.dir)
+    stored = run_dir.read_config()
+    if stored is None:
         return []
-    stored = from_yaml_text(stored_path.read_text(), str(stored_path))
-    if ckpt.list_checkpoints(run_dir):  # without checkpoints nothing was trained: any change is fine
+    if run_dir.has_checkpoints():  # without checkpoints nothing was trained: any change is fine
         _shape_conflicts(stored, cfg, f"run.dir={cfg.run.dir}")
     return diff_keys(stored, cfg)
 
@@ -72,18 +61,13 @@ def write_run_dir(cfg: Config, ctx: DistContext, changed: list[str]) -> None:
     previous one kept beside it when keys `changed`."""
     if not ctx.is_main:
         return
-    run_dir = Path(cfg.run.dir)
-    stored_path = run_dir / "config.yaml"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if changed:
-        keep = _unused(run_dir / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml")
-        stored_path.rename(keep)
-        log.warning("config changed since the last run (%s); previous config kept as %s", ", ".join(changed),
-                    keep.name)
-    if changed or not stored_path.is_file():
-        tmp = run_dir / ".config.yaml.tmp"
-        tmp.write_text(to_yaml(cfg))
-        tmp.replace(stored_path)
+    run_dir = RunDir(cfg.run.dir)
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    if changed or not run_dir.has_config():
+        kept = run_dir.write_config(cfg, keep_previous=bool(changed))
+        if kept is not None:
+            log.warning("config changed since the last run (%s); previous config kept as %s", ", ".join(changed),
+                        kept.name)
 
 
 def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from ddppo.rundir import checkpoint_update
 from ddppo import checkpoint as ckpt
 from envs.gridnav import GridNav
 from envs.options import GridNavOptions
@@ -139,7 +140,7 @@ def test_save_writes_through_a_temp_file_and_rename(tmp_path, monkeypatch):
     ckpt.save(tmp_path, 4, payload(), keep_last=2)
     ((src, dst, existed),) = seen
     assert dst.endswith("ckpt-4.pt") and src != dst and not existed  # the final name appears only by rename
-    assert not ckpt._NAME.match(src.rsplit("/", 1)[-1])  # a temp file is never taken for a checkpoint
+    assert checkpoint_update(src) is None  # a temp file is never taken for a checkpoint
 
 
 def test_non_finite_model_or_optimizer_refused(tmp_path):

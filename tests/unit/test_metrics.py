@@ -8,12 +8,12 @@ import time
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from ddppo.rundir import RunDir
 from ddppo.timing import Timer
 from ddppo.train.metrics import (
     MetricsWriter,
     format_duration,
     progress_line,
-    truncate_jsonl,
 )
 
 
@@ -79,15 +79,18 @@ def test_resume_truncates_jsonl_and_purges_tensorboard(tmp_path):
     assert [v for _, v in events] == pytest.approx([0.5, 1.0, 1.5, -4.0, -5.0, -6.0])
 
 
-def test_truncate_jsonl(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    truncate_jsonl(path, 3)  # no file: nothing happens
+def test_truncate_metrics(tmp_path):
+    run_dir = RunDir(tmp_path)
+    path = run_dir.metrics_path
+    run_dir.truncate_metrics(3)  # no file: nothing happens
     assert not path.exists()
     lines = [json.dumps({"update": u, "x": u}) for u in (1, 2, 3, 4, 5)]
     path.write_text("\n".join(lines) + "\n" + '{"update": 6, "x"')
-    truncate_jsonl(path, 3)
+    assert [r["update"] for r in run_dir.metrics()] == [1, 2, 3, 4, 5]  # the torn line is skipped
+    assert run_dir.last_metrics()["update"] == 5
+    run_dir.truncate_metrics(3)
     assert path.read_text() == "\n".join(lines[:3]) + "\n"
-    truncate_jsonl(path, 0)
+    run_dir.truncate_metrics(0)
     assert path.read_text() == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # no temp file left
 

@@ -1,0 +1,220 @@
+"""The run directory: the one module that knows its files, their names and how they are written.
+
+    RUN_DIR/
+      config.yaml                 the resolved config (a changed config on resume keeps the old one as
+                                  config.<time>.yaml)
+      metrics.jsonl               one JSON object per update (rank 0 appends; a crash can tear the last line)
+      tb/                         TensorBoard events of training (rank 0)
+      checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint.py)
+      eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
+
+Training, evaluation, sweeps and benchmarks all go through `RunDir`; every file of it is written with
+`atomic_write` (temp file in the same folder + rename), and metrics.jsonl is always read with `read_jsonl`, which
+skips a torn line instead of failing on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+TENSORBOARD = "tb"
+EVAL = "eval"
+_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+# ------------------------------------------------------------------------------ plain file helpers
+def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False) -> Path:
+    """Write `data` to `path` so that a reader sees the old file or the new one, never half of one: a temp file
+    beside it, then a rename. With `fsync` the data reaches the disk before the rename. If writing fails (disk
+    full) the temp file is removed and `path` is untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path: str | Path, data: Any, allow_nan: bool = True) -> Path:
+    """`data` as indented JSON, atomically."""
+    return atomic_write(path, json.dumps(data, indent=1, allow_nan=allow_nan) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON in `path`, or None when it is missing or not JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file, in order; a line that is not a whole JSON object (the torn last
+    line of a crash) is skipped. A missing file reads as no records."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def last_jsonl(path: str | Path, tail_bytes: int = 65536) -> dict | None:
+    """The last whole JSON object of a JSON-lines file, reading only its end (for files that grow long)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line, or the cut first one
+        if isinstance(record, dict):
+            return record
+    return None
+
+
+def checkpoint_update(path: str | Path) -> int | None:
+    """The update of a checkpoint file named ckpt-<update>.pt; None for any other name."""
+    m = _CHECKPOINT_NAME.match(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+# ------------------------------------------------------------------------------ the run directory
+class RunDir:
+    """One run directory (`run.dir`). Creating the object touches nothing on disk."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # ---------------------------------------------------------------- paths
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.path / TENSORBOARD
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def eval_dir(self) -> Path:
+        """Where `ddppo eval` writes by default."""
+        return self.path / EVAL
+
+    # ---------------------------------------------------------------- config.yaml
+    def has_config(self) -> bool:
+        return self.config_path.is_file()
+
+    def read_config(self):
+        """The stored config (validated against the schema), or None when there is none; ConfigError if it
+        does not read."""
+        from ddppo.config import from_yaml_text
+
+        if not self.has_config():
+            return None
+        return from_yaml_text(self.config_path.read_text(), str(self.config_path))
+
+    def write_config(self, cfg, keep_previous: bool = False) -> Path | None:
+        """Write config.yaml (atomically). With `keep_previous`, an existing one is first renamed to
+        config.<time>[.N].yaml; returns that name (None when nothing was kept)."""
+        from ddppo.config import to_yaml
+
+        kept = None
+        if keep_previous and self.has_config():
+            kept = _unused(self.path / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml")
+            self.config_path.rename(kept)
+        atomic_write(self.config_path, to_yaml(cfg))
+        return kept
+
+    # ---------------------------------------------------------------- metrics.jsonl
+    def metrics(self) -> list[dict]:
+        """Every whole record of metrics.jsonl (a torn last line is skipped)."""
+        return [r for r in read_jsonl(self.metrics_path) if "update" in r or "env_steps" in r]
+
+    def last_metrics(self) -> dict | None:
+        """The last whole record of metrics.jsonl, read from its end."""
+        return last_jsonl(self.metrics_path)
+
+    def truncate_metrics(self, last_update: int) -> None:
+        """Keep only the records of updates <= last_update (atomic rewrite): a resume never logs an update twice."""
+        if not self.metrics_path.exists():
+            return
+        kept = [r for r in read_jsonl(self.metrics_path) if _update_at_most(r, last_update)]
+        atomic_write(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
+
+    # ---------------------------------------------------------------- checkpoints
+    def checkpoint_path(self, update: int) -> Path:
+        return self.checkpoint_dir / f"ckpt-{update}.pt"
+
+    def checkpoints(self) -> list[Path]:
+        """Checkpoint files, oldest first."""
+        if not self.checkpoint_dir.is_dir():
+            return []
+        found = [(checkpoint_update(p), p) for p in self.checkpoint_dir.iterdir()]
+        return [p for u, p in sorted((u, p) for u, p in found if u is not None)]
+
+    def has_checkpoints(self) -> bool:
+        return bool(self.checkpoints())
+
+    # ---------------------------------------------------------------- evaluation outputs
+    @staticmethod
+    def eval_result_path(out_dir: str | Path, update: int) -> Path:
+        return Path(out_dir) / f"ckpt-{update}.json"
+
+    @staticmethod
+    def eval_video_stem(out_dir: str | Path, update: int) -> Path:
+        return Path(out_dir) / "videos" / f"ckpt-{update}" / "episode"
+
+
+def _update_at_most(record: dict, last_update: int) -> bool:
+    try:
+        return record["update"] <= last_update
+    except (KeyError, TypeError):
+        return False
+
+
+def _unused(path: Path) -> Path:
+    """`path`, or `stem.1.yaml`, `stem.2.yaml`, ... : a name nothing has yet (rename overwrites)."""
+    candidate, n = path, 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
+    return candidate
