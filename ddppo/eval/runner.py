@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 
@@ -26,10 +25,10 @@ from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
 from ddppo.model.policy import Policy
-from ddppo.rollout.collector import check_finite, obs_to_torch
+from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir
-from envs.registry import EnvSpec, make_vec_env
+from envs.registry import make_vec_env
 
 log = logging.getLogger(__name__)
 _EVAL_ONLY = ("env.num_envs", "env.num_workers")  # may differ from training without changing what is measured
@@ -78,9 +77,7 @@ class Evaluator:
         if cfg.env.num_workers:
             log.info("eval steps its %d envs in this process (env.num_workers=%d ignored)", num_envs,
                      cfg.env.num_workers)
-        spec = EnvSpec(num_envs=num_envs, seed=rank_seed(cfg.run.seed + cfg.eval.seed_offset, ctx.rank),
-                       rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
-                       gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1)
+        spec = rank_env_spec(ctx, num_envs, rank_seed(cfg.run.seed + cfg.eval.seed_offset, ctx.rank))
         self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
         try:
             self.snapshot = self.envs.state_dict()
@@ -92,8 +89,6 @@ class Evaluator:
         except BaseException:
             self.envs.close()
             raise
-        box = self.envs.action_space if isinstance(self.envs.action_space, gymnasium.spaces.Box) else None
-        self.bounds = (box.low, box.high) if box is not None else None
 
     def _plan(self, share: int) -> tuple[np.ndarray, int, str]:
         n = self.envs.num_envs
@@ -198,15 +193,15 @@ class Evaluator:
 
     def _play(self, recorder: EpisodeRecorder | None) -> tuple[list[dict[str, Any]], bool]:
         """Step all envs until every quota is met (and every video recorded); this rank's episodes."""
-        envs, device = self.envs, self.ctx.device
+        envs = self.envs
         self.envs.load_state_dict(self.snapshot)
         torch.manual_seed(rank_seed(self.cfg.run.seed + self.cfg.eval.seed_offset, self.ctx.rank))
         n = envs.num_envs
+        actor = Actor(envs, self.policy, self.ctx.device, label=f"env.name={self.cfg.env.name} (rank {self.ctx.rank})")
         obs = {k: v.copy() for k, v in envs.reset().items()}
-        hidden = self.policy.initial_hidden(n, device)
-        start = torch.ones(n, device=device)
         counts = np.zeros(n, np.int64)
         keys = [self._next_episode(i, 0, obs) for i in range(n)]
+        actor.begin(obs, "during evaluation")
         if recorder is not None:
             for i in range(n):
                 recorder.begin(i, _row(obs, i))
@@ -214,17 +209,13 @@ class Evaluator:
         while (counts < self.quotas).any() or (recorder is not None and not recorder.finished):
             if signals.pending():
                 return episodes, True
-            check_finite(obs, "during evaluation", f"env.name={self.cfg.env.name} (rank {self.ctx.rank})")
-            action, _, _, hidden = self.policy.act(obs_to_torch(obs, device), hidden, start,
-                                                   deterministic=self.cfg.eval.deterministic)
-            env_action = action.cpu().numpy()
-            if self.bounds is not None:
-                env_action = np.clip(env_action, *self.bounds)
+            env_action = actor.act(deterministic=self.cfg.eval.deterministic).env_action
             if recorder is not None:
                 for i in range(n):
                     recorder.before_step(i, _row(obs, i), env_action[i])
-            res = envs.step(env_action)
-            obs = {k: v.copy() for k, v in res.obs.items()} if res.episodes and self.planned else res.obs
+            res = actor.step(env_action, "during evaluation").result
+            planned_start = bool(res.episodes) and self.planned is not None
+            obs = {k: v.copy() for k, v in res.obs.items()} if planned_start else res.obs
             if recorder is not None:
                 for i in range(n):
                     recorder.after_step(i, res.reward[i])
@@ -242,7 +233,8 @@ class Evaluator:
                 keys[i] = self._next_episode(i, int(counts[i]), obs)
                 if recorder is not None:
                     recorder.begin(i, _row(obs, i))
-            start = torch.from_numpy(res.done.astype(np.float32)).to(device)
+            if planned_start:  # planned episodes wrote their first observations into `obs`
+                actor.set_obs(obs, "during evaluation")
         return episodes, False
 
     def _gather(self, episodes: list[dict[str, Any]], interrupted: bool) -> list[dict[str, Any]] | None:

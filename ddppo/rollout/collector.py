@@ -1,4 +1,4 @@
-"""Rollout collection: policy.act and env.step into the storage, with preemption checked every step.
+"""Rollout collection: the acting path (rollout/acting.py) into the storage, with preemption checked every step.
 
 The collector owns what carries over from one rollout to the next: the current
 observation, episode-start flags and recurrent state. A preempted rollout simply
@@ -24,14 +24,14 @@ import dataclasses
 import logging
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 
-from envs.base import EnvError, StepResult, VecEnv, fresh_reset, restores_state
+from envs.base import StepResult, VecEnv, fresh_reset, restores_state
 from ddppo import timing
-from ddppo.timing import Timer
 from ddppo.model.policy import Policy
+from ddppo.rollout.acting import Actor, check_finite, obs_to_torch  # noqa: F401  (re-exported)
+from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 
@@ -49,40 +49,27 @@ class CollectResult:
     episode_counts: np.ndarray  # (len(EPISODE_KEYS),)
 
 
-def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_index: np.ndarray | None = None) -> None:
-    """EnvError naming key, env and `where` if a floating-point observation holds NaN or inf; row i is
-    env `env_index[i]` (default: env i)."""
-    for key, value in obs.items():
-        arr = np.asarray(value)
-        if not np.issubdtype(arr.dtype, np.floating) or np.isfinite(arr).all():
-            continue
-        bad = ~np.isfinite(arr.reshape(arr.shape[0], -1))
-        row = int(np.flatnonzero(bad.any(axis=1))[0])
-        kind = "nan" if np.isnan(arr[row]).any() else "inf"
-        env = row if env_index is None else int(env_index[row])
-        raise EnvError(f"{label + ': ' if label else ''}observation {key!r} of env {env} is non-finite ({kind}) "
-                       f"{where}; the environment produced it (fix the environment, or its observation "
-                       f"wrapper, to return finite values)")
-
-
-def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
-
-
 class RolloutCollector:
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
                  timer: Timer, gamma: float, device: torch.device, label: str = ""):
         self.envs, self.policy, self.storage = envs, policy, storage
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.label = label  # names the environment (and rank) in errors
-        box = envs.action_space if isinstance(envs.action_space, gymnasium.spaces.Box) else None
-        self.action_bounds = (box.low, box.high) if box is not None else None
-        n = envs.num_envs
-        first = envs.reset()
-        check_finite(first, "after reset", label)
-        self.obs = obs_to_torch(first, device)
-        self.start = torch.ones(n, device=device)
-        self.hidden = policy.initial_hidden(n, device)
+        self.actor = Actor(envs, policy, device, timer, label)
+        self.actor.begin(envs.reset())
+
+    # what the next rollout starts from (held by the actor)
+    @property
+    def obs(self) -> dict[str, torch.Tensor]:
+        return self.actor.obs
+
+    @property
+    def start(self) -> torch.Tensor:
+        return self.actor.start
+
+    @property
+    def hidden(self) -> torch.Tensor:
+        return self.actor.hidden
 
     # --------------------------------------------------------------- carry-over
     def state_dict(self) -> dict[str, Any]:
@@ -100,9 +87,9 @@ class RolloutCollector:
         if wrong:
             raise ValueError("saved rollout state does not fit: " + ", ".join(wrong))
         self.envs.load_state_dict(state["env"])
-        self.obs = {k: torch.as_tensor(v).to(self.device) for k, v in state["obs"].items()}
-        self.start = torch.as_tensor(state["start"]).to(self.device)
-        self.hidden = torch.as_tensor(state["hidden"]).to(self.device)
+        self.actor.obs = {k: torch.as_tensor(v).to(self.device) for k, v in state["obs"].items()}
+        self.actor.start = torch.as_tensor(state["start"]).to(self.device)
+        self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device)
 
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world
@@ -124,54 +111,35 @@ class RolloutCollector:
 
     def fresh_episodes(self, update: int) -> None:
         """New episodes in every env, seeded from `update`, marked as starts, recurrent state zeroed."""
-        first = fresh_reset(self.envs, update)
-        check_finite(first, "after reset", self.label)
-        self.obs = obs_to_torch(first, self.device)
-        self.start = torch.ones(self.envs.num_envs, device=self.device)
-        self.hidden = self.policy.initial_hidden(self.envs.num_envs, self.device)
+        self.actor.begin(fresh_reset(self.envs, update))
 
     # ------------------------------------------------------------------ collect
     def collect(self, update: int) -> CollectResult:
-        s, timer = self.storage, self.timer
-        s.set_first(self.obs, self.start, self.hidden)
+        s, timer, actor = self.storage, self.timer, self.actor
+        s.set_first(actor.obs, actor.start, actor.hidden)
         sums = np.zeros(len(EPISODE_KEYS))
         counts = np.zeros(len(EPISODE_KEYS))
-        obs, start, hidden = self.obs, self.start, self.hidden
         preempted = False
         for t in range(s.num_steps):
             if self.preemption.should_stop(update, t):
                 preempted = True
                 break
-            with timer(timing.POLICY_FORWARD):
-                action, logp, value, hidden = self.policy.act(obs, hidden, start)
-            env_action = action.cpu().numpy()
-            if self.action_bounds is not None:
-                env_action = np.clip(env_action, *self.action_bounds)
-            with timer(timing.ENV_STEP):
-                res = self.envs.step(env_action)
-            with timer(timing.OBS_TRANSFER):
-                check_finite(res.obs, f"after step {t + 1} of update {update}'s rollout", self.label)
-                obs = obs_to_torch(res.obs, self.device)
-                reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
-                done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
+            a = actor.act()
+            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout")
+            res = step.result
             if res.truncated.any() and self.policy.critic is not None:
                 with timer(timing.POLICY_FORWARD):
-                    reward += self._truncation_bootstrap(res, hidden)
+                    step.reward += self._truncation_bootstrap(res, actor.hidden)
             with timer(timing.STORAGE):
-                next_start = done if res.started is None else torch.from_numpy(
-                    res.started.astype(np.float32)).to(self.device)
-                idle = None if res.idle is None else torch.from_numpy(res.idle.astype(np.float32)).to(self.device)
-                s.insert(action, logp, value, reward, done, obs, next_start, idle)
+                s.insert(a.action, a.logp, a.value, step.reward, step.done, actor.obs, actor.start, step.idle)
                 for ep in res.episodes:
                     for i, key in enumerate(EPISODE_KEYS):
                         if key in ep.metrics:
                             sums[i] += ep.metrics[key]
                             counts[i] += 1
-            start = next_start
         if not preempted:
             self.preemption.finished(update)
-        self.obs = {k: v.clone() for k, v in obs.items()}
-        self.start, self.hidden = start.clone(), hidden
+        actor.detach()
         return CollectResult(s.step, preempted, sums, counts)
 
     def _truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ from ddppo.model.policy import Policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.train.state import check_run_dir, restore, write_run_dir
+from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
 from ddppo.rollout.grpo import grpo_advantages
 from ddppo.rollout.preemption import Preemption
@@ -45,10 +46,8 @@ class Trainer:
         self.timer = Timer()
         self.start_time = time.monotonic()
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
-        spec = EnvSpec(num_envs=cfg.env.num_envs, seed=ctx.seed, num_workers=cfg.env.num_workers,
-                       rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
-                       gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
-                       group_size=cfg.ppo.group_size if cfg.ppo.advantage == "grpo" else 1)
+        spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
+                             group_size=cfg.ppo.group_size if cfg.ppo.advantage == "grpo" else 1)
         self.env_spec = spec
         self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
         try:

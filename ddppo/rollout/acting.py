@@ -1,0 +1,130 @@
+"""The one acting path, shared by training (rollout/collector.py) and evaluation (eval/runner.py).
+
+    act       policy.act on the current observation, recurrent state and episode-start flags
+    clip      actions of a Box space clipped to its bounds before the env sees them
+    step      env.step, timed
+    transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
+              policy's device; reward, done and the next episode-start flags with it
+
+The `Actor` holds what carries from one step to the next (observation, start flags, recurrent state); the
+collector adds storage, preemption and truncation bootstraps around it, the evaluator episode quotas and videos.
+`rank_env_spec` is the one place that says which environments a rank builds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from ddppo import timing
+from ddppo.model.policy import Policy
+from ddppo.timing import Timer
+from envs.base import EnvError, EnvSpec, StepResult, VecEnv
+
+
+def rank_env_spec(ctx: Any, num_envs: int, seed: int, num_workers: int = 0, group_size: int = 1) -> EnvSpec:
+    """The environments of this rank (`ctx`: a DistContext): its rank, world and renderer device."""
+    return EnvSpec(num_envs=num_envs, seed=seed, num_workers=num_workers, rank=ctx.rank, world_size=ctx.world_size,
+                   local_rank=ctx.local_rank, gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
+                   group_size=group_size)
+
+
+def action_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray] | None:
+    """(low, high) of a Box action space, None for discrete ones."""
+    return (space.low, space.high) if isinstance(space, gymnasium.spaces.Box) else None
+
+
+def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_index: np.ndarray | None = None) -> None:
+    """EnvError naming key, env and `where` if a floating-point observation holds NaN or inf; row i is
+    env `env_index[i]` (default: env i)."""
+    for key, value in obs.items():
+        arr = np.asarray(value)
+        if not np.issubdtype(arr.dtype, np.floating) or np.isfinite(arr).all():
+            continue
+        bad = ~np.isfinite(arr.reshape(arr.shape[0], -1))
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        kind = "nan" if np.isnan(arr[row]).any() else "inf"
+        env = row if env_index is None else int(env_index[row])
+        raise EnvError(f"{label + ': ' if label else ''}observation {key!r} of env {env} is non-finite ({kind}) "
+                       f"{where}; the environment produced it (fix the environment, or its observation "
+                       f"wrapper, to return finite values)")
+
+
+def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
+
+
+@dataclasses.dataclass
+class Action:
+    action: torch.Tensor  # what the policy chose (unclipped: its log-probability is of this)
+    logp: torch.Tensor
+    value: torch.Tensor
+    env_action: np.ndarray  # what the envs get: on the CPU, clipped to a Box's bounds
+
+
+@dataclasses.dataclass
+class Step:
+    result: StepResult  # the envs' numpy answer (episodes, final observations, ...)
+    reward: torch.Tensor  # (N,) float32 on the device
+    done: torch.Tensor  # (N,) float32 on the device
+    idle: torch.Tensor | None  # (N,) float32 on the device, for grouped episodes
+
+
+class Actor:
+    """Acts in `envs` with `policy`: `begin(first_obs)`, then `act()` and `step(a.env_action, where)` in turn.
+
+    `obs`, `start` and `hidden` are what the next `act` uses. CPU observations share memory with the
+    envs' arrays until `detach()` (the envs may reuse them on their next step).
+    """
+
+    def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
+                 label: str = ""):
+        self.envs, self.policy, self.device = envs, policy, device
+        self.timer = timer if timer is not None else Timer()
+        self.label = label  # names the environment (and rank) in errors
+        self.bounds = action_bounds(envs.action_space)
+        self.obs: dict[str, torch.Tensor] = {}
+        self.start = torch.ones(envs.num_envs, device=device)
+        self.hidden = policy.initial_hidden(envs.num_envs, device)
+
+    def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
+        """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""
+        self.set_obs(obs, where)
+        self.start = torch.ones(self.envs.num_envs, device=self.device)
+        self.hidden = self.policy.initial_hidden(self.envs.num_envs, self.device)
+
+    def set_obs(self, obs: dict[str, np.ndarray], where: str) -> None:
+        """Replace the observation the next `act` sees (checked, transferred)."""
+        check_finite(obs, where, self.label)
+        self.obs = obs_to_torch(obs, self.device)
+
+    def act(self, deterministic: bool = False) -> Action:
+        with self.timer(timing.POLICY_FORWARD):
+            action, logp, value, self.hidden = self.policy.act(self.obs, self.hidden, self.start,
+                                                               deterministic=deterministic)
+        env_action = action.cpu().numpy()
+        if self.bounds is not None:
+            env_action = np.clip(env_action, *self.bounds)
+        return Action(action, logp, value, env_action)
+
+    def step(self, env_action: np.ndarray, where: str) -> Step:
+        """Step the envs; the new observation and start flags become current."""
+        with self.timer(timing.ENV_STEP):
+            res = self.envs.step(env_action)
+        with self.timer(timing.OBS_TRANSFER):
+            self.set_obs(res.obs, where)
+            reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
+            done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
+            self.start = done if res.started is None else torch.from_numpy(
+                res.started.astype(np.float32)).to(self.device)
+            idle = None if res.idle is None else torch.from_numpy(res.idle.astype(np.float32)).to(self.device)
+        return Step(res, reward, done, idle)
+
+    def detach(self) -> None:
+        """Own the current observation and start flags (copies), so the envs' next step cannot change them."""
+        self.obs = {k: v.clone() for k, v in self.obs.items()}
+        self.start = self.start.clone()
