@@ -157,6 +157,7 @@ class EvalConfig:
     deterministic: bool = True  # greedy actions (argmax / Gaussian mean); false samples like training
     seed_offset: int = 1000003  # eval envs use seeds derived from run.seed + this, apart from training's
     video_fps: int = 8  # frames per second of --video files
+    rank_wait_s: float = 1800.0  # how long ranks that finished their episodes wait for the others, then fail
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ def problems(cfg: Config) -> list[str]:
     _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
               "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s", "checkpoint.interval_updates",
-              "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
+              "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
                 "ppo.entropy_coef", "ppo.max_grad_norm"):
         if get_key(cfg, key) < 0:

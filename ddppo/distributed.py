@@ -208,6 +208,38 @@ class DistContext:
                                     f"not answer within dist.timeout_s={self._timeout_s:g} s (its host, rank 0 "
                                     f"or the launcher, may be hung)") from None
 
+    def wait_for_ranks(self, key: str, deadline_s: float, what: str, note_every_s: float = 300.0) -> None:
+        """Return once every rank has called this with `key`. The wait runs through the store, not a
+        collective, since ranks may arrive minutes apart (longer than a collective's timeout); each store call
+        is bounded by dist.timeout_s and the whole wait by `deadline_s`: past it, PeerLostError names the
+        ranks that never arrived (a hung or dead rank cannot block the others forever)."""
+        if self.world_size == 1:
+            return
+
+        def call(fn):
+            try:
+                return self._store_call(fn, self._timeout_s)
+            except WAIT_TIMEOUT_ERRORS:
+                raise PeerLostError(f"rank {self.rank}: {what}: the rendezvous store did not answer within "
+                                    f"dist.timeout_s={self._timeout_s:g} s (its host, rank 0 or the launcher, may "
+                                    f"be hung)") from None
+
+        with self.guard(what):
+            call(lambda: self.store.set(f"{key}/{self.rank}", "1"))
+            start = last_note = time.monotonic()
+            while True:
+                missing = call(lambda: [r for r in range(self.world_size) if not self.store.check([f"{key}/{r}"])])
+                if not missing:
+                    return
+                now = time.monotonic()
+                if now - start > deadline_s:
+                    raise PeerLostError(f"rank {self.rank}: {what}: rank(s) {missing} did not arrive within "
+                                        f"{deadline_s:g} s (hung or lost)")
+                if now - last_note > note_every_s:
+                    log.info("%s: waiting for rank(s) %s", what, missing)
+                    last_note = now
+                time.sleep(0.2)
+
     def delete_key(self, key: str) -> None:
         with contextlib.suppress(Exception):
             self._store_call(lambda: self.store.delete_key(key), self._timeout_s)

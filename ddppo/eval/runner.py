@@ -240,29 +240,14 @@ class Evaluator:
     def _gather(self, episodes: list[dict[str, Any]], interrupted: bool) -> list[dict[str, Any]] | None:
         """Every rank's episodes on rank 0 (None elsewhere, or on every rank if any was interrupted)."""
         self.calls += 1
-        self._wait_for_ranks(f"eval/{self.calls}")
+        self.ctx.wait_for_ranks(f"eval/{self.calls}", self.cfg.eval.rank_wait_s, "waiting for every rank to "
+                                "finish its episodes")
         parts = self.ctx.gather_objects((episodes, interrupted))
         stop = self.ctx.broadcast_object(any(p[1] for p in parts) if self.ctx.is_main else None)
         self.interrupted = bool(stop)
         if stop or not self.ctx.is_main:
             return None
         return [e for p in parts for e in p[0]]
-
-    def _wait_for_ranks(self, key: str) -> None:
-        """Wait through the store, not a collective: ranks may finish minutes apart (collectives time out)."""
-        ctx = self.ctx
-        if ctx.world_size == 1:
-            return
-        ctx.store.set(f"{key}/{ctx.rank}", "1")
-        last_note = time.monotonic()
-        while True:
-            missing = [r for r in range(ctx.world_size) if not ctx.store.check([f"{key}/{r}"])]
-            if not missing:
-                return
-            if time.monotonic() - last_note > 300:
-                log.info("waiting for rank(s) %s to finish their episodes", missing)
-                last_note = time.monotonic()
-            time.sleep(0.2)
 
 
 def _row(obs: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:

@@ -21,6 +21,7 @@ import datetime
 import os
 import socket
 import threading
+import time
 
 import pytest
 import torch
@@ -124,3 +125,37 @@ def test_joining_a_process_group_writes_nothing_to_stdout(capfd):
         ctx.close()
     out, _ = capfd.readouterr()
     assert out == ""
+
+
+def test_waiting_for_ranks_that_never_arrive_is_bounded():
+    ctx = _context(world_size=3, timeout_s=0.3)  # ranks 1 and 2 never arrive
+    start = time.monotonic()
+    with pytest.raises(PeerLostError, match=r"waiting for episodes: rank\(s\) \[1, 2\] did not arrive within 0.5 s"):
+        ctx.wait_for_ranks("eval/1", 0.5, "waiting for episodes")
+    assert time.monotonic() - start < 10
+
+
+def test_waiting_for_ranks_returns_once_all_arrived():
+    store = dist.HashStore()
+    for r in (1, 2):
+        store.set(f"eval/1/{r}", "1")
+    _context(world_size=3, store=store).wait_for_ranks("eval/1", 5.0, "waiting for episodes")
+
+
+class _HungCheckStore(_HungStore):
+    def set(self, key: str, value: str) -> None:
+        pass
+
+    def check(self, keys) -> bool:
+        self.release.wait(30)
+        return True
+
+
+def test_waiting_for_ranks_on_a_hung_store_is_peer_lost():
+    store = _HungCheckStore()
+    ctx = _context(world_size=2, store=store, timeout_s=0.2)
+    try:
+        with pytest.raises(PeerLostError, match=r"did not answer within dist.timeout_s=0.2 s"):
+            ctx.wait_for_ranks("eval/1", 60.0, "waiting for episodes")
+    finally:
+        store.release.set()
