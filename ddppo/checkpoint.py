@@ -30,6 +30,29 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 
 
+# ------------------------------------------------------------ what it holds
+# One file per checkpoint update, written by rank 0 (Trainer._save) and read back by train/state.restore:
+#   model, optimizer      state_dicts of the policy and the optimiser
+#   counters              Trainer.state_dict(): the training progress every rank agrees on
+#   config_yaml           the resolved config as YAML text
+#   world_size            how many ranks wrote rank_states
+#   rank_states[r]        Trainer.rank_state_dict() of rank r: RNG states, the collector's state_dict
+#                         (observation, start flags, recurrent state, env state), GRPO carry, reference recurrent state
+# Counters that older checkpoints lack, and what they mean there:
+COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None}
+
+
+def payload(model: dict, optimizer: dict, counters: dict, config_yaml: str, rank_states: list) -> dict[str, Any]:
+    """The checkpoint of one update, as `save` writes it."""
+    return {"model": model, "optimizer": optimizer, "counters": counters, "config_yaml": config_yaml,
+            "world_size": len(rank_states), "rank_states": rank_states}
+
+
+def counters_of(data: dict[str, Any]) -> dict[str, Any]:
+    """A loaded checkpoint's counters, with COUNTER_DEFAULTS for the ones it predates."""
+    return {**COUNTER_DEFAULTS, **data["counters"]}
+
+
 # --------------------------------------------------------------- conversion
 def to_storable(obj: Any) -> Any:
     """numpy arrays -> tensors (tagged), recursively; everything else unchanged."""

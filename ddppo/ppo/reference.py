@@ -43,6 +43,17 @@ class ReferencePolicy:
         self.cfg = cfg
         self.beta = cfg.beta
 
+    def state_dict(self) -> dict:
+        """The adapted beta (the same on every rank) and this rank's recurrent state."""
+        return {"beta": self.beta, "hidden": self.hidden.cpu()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Inverse of `state_dict`; without "hidden" (environments that start fresh episodes) the recurrent
+        state stays zeroed."""
+        self.beta = float(state["beta"])
+        if "hidden" in state:
+            self.hidden = torch.as_tensor(state["hidden"]).to(self.hidden.device)
+
     def annotate(self, storage: RolloutStorage) -> torch.Tensor:
         """Reference distribution parameters (L, N, P) for the collected steps."""
         L = storage.step

@@ -120,7 +120,7 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
         log.info("initialised weights from %s", value)
         return None
     optimizer.load_state_dict(data["optimizer"])
-    counters = data["counters"]
+    counters = ckpt.counters_of(data)
     state = None
     if data["world_size"] == ctx.world_size:
         state = data["rank_states"][ctx.rank]

@@ -80,17 +80,7 @@ class Trainer:
         self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
         restored = restore(cfg, ctx, self.policy, self.updater.optimizer, self.collector)
         if restored is not None:
-            counters, rank_state = restored
-            self.update, self.env_steps = counters["update"], counters["env_steps"]
-            self.skipped_in_a_row = counters.get("skipped_in_a_row", 0)
-            for sums, counts, steps, seconds in counters.get("window", []):
-                self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
-            if rank_state is not None and "grpo_carry" in rank_state:
-                self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float().cpu()
-            if self.reference is not None:
-                self.reference.beta = counters.get("kl_beta", self.reference.beta)
-                if rank_state is not None and "ref_hidden" in rank_state:
-                    self.reference.hidden = torch.as_tensor(rank_state["ref_hidden"]).to(ctx.device)
+            self.load_state_dict(*restored)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
@@ -233,28 +223,47 @@ class Trainer:
         out["loss/skipped_steps"] = float(r.skipped_steps)
         return out
 
+    # ------------------------------------------------------------ saved state
+    def state_dict(self) -> dict:
+        """The training progress every rank agrees on (the checkpoint's counters)."""
+        return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
+                "kl_beta": self.reference.state_dict()["beta"] if self.reference is not None else 0.0,
+                "window": [list(w) for w in self.window]}
+
+    def rank_state_dict(self) -> dict:
+        """This rank's own state: RNGs, where its rollout continues, per-episode carries."""
+        state = {"rng": ckpt.rng_state(self.ctx.device), **self.collector.state_dict(),
+                 "grpo_carry": self.grpo_carry.clone()}
+        if self.reference is not None:
+            state["ref_hidden"] = self.reference.state_dict()["hidden"]
+        return state
+
+    def load_state_dict(self, counters: dict, rank_state: dict | None = None) -> None:
+        """Inverse of `state_dict` (and of the per-episode part of `rank_state_dict`: RNGs and the collector
+        are put back by train/state.restore, which decides whether this rank's environments continue;
+        `rank_state` is None when they start fresh episodes)."""
+        counters = {**ckpt.COUNTER_DEFAULTS, **counters}
+        self.update, self.env_steps = counters["update"], counters["env_steps"]
+        self.skipped_in_a_row = counters["skipped_in_a_row"]
+        self.window.clear()
+        for sums, counts, steps, seconds in counters["window"]:
+            self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
+        if rank_state is not None and "grpo_carry" in rank_state:
+            self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float().cpu()
+        if self.reference is not None:
+            ref = {"beta": self.reference.beta if counters["kl_beta"] is None else counters["kl_beta"]}
+            if rank_state is not None and "ref_hidden" in rank_state:
+                ref["hidden"] = rank_state["ref_hidden"]
+            self.reference.load_state_dict(ref)
+
     def _save(self) -> None:
         """Every rank hands its own state to rank 0, which writes one checkpoint file."""
-        rank_state = {"rng": ckpt.rng_state(self.ctx.device), **self.collector.state_dict()}
-        rank_state["grpo_carry"] = self.grpo_carry.clone()
-        if self.reference is not None:
-            rank_state["ref_hidden"] = self.reference.hidden.cpu()
-        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(rank_state)))
+        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(self.rank_state_dict())))
         if not self.ctx.is_main:
             return
         self.last_save_failed = True
-        states = [ckpt.from_bytes(b) for b in blobs]
-        payload = {
-            "model": self.policy.state_dict(),
-            "optimizer": self.updater.optimizer.state_dict(),
-            "counters": {"update": self.update, "env_steps": self.env_steps,
-                         "skipped_in_a_row": self.skipped_in_a_row,
-                         "kl_beta": self.reference.beta if self.reference is not None else 0.0,
-                         "window": [list(w) for w in self.window]},
-            "config_yaml": to_yaml(self.cfg),
-            "world_size": self.ctx.world_size,
-            "rank_states": states,
-        }
+        payload = ckpt.payload(self.policy.state_dict(), self.updater.optimizer.state_dict(), self.state_dict(),
+                               to_yaml(self.cfg), [ckpt.from_bytes(b) for b in blobs])
         try:
             path = ckpt.save(self.cfg.run.dir, self.update, payload, self.cfg.checkpoint.keep_last)
             log.debug("saved %s", path)
