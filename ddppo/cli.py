@@ -42,7 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddppo", description="Decentralised distributed PPO.")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_config_args(sub.add_parser("train", help="train (runs unchanged under torchrun and srun)"))
-    _add_config_args(sub.add_parser("config", help="print the fully resolved config"))
+    cfg = sub.add_parser("config", help="print the fully resolved config, or explain its keys")
+    cfg.add_argument("config", nargs="?", help="YAML config file, e.g. configs/gridnav.yaml")
+    cfg.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. ppo.lr=1e-4 env.num_envs=32")
+    cfg.add_argument("--explain", action="append", default=[], metavar="KEY",
+                     help="what KEY (or every key of a section, e.g. ppo) means, its type and default (and its "
+                          "value, with a config); repeatable")
+    cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
     bench.add_argument("what", choices=["throughput", "memory", "sb3"],
@@ -70,9 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from ddppo.config import load_config, to_yaml
+    from ddppo.config import ConfigError, explain, help_keys, load_config, to_yaml
 
-    sys.stdout.write(to_yaml(load_config(args.config, args.overrides)))
+    if args.help_keys:
+        sys.stdout.write(help_keys())
+        return 0
+    if args.config is None and not args.explain:
+        raise ConfigError("ddppo config needs a YAML config file (or --explain KEY, or --help-keys)")
+    cfg = load_config(args.config, args.overrides) if args.config is not None else None
+    if args.explain:
+        sys.stdout.write("".join(explain(key, cfg) for key in args.explain))
+    else:
+        sys.stdout.write(to_yaml(cfg))
     return 0
 
 

@@ -13,12 +13,13 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from envs.fields import SHAPE, doc
 from envs.registry import known_names, section_for
 from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
 
@@ -31,133 +32,161 @@ class ConfigError(ValueError):
 class RunConfig:
     """Where the run lives and how long it lasts."""
 
-    dir: str = "runs/gridnav"  # run directory: config.yaml, metrics.jsonl, tb/, checkpoints/ (the unit of resume)
-    seed: int = 0  # base seed; rank r uses a seed derived from (seed, r)
-    total_env_steps: int = 2_000_000  # env steps summed over all ranks; training stops after reaching it
-    time_budget_s: float = 0.0  # wall-clock budget of this process in seconds (0 = none); stops with a checkpoint
-    torch_threads: int = 1  # intra-op threads per rank (0 = CPU cores / ranks on this node); small RL nets are fastest with 1
-    deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact resume on CPU)
+    dir: str = field(default="runs/gridnav",
+                     metadata=doc("run directory: config.yaml, metrics.jsonl, tb/, checkpoints/ (the unit of resume)"))
+    seed: int = field(default=0, metadata=doc("base seed; rank r uses a seed derived from (seed, r)"))
+    total_env_steps: int = field(default=2_000_000,
+                                 metadata=doc("env steps summed over all ranks; training stops after reaching it"))
+    time_budget_s: float = field(default=0.0,
+                                 metadata=doc("wall-clock budget of this process in seconds (0 = none); stops with a checkpoint"))
+    torch_threads: int = field(default=1,
+                               metadata=doc("intra-op threads per rank (0 = CPU cores / ranks on this node); small RL nets are fastest with 1"))
+    deterministic: bool = field(default=False,
+                                metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU)"))
 
 
 @dataclass(frozen=True)
 class DistConfig:
     """Process group settings."""
 
-    backend: str = "auto"  # auto (nccl where CUDA is available, else gloo) | gloo | nccl
-    timeout_s: float = 300.0  # collective timeout once training runs; a lost rank is reported after this
-    startup_timeout_s: float = 1800.0  # timeout for rendezvous and the first update (env start-up can be slow)
-    device: str = "auto"  # auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda
+    backend: str = field(default="auto", metadata=doc("auto (nccl where CUDA is available, else gloo) | gloo | nccl"))
+    timeout_s: float = field(default=300.0,
+                             metadata=doc("collective timeout once training runs; a lost rank is reported after this"))
+    startup_timeout_s: float = field(default=1800.0,
+                                     metadata=doc("timeout for rendezvous and the first update (env start-up can be slow)"))
+    device: str = field(default="auto", metadata=doc("auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda"))
 
 
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment, how many copies per rank, and its own options."""
 
-    name: str = "gridnav"  # gridnav | gym:<gymnasium id> | habitat_pointnav | synthetic
-    num_envs: int = 16  # environments per rank
-    num_workers: int = 0  # 0 = step all envs in the trainer process; N = N subprocess workers (shared memory)
-    gridnav: GridNavOptions = field(default_factory=GridNavOptions)  # options of env.name=gridnav
-    gym: GymOptions = field(default_factory=GymOptions)  # options of env.name=gym:<id>
-    habitat: HabitatOptions = field(default_factory=HabitatOptions)  # options of env.name=habitat_pointnav
-    synthetic: SyntheticOptions = field(default_factory=SyntheticOptions)  # options of env.name=synthetic
+    name: str = field(default="gridnav",
+                      metadata=doc("gridnav | gym:<gymnasium id> | habitat_pointnav | synthetic", shape=True))
+    num_envs: int = field(default=16, metadata=doc("environments per rank"))
+    num_workers: int = field(default=0,
+                             metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared memory)"))
+    gridnav: GridNavOptions = field(default_factory=GridNavOptions, metadata=doc("options of env.name=gridnav"))
+    gym: GymOptions = field(default_factory=GymOptions, metadata=doc("options of env.name=gym:<id>"))
+    habitat: HabitatOptions = field(default_factory=HabitatOptions,
+                                    metadata=doc("options of env.name=habitat_pointnav"))
+    synthetic: SyntheticOptions = field(default_factory=SyntheticOptions, metadata=doc("options of env.name=synthetic"))
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
     """Rollout collection."""
 
-    num_steps: int = 128  # steps per env per rollout (the most a rank collects per update)
+    num_steps: int = field(default=128, metadata=doc("steps per env per rollout (the most a rank collects per update)"))
 
 
 @dataclass(frozen=True)
 class PreemptionConfig:
     """Straggler preemption (DD-PPO)."""
 
-    enabled: bool = True  # let ranks stop collecting early once enough ranks finished
-    sync_frac: float = 0.6  # stop once this fraction of ranks has finished its rollout
-    min_rollout_fraction: float = 0.25  # ...but never before collecting this fraction of rollout.num_steps
+    enabled: bool = field(default=True, metadata=doc("let ranks stop collecting early once enough ranks finished"))
+    sync_frac: float = field(default=0.6, metadata=doc("stop once this fraction of ranks has finished its rollout"))
+    min_rollout_fraction: float = field(default=0.25,
+                                        metadata=doc("...but never before collecting this fraction of rollout.num_steps"))
 
 
 @dataclass(frozen=True)
 class KLRefConfig:
     """A KL(pi || pi_ref) penalty towards a frozen reference policy (fine-tuning)."""
 
-    checkpoint: str = ""  # checkpoint of the reference policy ("" = no KL term)
-    beta: float = 0.1  # initial KL coefficient
-    adaptive: bool = True  # adapt beta once per update towards target_kl
-    target_kl: float = 0.01  # adaptive: the KL per update that beta aims for
-    tolerance: float = 1.5  # adaptive: raise beta when KL > target*tolerance, lower it when KL < target/tolerance
-    rate: float = 2.0  # adaptive: factor beta is multiplied or divided by
+    checkpoint: str = field(default="", metadata=doc("checkpoint of the reference policy (\"\" = no KL term)"))
+    beta: float = field(default=0.1, metadata=doc("initial KL coefficient"))
+    adaptive: bool = field(default=True, metadata=doc("adapt beta once per update towards target_kl"))
+    target_kl: float = field(default=0.01, metadata=doc("adaptive: the KL per update that beta aims for"))
+    tolerance: float = field(default=1.5,
+                             metadata=doc("adaptive: raise beta when KL > target*tolerance, lower it when KL < target/tolerance"))
+    rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
 
 
 @dataclass(frozen=True)
 class PPOConfig:
     """The PPO objective and optimiser."""
 
-    lr: float = 2.5e-4  # Adam learning rate
-    lr_schedule: str = "constant"  # constant | linear (decays to 0 at run.total_env_steps)
-    adam_eps: float = 1e-5  # Adam epsilon
-    clip: float = 0.2  # PPO ratio clip
-    clip_value_loss: bool = True  # clip the value update to +/- clip around the rollout values
-    epochs: int = 4  # passes over each rollout
-    num_mini_batch: int = 2  # minibatches per epoch, split by environment (must divide env.num_envs)
-    value_coef: float = 0.5  # value loss weight
-    entropy_coef: float = 0.01  # entropy bonus weight
-    max_grad_norm: float = 0.5  # global grad-norm clip after the all-reduce (0 = off)
-    gamma: float = 0.99  # discount
-    gae_lambda: float = 0.95  # GAE lambda
-    normalize_advantage: bool = True  # standardise advantages over every rank's valid steps (GAE)
-    max_skipped_updates: int = 5  # stop the run after this many consecutive non-finite updates
-    kl_ref: KLRefConfig = field(default_factory=KLRefConfig)  # KL penalty towards a reference policy
-    advantage: str = "gae"  # gae (critic + GAE) | grpo (critic-free: episode returns normalised within groups)
-    group_size: int = 8  # grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)
+    lr: float = field(default=2.5e-4, metadata=doc("Adam learning rate"))
+    lr_schedule: str = field(default="constant", metadata=doc("constant | linear (decays to 0 at run.total_env_steps)"))
+    adam_eps: float = field(default=1e-5, metadata=doc("Adam epsilon"))
+    clip: float = field(default=0.2, metadata=doc("PPO ratio clip"))
+    clip_value_loss: bool = field(default=True,
+                                  metadata=doc("clip the value update to +/- clip around the rollout values"))
+    epochs: int = field(default=4, metadata=doc("passes over each rollout"))
+    num_mini_batch: int = field(default=2,
+                                metadata=doc("minibatches per epoch, split by environment (must divide env.num_envs)"))
+    value_coef: float = field(default=0.5, metadata=doc("value loss weight"))
+    entropy_coef: float = field(default=0.01, metadata=doc("entropy bonus weight"))
+    max_grad_norm: float = field(default=0.5, metadata=doc("global grad-norm clip after the all-reduce (0 = off)"))
+    gamma: float = field(default=0.99, metadata=doc("discount"))
+    gae_lambda: float = field(default=0.95, metadata=doc("GAE lambda"))
+    normalize_advantage: bool = field(default=True,
+                                      metadata=doc("standardise advantages over every rank's valid steps (GAE)"))
+    max_skipped_updates: int = field(default=5,
+                                     metadata=doc("stop the run after this many consecutive non-finite updates"))
+    kl_ref: KLRefConfig = field(default_factory=KLRefConfig, metadata=doc("KL penalty towards a reference policy"))
+    advantage: str = field(default="gae",
+                           metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within groups)", shape=True))
+    group_size: int = field(default=8,
+                            metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
 
 
 @dataclass(frozen=True)
 class PolicyConfig:
     """Network architecture."""
 
-    hidden_size: int = 128  # width of the encoders' output and of the recurrent core
-    mlp_layers: int = 2  # layers of the vector-observation encoder
-    rnn_type: str = "gru"  # gru | lstm | none
-    rnn_layers: int = 1  # stacked recurrent layers
-    image_encoder: str = "cnn"  # cnn (small conv net) | resnet (GroupNorm ResNet) for image observations
-    resnet_base_width: int = 32  # ResNet base channel width
-    resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2])  # ResNet blocks per stage
-    resnet_bottleneck: bool = False  # bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in DD-PPO)
-    init_log_std: float = 0.0  # initial log std of Gaussian heads (Box actions)
+    hidden_size: int = field(default=128,
+                             metadata=doc("width of the encoders' output and of the recurrent core", shape=True))
+    mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True))
+    rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True))
+    rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True))
+    image_encoder: str = field(default="cnn",
+                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) for image observations", shape=True))
+    resnet_base_width: int = field(default=32, metadata=doc("ResNet base channel width", shape=True))
+    resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2],
+                                metadata=doc("ResNet blocks per stage", shape=True))
+    resnet_bottleneck: bool = field(default=False,
+                                    metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in DD-PPO)", shape=True))
+    init_log_std: float = field(default=0.0, metadata=doc("initial log std of Gaussian heads (Box actions)"))
 
 
 @dataclass(frozen=True)
 class LogConfig:
     """Console, TensorBoard and metrics.jsonl."""
 
-    interval_s: float = 10.0  # seconds between console progress lines
-    tensorboard: bool = True  # write TensorBoard events to run.dir/tb (rank 0)
-    level: str = "INFO"  # logging level
-    window: int = 10  # updates averaged for the console line and train/* and perf/fps (windowed)
-    bottleneck_interval_s: float = 300.0  # seconds between console lines naming the dominant bottleneck
+    interval_s: float = field(default=10.0, metadata=doc("seconds between console progress lines"))
+    tensorboard: bool = field(default=True, metadata=doc("write TensorBoard events to run.dir/tb (rank 0)"))
+    level: str = field(default="INFO", metadata=doc("logging level"))
+    window: int = field(default=10,
+                        metadata=doc("updates averaged for the console line and train/* and perf/fps (windowed)"))
+    bottleneck_interval_s: float = field(default=300.0,
+                                         metadata=doc("seconds between console lines naming the dominant bottleneck"))
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
     """Checkpoints in run.dir/checkpoints."""
 
-    interval_updates: int = 50  # save every this many updates (and always at the end)
-    keep_last: int = 3  # keep this many newest checkpoints
-    resume: bool = True  # resume from the newest valid checkpoint in run.dir
-    path: str = ""  # start from this checkpoint instead (weights, optimiser and counters)
+    interval_updates: int = field(default=50, metadata=doc("save every this many updates (and always at the end)"))
+    keep_last: int = field(default=3, metadata=doc("keep this many newest checkpoints"))
+    resume: bool = field(default=True, metadata=doc("resume from the newest valid checkpoint in run.dir"))
+    path: str = field(default="", metadata=doc("start from this checkpoint instead (weights, optimiser and counters)"))
 
 
 @dataclass(frozen=True)
 class EvalConfig:
     """`ddppo eval`: held-out episodes on a checkpoint."""
 
-    num_episodes: int = 100  # episodes per checkpoint, over all ranks (ignored where a dataset split is run whole)
-    deterministic: bool = True  # greedy actions (argmax / Gaussian mean); false samples like training
-    seed_offset: int = 1000003  # eval envs use seeds derived from run.seed + this, apart from training's
-    video_fps: int = 8  # frames per second of --video files
-    rank_wait_s: float = 1800.0  # how long ranks that finished their episodes wait for the others, then fail
+    num_episodes: int = field(default=100,
+                              metadata=doc("episodes per checkpoint, over all ranks (ignored where a dataset split is run whole)"))
+    deterministic: bool = field(default=True,
+                                metadata=doc("greedy actions (argmax / Gaussian mean); false samples like training"))
+    seed_offset: int = field(default=1000003,
+                             metadata=doc("eval envs use seeds derived from run.seed + this, apart from training's"))
+    video_fps: int = field(default=8, metadata=doc("frames per second of --video files"))
+    rank_wait_s: float = field(default=1800.0,
+                               metadata=doc("how long ranks that finished their episodes wait for the others, then fail"))
 
 
 @dataclass(frozen=True)
@@ -186,23 +215,44 @@ class Config:
         return self.env.num_envs * self.rollout.num_steps
 
 
-# Keys whose change alters a tensor shape of the model or the optimiser state:
+def fields_of(cls: type | None = None, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field]]:
+    """Every leaf option of the schema as (dotted key, dataclass field), in schema order."""
+    for f in dataclasses.fields(cls or Config):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            yield from fields_of(type(default), f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", f
+
+
+# Keys whose change alters a tensor shape of the model or the optimiser state (fields marked shape=True):
 # a resume that changes them is refused.
-SHAPE_KEYS = (
-    "env.name",
-    "policy.hidden_size",
-    "policy.mlp_layers",
-    "policy.rnn_type",
-    "policy.rnn_layers",
-    "policy.image_encoder",
-    "policy.resnet_base_width",
-    "policy.resnet_layers",
-    "policy.resnet_bottleneck",
-    "ppo.advantage",
-    "env.gridnav.num_rays",
-    "env.synthetic.obs_dim",
-    "env.synthetic.num_actions",
-)
+SHAPE_KEYS = tuple(key for key, f in fields_of() if f.metadata.get(SHAPE))
+
+
+def help_keys() -> str:
+    """Every key with its one-line help (`ddppo config --help-keys`)."""
+    rows = list(fields_of())
+    width = max(len(k) for k, _ in rows)
+    return "".join(f"{k:<{width}}  {f.metadata.get('help', '')}{'  [shape]' if f.metadata.get(SHAPE) else ''}\n"
+                   for k, f in rows)
+
+
+def explain(key: str, cfg: Config | None = None) -> str:
+    """What a key means, its type and default (and its value in `cfg`); a section explains every key of it."""
+    fields = dict(fields_of())
+    keys = [key] if key in fields else [k for k in fields if k.startswith(key + ".")]
+    if not keys:
+        raise ConfigError(f"{key!r} is not a config key or section; `ddppo config --help-keys` lists them")
+    out = []
+    for k in keys:
+        f = fields[k]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out.append(f"{k}: {f.type} = {default!r}" + (f"  (here: {get_key(cfg, k)!r})" if cfg is not None else ""))
+        out.append(f"    {f.metadata.get('help', '')}")
+        if f.metadata.get(SHAPE):
+            out.append("    shape: changing it changes the model; a resume with another value is refused")
+    return "\n".join(out) + "\n"
 
 
 def _positive(p: list[str], cfg: Config, *keys: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from envs.fields import doc
 from envs.habitat.options import HabitatOptions
 
 __all__ = ["GridNavOptions", "GymOptions", "HabitatOptions", "SyntheticOptions"]
@@ -18,21 +19,29 @@ __all__ = ["GridNavOptions", "GymOptions", "HabitatOptions", "SyntheticOptions"]
 class GridNavOptions:
     """Built-in PointNav grid world (see envs/gridnav.py)."""
 
-    map_size: int = 12  # side of the square map in cells
-    num_maps: int = 256  # maps generated per rank (seeded); each episode draws one
-    max_room_splits: int = 3  # recursive wall splits that carve the map into rooms joined by doors
-    door_width: int = 2  # cells per door
-    obstacle_density: float = 0.04  # fraction of free cells turned into furniture-like obstacles
-    num_headings: int = 4  # heading increments in a full turn: 4 (90 degree turns) or 8 (diagonal moves too)
-    num_rays: int = 16  # rays of the egocentric range scan
-    fov_degrees: float = 360.0  # field of view of the range scan (360 = all around)
-    max_range: float = 6.0  # range scan clip, in cells
-    success_distance: float = 0.5  # STOP within this geodesic distance (cells) is a success
-    max_episode_steps: int = 100  # time limit (a truncation, not a termination)
-    min_geodesic: float = 2.0  # minimum start->goal geodesic distance (cells)
-    goals_per_map: int = 32  # goal cells per map with precomputed geodesic distance fields
-    slack_reward: float = -0.01  # reward added every step
-    success_reward: float = 2.5  # reward for a successful STOP
+    map_size: int = dataclasses.field(default=12, metadata=doc("side of the square map in cells"))
+    num_maps: int = dataclasses.field(default=256,
+                                      metadata=doc("maps generated per rank (seeded); each episode draws one"))
+    max_room_splits: int = dataclasses.field(default=3,
+                                             metadata=doc("recursive wall splits that carve the map into rooms joined by doors"))
+    door_width: int = dataclasses.field(default=2, metadata=doc("cells per door"))
+    obstacle_density: float = dataclasses.field(default=0.04,
+                                                metadata=doc("fraction of free cells turned into furniture-like obstacles"))
+    num_headings: int = dataclasses.field(default=4,
+                                          metadata=doc("heading increments in a full turn: 4 (90 degree turns) or 8 (diagonal moves too)"))
+    num_rays: int = dataclasses.field(default=16, metadata=doc("rays of the egocentric range scan", shape=True))
+    fov_degrees: float = dataclasses.field(default=360.0,
+                                           metadata=doc("field of view of the range scan (360 = all around)"))
+    max_range: float = dataclasses.field(default=6.0, metadata=doc("range scan clip, in cells"))
+    success_distance: float = dataclasses.field(default=0.5,
+                                                metadata=doc("STOP within this geodesic distance (cells) is a success"))
+    max_episode_steps: int = dataclasses.field(default=100,
+                                               metadata=doc("time limit (a truncation, not a termination)"))
+    min_geodesic: float = dataclasses.field(default=2.0, metadata=doc("minimum start->goal geodesic distance (cells)"))
+    goals_per_map: int = dataclasses.field(default=32,
+                                           metadata=doc("goal cells per map with precomputed geodesic distance fields"))
+    slack_reward: float = dataclasses.field(default=-0.01, metadata=doc("reward added every step"))
+    success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful STOP"))
 
     def problems(self) -> list[str]:
         p = []
@@ -58,9 +67,11 @@ class GridNavOptions:
 class GymOptions:
     """Any gymnasium environment id, through gymnasium.make_vec (env.name: gym:<id>)."""
 
-    vectorization_mode: str = "sync"  # sync (one process) or async (one subprocess per env)
-    max_episode_steps: int = 0  # 0 = the env's registered limit; >0 overrides it
-    kwargs: dict = dataclasses.field(default_factory=dict)  # passed to gymnasium.make
+    vectorization_mode: str = dataclasses.field(default="sync",
+                                                metadata=doc("sync (one process) or async (one subprocess per env)"))
+    max_episode_steps: int = dataclasses.field(default=0,
+                                               metadata=doc("0 = the env's registered limit; >0 overrides it"))
+    kwargs: dict = dataclasses.field(default_factory=dict, metadata=doc("passed to gymnasium.make"))
 
     def problems(self) -> list[str]:
         p = []
@@ -75,18 +86,24 @@ class GymOptions:
 class SyntheticOptions:
     """A cheap environment with controllable step cost, for distribution and performance tests."""
 
-    obs_dim: int = 8  # size of the vector observation
-    num_actions: int = 4  # discrete actions
-    episode_length: int = 32  # fixed episode length (a truncation)
-    step_sleep_s: float = 0.0  # wall time each batched step sleeps
-    slow_ranks: list = dataclasses.field(default_factory=list)  # ranks whose steps are slower
-    slow_factor: float = 1.0  # step_sleep_s multiplier on slow_ranks
-    step_compute: int = 0  # extra busy work per step (matrix size), to make it CPU bound
-    fail_at_step: int = 0  # >0: raise an error at this batched step (fault injection for tests); 0 = never
-    nan_reward_at_step: int = 0  # >0: rewards are NaN from this batched step on, for nan_reward_steps steps (tests)
-    nan_reward_steps: int = 1  # how many consecutive batched steps get NaN rewards (with nan_reward_at_step)
-    nan_reward_ranks: list = dataclasses.field(default_factory=list)  # ranks that get NaN rewards; empty = all
-    nan_obs_at_step: int = 0  # >0: env 0's observation after this batched step is NaN (tests); 0 = never
+    obs_dim: int = dataclasses.field(default=8, metadata=doc("size of the vector observation", shape=True))
+    num_actions: int = dataclasses.field(default=4, metadata=doc("discrete actions", shape=True))
+    episode_length: int = dataclasses.field(default=32, metadata=doc("fixed episode length (a truncation)"))
+    step_sleep_s: float = dataclasses.field(default=0.0, metadata=doc("wall time each batched step sleeps"))
+    slow_ranks: list = dataclasses.field(default_factory=list, metadata=doc("ranks whose steps are slower"))
+    slow_factor: float = dataclasses.field(default=1.0, metadata=doc("step_sleep_s multiplier on slow_ranks"))
+    step_compute: int = dataclasses.field(default=0,
+                                          metadata=doc("extra busy work per step (matrix size), to make it CPU bound"))
+    fail_at_step: int = dataclasses.field(default=0,
+                                          metadata=doc(">0: raise an error at this batched step (fault injection for tests); 0 = never"))
+    nan_reward_at_step: int = dataclasses.field(default=0,
+                                                metadata=doc(">0: rewards are NaN from this batched step on, for nan_reward_steps steps (tests)"))
+    nan_reward_steps: int = dataclasses.field(default=1,
+                                              metadata=doc("how many consecutive batched steps get NaN rewards (with nan_reward_at_step)"))
+    nan_reward_ranks: list = dataclasses.field(default_factory=list,
+                                               metadata=doc("ranks that get NaN rewards; empty = all"))
+    nan_obs_at_step: int = dataclasses.field(default=0,
+                                             metadata=doc(">0: env 0's observation after this batched step is NaN (tests); 0 = never"))
 
     def problems(self) -> list[str]:
         p = []

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from envs.fields import doc
+
 BACKENDS = ("habitat", "grid")
 
 
@@ -17,32 +19,44 @@ BACKENDS = ("habitat", "grid")
 class HabitatOptions:
     """habitat-sim PointNav (see envs/habitat/)."""
 
-    dataset: str = ""  # PointNav episodes: a .json.gz file, or a folder with content/*.json.gz (habitat format)
-    scenes_dir: str = "data/scene_datasets"  # root that episodes' scene_id paths are relative to
-    scenes: list = dataclasses.field(default_factory=list)  # only episodes of these scene names (file stem); empty = all
-    backend: str = "habitat"  # habitat (habitat-sim) | grid (built-in 2-D double of the scene's floor plan, for tests)
-    shuffle: bool = True  # shuffle each env's episodes every pass (grouped by scene, seeded)
-    max_episode_steps: int = 500  # time limit (a truncation, not a termination)
-    success_distance: float = 0.2  # STOP within this geodesic distance (m) of the goal is a success
-    slack_reward: float = -0.01  # reward added every step
-    success_reward: float = 2.5  # reward for a successful STOP
-    distance_reward_scale: float = 1.0  # weight of the per-step decrease in geodesic distance
-    forward_step: float = 0.25  # MOVE_FORWARD distance (m)
-    turn_angle: float = 10.0  # TURN_LEFT / TURN_RIGHT angle (degrees)
-    depth_width: int = 256  # depth image width (pixels)
-    depth_height: int = 256  # depth image height (pixels)
-    min_depth: float = 0.0  # depth clip minimum (m)
-    max_depth: float = 10.0  # depth clip maximum (m)
-    normalize_depth: bool = True  # map [min_depth, max_depth] to [0, 1]
-    rgb: bool = False  # also observe an RGB image (uint8, key "rgb")
-    rgb_width: int = 256  # RGB image width (pixels)
-    rgb_height: int = 256  # RGB image height (pixels)
-    hfov: float = 90.0  # horizontal field of view of both cameras (degrees)
-    sensor_height: float = 1.25  # camera height above the agent's feet (m)
-    agent_height: float = 1.5  # agent cylinder height (m); must match the navmesh
-    agent_radius: float = 0.1  # agent cylinder radius (m); must match the navmesh
-    allow_sliding: bool = True  # slide along walls on collision instead of stopping
-    gpu_device_id: int = -2  # renderer: -2 = the rank's GPU when training on CUDA, else -1; -1 = software (Mesa llvmpipe); N = CUDA device N
+    dataset: str = dataclasses.field(default="",
+                                     metadata=doc("PointNav episodes: a .json.gz file, or a folder with content/*.json.gz (habitat format)"))
+    scenes_dir: str = dataclasses.field(default="data/scene_datasets",
+                                        metadata=doc("root that episodes' scene_id paths are relative to"))
+    scenes: list = dataclasses.field(default_factory=list,
+                                     metadata=doc("only episodes of these scene names (file stem); empty = all"))
+    backend: str = dataclasses.field(default="habitat",
+                                     metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's floor plan, for tests)"))
+    shuffle: bool = dataclasses.field(default=True,
+                                      metadata=doc("shuffle each env's episodes every pass (grouped by scene, seeded)"))
+    max_episode_steps: int = dataclasses.field(default=500,
+                                               metadata=doc("time limit (a truncation, not a termination)"))
+    success_distance: float = dataclasses.field(default=0.2,
+                                                metadata=doc("STOP within this geodesic distance (m) of the goal is a success"))
+    slack_reward: float = dataclasses.field(default=-0.01, metadata=doc("reward added every step"))
+    success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful STOP"))
+    distance_reward_scale: float = dataclasses.field(default=1.0,
+                                                     metadata=doc("weight of the per-step decrease in geodesic distance"))
+    forward_step: float = dataclasses.field(default=0.25, metadata=doc("MOVE_FORWARD distance (m)"))
+    turn_angle: float = dataclasses.field(default=10.0, metadata=doc("TURN_LEFT / TURN_RIGHT angle (degrees)"))
+    depth_width: int = dataclasses.field(default=256, metadata=doc("depth image width (pixels)"))
+    depth_height: int = dataclasses.field(default=256, metadata=doc("depth image height (pixels)"))
+    min_depth: float = dataclasses.field(default=0.0, metadata=doc("depth clip minimum (m)"))
+    max_depth: float = dataclasses.field(default=10.0, metadata=doc("depth clip maximum (m)"))
+    normalize_depth: bool = dataclasses.field(default=True, metadata=doc("map [min_depth, max_depth] to [0, 1]"))
+    rgb: bool = dataclasses.field(default=False, metadata=doc("also observe an RGB image (uint8, key \"rgb\")"))
+    rgb_width: int = dataclasses.field(default=256, metadata=doc("RGB image width (pixels)"))
+    rgb_height: int = dataclasses.field(default=256, metadata=doc("RGB image height (pixels)"))
+    hfov: float = dataclasses.field(default=90.0, metadata=doc("horizontal field of view of both cameras (degrees)"))
+    sensor_height: float = dataclasses.field(default=1.25, metadata=doc("camera height above the agent's feet (m)"))
+    agent_height: float = dataclasses.field(default=1.5,
+                                            metadata=doc("agent cylinder height (m); must match the navmesh"))
+    agent_radius: float = dataclasses.field(default=0.1,
+                                            metadata=doc("agent cylinder radius (m); must match the navmesh"))
+    allow_sliding: bool = dataclasses.field(default=True,
+                                            metadata=doc("slide along walls on collision instead of stopping"))
+    gpu_device_id: int = dataclasses.field(default=-2,
+                                           metadata=doc("renderer: -2 = the rank's GPU when training on CUDA, else -1; -1 = software (Mesa llvmpipe); N = CUDA device N"))
 
     def problems(self) -> list[str]:
         p = []
