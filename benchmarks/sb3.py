@@ -96,7 +96,19 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(found) if len(found) == len(values) else None
 
 
+def available() -> bool:
+    """stable-baselines3 (the `bench` extra) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("stable_baselines3") is not None
+
+
 def main(seeds: list[int], budget: int, config: str, out: str) -> int:
+    if not available():
+        import sys
+
+        sys.stderr.write('ddppo bench sb3 needs stable-baselines3 (the `bench` extra): pip install -e ".[bench]"\n')
+        return 2
     logging.getLogger("ddppo").setLevel(logging.WARNING)
     rows = []
     for seed in seeds:
@@ -120,6 +132,6 @@ def main(seeds: list[int], budget: int, config: str, out: str) -> int:
                          f"{(x['seconds_to_target'] or float('nan')):>9.1f} {x['fps']:>8.0f}")
     lines.append(f"median ddppo/sb3: time {ratios['time_ratio'] or float('nan'):.2f}x, "
                  f"steps {ratios['steps_ratio'] or float('nan'):.2f}x (goal: time <= 0.5x at steps <= 1.5x)")
-    from benchmarks.throughput import report
+    from benchmarks import report
 
     return report(lines, {"runs": rows, "median": summary, "ratios": ratios}, out)

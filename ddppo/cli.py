@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=5, help="throughput: interleaved rounds (medians reported)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
     bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
-    bench.add_argument("--out", default="", help="JSON output path (default benchmarks/results/WHAT.json)")
+    bench.add_argument("--out", default="", help="JSON output path (default: results/WHAT.json of the benchmarks package)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
                         description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). Actions are "
                                     "greedy unless eval.deterministic=false.")
@@ -112,21 +112,25 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from benchmarks import throughput as bench
+    import benchmarks
 
     logging.basicConfig(level=logging.WARNING)
-    out = args.out or f"benchmarks/results/{args.what}.json"
+    out = args.out or str(benchmarks.RESULTS / f"{args.what}.json")
+    gridnav, cartpole = str(benchmarks.CONFIGS / "gridnav.yaml"), str(benchmarks.CONFIGS / "cartpole.yaml")
     if args.what == "sb3":
         from benchmarks import sb3
 
-        return sb3.main(args.seeds, args.budget, "configs/cartpole.yaml", out)
-    defaults = {"throughput": [("configs/gridnav.yaml", []), ("configs/cartpole.yaml", [])],
-                "memory": [("configs/gridnav.yaml", []), ("configs/gridnav.yaml", ["env.num_envs=256",
-                                                                                  "rollout.num_steps=256"])]}
+        return sb3.main(args.seeds, args.budget, cartpole, out)
+    defaults = {"throughput": [(gridnav, []), (cartpole, [])],
+                "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
     cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]
     if args.what == "memory":
-        return bench.main_memory(cases, out)
-    return bench.main_throughput(cases, out, args.rounds)
+        from benchmarks import memory
+
+        return memory.main_memory(cases, out)
+    from benchmarks import throughput
+
+    return throughput.main_throughput(cases, out, args.rounds)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -1,0 +1,50 @@
+"""`ddppo bench throughput|memory|sb3` run end to end on a tiny budget (figures are not checked, only that each
+entry point runs and writes its JSON). The habitat case of `throughput` is in tests/habitat/test_bench_grid.py."""
+
+import json
+
+import pytest
+
+from testutil import REPO
+
+GRIDNAV_YAML = REPO / "configs" / "gridnav.yaml"
+
+TINY_CASE = [str(GRIDNAV_YAML), "env.num_envs=2", "rollout.num_steps=4", "policy.hidden_size=8",
+             "env.gridnav.map_size=7", "env.gridnav.num_maps=2", "ppo.num_mini_batch=1", "ppo.epochs=1"]
+
+
+def test_bench_throughput(cli, tmp_path):
+    out = tmp_path / "throughput.json"
+    r = cli("bench", "throughput", "--rounds", "1", "--out", str(out), "--case", *TINY_CASE, cwd=tmp_path)
+    assert r.returncode == 0, r
+    (result,) = json.loads(out.read_text())
+    assert "rollout/raw" in r.stdout and result["rollout_fps"] > 0 and result["train_fps"] > 0
+
+
+def test_bench_memory(cli, tmp_path):
+    out = tmp_path / "memory.json"
+    r = cli("bench", "memory", "--out", str(out), "--case", *TINY_CASE, cwd=tmp_path)
+    assert r.returncode == 0, r
+    (result,) = json.loads(out.read_text())
+    assert result["num_envs"] == 2 and result["num_steps"] == 4 and result["analytic_bytes"] > 0
+
+
+def test_bench_sb3(cli, tmp_path):
+    from benchmarks import sb3
+
+    if not sb3.available():
+        pytest.skip("stable-baselines3 (the optional `bench` extra) is not installed")
+    out = tmp_path / "sb3.json"
+    r = cli("bench", "sb3", "--seeds", "1", "--budget", "512", "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r
+    data = json.loads(out.read_text())
+    assert len(data["runs"]) == 1 and set(data["median"]) == {"ddppo", "sb3"}
+
+
+def test_bench_sb3_without_the_extra_says_how_to_install(cli, tmp_path):
+    from benchmarks import sb3
+
+    if sb3.available():
+        pytest.skip("stable-baselines3 is installed")
+    r = cli("bench", "sb3", "--seeds", "1", "--budget", "64", "--out", str(tmp_path / "sb3.json"), cwd=tmp_path)
+    assert r.returncode == 2 and "pip install" in r.stderr and not (tmp_path / "sb3.json").exists()
