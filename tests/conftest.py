@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import REPO, TINY, cli_env  # noqa: F401  (re-exported to the tests)
+from testutil import REPO, TINY, as_overrides, cli_env  # noqa: F401  (re-exported to the tests)
 
 GRIDNAV_YAML = REPO / "configs" / "gridnav.yaml"
 
@@ -23,7 +23,7 @@ def tiny_overrides(run_dir: str | Path, **extra) -> list[str]:
     values = {"run.dir": str(run_dir), **TINY}
     for key, value in extra.items():
         values[key.replace("__", ".")] = value
-    return [f"{k}={v}" for k, v in values.items()]
+    return as_overrides(values)
 
 
 @dataclass

@@ -22,6 +22,11 @@ TINY = {
     "run.torch_threads": 1,
 }
 
+def as_overrides(values: dict) -> list[str]:
+    """{"ppo.lr": 1e-3} -> ["ppo.lr=0.001"]: `key=value` overrides for the CLI."""
+    return [f"{k}={v}" for k, v in values.items()]
+
+
 def cli_env() -> dict[str, str]:
     from ddppo.launch import without_launch_vars
 

@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
+import testutil
+from testutil import as_overrides
+
 REPO = Path(__file__).resolve().parents[2]
 PER_UPDATE = 2 * 4 * 8  # ranks x env.num_envs x rollout.num_steps
-TINY = ["env.num_envs=4", "rollout.num_steps=8", "ppo.num_mini_batch=2", "ppo.epochs=2", "policy.hidden_size=32",
-        "checkpoint.interval_updates=2", "log.interval_s=1", "dist.timeout_s=60"]
+TINY = as_overrides({**testutil.TINY, "rollout.num_steps": 8, "checkpoint.interval_updates": 2, "log.interval_s": 1,
+                     "dist.timeout_s": 60})
 
 
 def torchrun(run_dir: Path, total_env_steps: int, timeout_s: float = 240) -> str:
