@@ -10,6 +10,9 @@ Collectives per update, identical on every rank and in the same order:
   3. `all_reduce_gradients`    - once per minibatch (epochs x num_mini_batch)
   4. `all_gather_stats`        - episode stats, losses, timings and the stop flag
 (+ `gather_objects` on checkpoint updates, which every rank knows in advance).
+Waits that are not collectives (ranks arriving minutes apart, e.g. evaluation's `wait_for_ranks`) go through
+the store, every call bounded by dist.timeout_s and the whole wait by a deadline.
+What the launcher says (rank, world, rendezvous address) is read in launch.py.
 """
 
 from __future__ import annotations

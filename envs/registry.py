@@ -3,7 +3,8 @@
 `ddppo` sees environments only through this module: it reads the option
 dataclasses (to build its config schema) and calls `make_vec_env`. Concrete
 environment modules are imported lazily, so a missing optional dependency
-(habitat-sim) only matters when that environment is asked for.
+(habitat-sim) only matters when that environment is asked for. `envs` is a DAG:
+base <- options <- environments <- vector <- registry (EnvSpec lives in base; it is re-exported here).
 """
 
 from __future__ import annotations
