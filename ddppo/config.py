@@ -390,26 +390,36 @@ def _non_finite(obj: Any, prefix: str = "") -> list[str]:
     return out
 
 
-def _read_yaml(path: str | Path) -> DictConfig:
+def yaml_layer(text: str, what: str) -> DictConfig:
+    """YAML text of config sections as an OmegaConf layer (not yet checked against the schema); ConfigError
+    naming `what` if it is not YAML or not a mapping. The one way config YAML is parsed: files, stored configs
+    (run dirs, checkpoints) and sweep base configs."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} is not valid YAML: {_yaml_problem(err)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} must hold a mapping of sections (run:, env:, ppo:, ...), "
+                          f"not a {type(data).__name__}")
+    return OmegaConf.create(data)
+
+
+def read_yaml(path: str | Path) -> DictConfig:
+    """A YAML config file as a layer (see `yaml_layer`)."""
     path = Path(path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise ConfigError(f"config file {str(path)!r} {what}; pass a YAML file such as configs/gridnav.yaml")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(path)!r} is not a YAML text file (not UTF-8 text); "
                           f"pass a YAML file such as configs/gridnav.yaml") from None
     except OSError as err:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {_yaml_problem(err)}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections (run:, env:, ppo:, ...), "
-                          f"not a {type(data).__name__}")
-    return OmegaConf.create(data)
+    return yaml_layer(text, f"config file {str(path)!r}")
 
 
 def parse_overrides(overrides: Sequence[str]) -> DictConfig:
@@ -448,7 +458,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
     """Schema <- YAML file (optional) <- dotlist overrides; validated and frozen."""
     layers = []
     if path is not None:
-        layers.append((str(path), _read_yaml(path)))
+        layers.append((str(path), read_yaml(path)))
     if overrides:
         layers.append(("overrides", parse_overrides(overrides)))
     return build_config(*layers)
@@ -461,11 +471,7 @@ def to_yaml(cfg: Config) -> str:
 
 def from_yaml_text(text: str, source: str) -> Config:
     """Parse a resolved config written by `to_yaml` (checkpoints, run dirs)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: stored config is not valid YAML: {err}") from None
-    return build_config((source, OmegaConf.create(data or {})))
+    return build_config((source, yaml_layer(text, f"{source}: stored config")))
 
 
 def diff_keys(a: Config, b: Config) -> list[str]:

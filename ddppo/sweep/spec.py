@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import yaml
 from omegaconf import OmegaConf
 
-from ddppo.config import Config, ConfigError, build_config, parse_overrides
+from ddppo.config import Config, ConfigError, build_config, parse_overrides, read_yaml
 
 SPEC_KEYS = ("name", "base", "overrides", "grid", "list", "seeds", "ranks", "max_parallel", "slurm", "sweep_dir")
 MANAGED_KEYS = ("run.dir",)  # set by the sweep for every run
@@ -360,12 +360,9 @@ def _group(errors: list[tuple[str, str]], total: int) -> list[str]:
 
 def _read_base(path: Path):
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise SweepError(f"base config {str(path)!r} is not valid YAML: {err}") from None
-    if not isinstance(data or {}, dict):
-        raise SweepError(f"base config {str(path)!r} must hold a mapping of sections")
-    return OmegaConf.create(data or {})
+        return read_yaml(path)
+    except ConfigError as err:
+        raise SweepError(f"base config: {err}") from None
 
 
 def cli_overrides(items: Sequence[str]) -> dict[str, Any]:
