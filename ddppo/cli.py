@@ -59,10 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=5, help="throughput: interleaved rounds (medians reported)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
     bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
-    bench.add_argument("--out", default="", help="JSON output path (default: results/WHAT.json of the benchmarks package)")
+    bench.add_argument("--out", default="",
+                       help="JSON output path (default: results/WHAT.json of the benchmarks package)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
-                        description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). Actions are "
-                                    "greedy unless eval.deterministic=false.")
+                        description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). "
+                                    "Actions are greedy unless eval.deterministic=false.")
     ev.add_argument("target", metavar="RUN_DIR_OR_CONFIG", help="a run directory, or a YAML config (its run.dir)")
     ev.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. eval.num_episodes=500")
     ev.add_argument("--checkpoint", default="latest", metavar="PATH|latest|all",

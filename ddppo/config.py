@@ -38,9 +38,11 @@ class RunConfig:
     total_env_steps: int = field(default=2_000_000,
                                  metadata=doc("env steps summed over all ranks; training stops after reaching it"))
     time_budget_s: float = field(default=0.0,
-                                 metadata=doc("wall-clock budget of this process in seconds (0 = none); stops with a checkpoint"))
+                                 metadata=doc("wall-clock budget of this process in seconds (0 = none); stops with a "
+                                              "checkpoint"))
     torch_threads: int = field(default=1,
-                               metadata=doc("intra-op threads per rank (0 = CPU cores / ranks on this node); small RL nets are fastest with 1"))
+                               metadata=doc("intra-op threads per rank (0 = CPU cores / ranks on this node); small RL "
+                                            "nets are fastest with 1"))
     deterministic: bool = field(default=False,
                                 metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU)"))
 
@@ -53,7 +55,8 @@ class DistConfig:
     timeout_s: float = field(default=300.0,
                              metadata=doc("collective timeout once training runs; a lost rank is reported after this"))
     startup_timeout_s: float = field(default=1800.0,
-                                     metadata=doc("timeout for rendezvous and the first update (env start-up can be slow)"))
+                                     metadata=doc("timeout for rendezvous and the first update (env start-up can be "
+                                                  "slow)"))
     device: str = field(default="auto", metadata=doc("auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda"))
 
 
@@ -65,7 +68,8 @@ class EnvConfig:
                       metadata=doc("gridnav | gym:<gymnasium id> | habitat_pointnav | synthetic", shape=True))
     num_envs: int = field(default=16, metadata=doc("environments per rank"))
     num_workers: int = field(default=0,
-                             metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared memory)"))
+                             metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared "
+                                          "memory)"))
     gridnav: GridNavOptions = field(default_factory=GridNavOptions, metadata=doc("options of env.name=gridnav"))
     gym: GymOptions = field(default_factory=GymOptions, metadata=doc("options of env.name=gym:<id>"))
     habitat: HabitatOptions = field(default_factory=HabitatOptions,
@@ -87,7 +91,8 @@ class PreemptionConfig:
     enabled: bool = field(default=True, metadata=doc("let ranks stop collecting early once enough ranks finished"))
     sync_frac: float = field(default=0.6, metadata=doc("stop once this fraction of ranks has finished its rollout"))
     min_rollout_fraction: float = field(default=0.25,
-                                        metadata=doc("...but never before collecting this fraction of rollout.num_steps"))
+                                        metadata=doc("...but never before collecting this fraction of "
+                                                     "rollout.num_steps"))
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,8 @@ class KLRefConfig:
     adaptive: bool = field(default=True, metadata=doc("adapt beta once per update towards target_kl"))
     target_kl: float = field(default=0.01, metadata=doc("adaptive: the KL per update that beta aims for"))
     tolerance: float = field(default=1.5,
-                             metadata=doc("adaptive: raise beta when KL > target*tolerance, lower it when KL < target/tolerance"))
+                             metadata=doc("adaptive: raise beta when KL > target*tolerance, lower it when KL < "
+                                          "target/tolerance"))
     rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
 
 
@@ -127,7 +133,8 @@ class PPOConfig:
                                      metadata=doc("stop the run after this many consecutive non-finite updates"))
     kl_ref: KLRefConfig = field(default_factory=KLRefConfig, metadata=doc("KL penalty towards a reference policy"))
     advantage: str = field(default="gae",
-                           metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within groups)", shape=True))
+                           metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within "
+                                        "groups)", shape=True))
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
 
@@ -142,12 +149,14 @@ class PolicyConfig:
     rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True))
     rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True))
     image_encoder: str = field(default="cnn",
-                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) for image observations", shape=True))
+                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) for image "
+                                            "observations", shape=True))
     resnet_base_width: int = field(default=32, metadata=doc("ResNet base channel width", shape=True))
     resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2],
                                 metadata=doc("ResNet blocks per stage", shape=True))
     resnet_bottleneck: bool = field(default=False,
-                                    metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in DD-PPO)", shape=True))
+                                    metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in "
+                                                 "DD-PPO)", shape=True))
     init_log_std: float = field(default=0.0, metadata=doc("initial log std of Gaussian heads (Box actions)"))
 
 
@@ -179,14 +188,16 @@ class EvalConfig:
     """`ddppo eval`: held-out episodes on a checkpoint."""
 
     num_episodes: int = field(default=100,
-                              metadata=doc("episodes per checkpoint, over all ranks (ignored where a dataset split is run whole)"))
+                              metadata=doc("episodes per checkpoint, over all ranks (ignored where a dataset split is "
+                                           "run whole)"))
     deterministic: bool = field(default=True,
                                 metadata=doc("greedy actions (argmax / Gaussian mean); false samples like training"))
     seed_offset: int = field(default=1000003,
                              metadata=doc("eval envs use seeds derived from run.seed + this, apart from training's"))
     video_fps: int = field(default=8, metadata=doc("frames per second of --video files"))
     rank_wait_s: float = field(default=1800.0,
-                               metadata=doc("how long ranks that finished their episodes wait for the others, then fail"))
+                               metadata=doc("how long ranks that finished their episodes wait for the others, then "
+                                            "fail"))
 
 
 @dataclass(frozen=True)
@@ -268,7 +279,8 @@ def problems(cfg: Config) -> list[str]:
     _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
               "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s", "checkpoint.interval_updates",
-              "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s", "dist.startup_timeout_s", "ppo.max_skipped_updates")
+              "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s",
+              "dist.startup_timeout_s", "ppo.max_skipped_updates")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
                 "ppo.entropy_coef", "ppo.max_grad_norm"):
         if get_key(cfg, key) < 0:

@@ -23,12 +23,15 @@ class GridNavOptions:
     num_maps: int = dataclasses.field(default=256,
                                       metadata=doc("maps generated per rank (seeded); each episode draws one"))
     max_room_splits: int = dataclasses.field(default=3,
-                                             metadata=doc("recursive wall splits that carve the map into rooms joined by doors"))
+                                             metadata=doc("recursive wall splits that carve the map into rooms joined "
+                                                          "by doors"))
     door_width: int = dataclasses.field(default=2, metadata=doc("cells per door"))
     obstacle_density: float = dataclasses.field(default=0.04,
-                                                metadata=doc("fraction of free cells turned into furniture-like obstacles"))
+                                                metadata=doc("fraction of free cells turned into furniture-like "
+                                                             "obstacles"))
     num_headings: int = dataclasses.field(default=4,
-                                          metadata=doc("heading increments in a full turn: 4 (90 degree turns) or 8 (diagonal moves too)"))
+                                          metadata=doc("heading increments in a full turn: 4 (90 degree turns) or 8 "
+                                                       "(diagonal moves too)"))
     num_rays: int = dataclasses.field(default=16, metadata=doc("rays of the egocentric range scan", shape=True))
     fov_degrees: float = dataclasses.field(default=360.0,
                                            metadata=doc("field of view of the range scan (360 = all around)"))
@@ -95,15 +98,19 @@ class SyntheticOptions:
     step_compute: int = dataclasses.field(default=0,
                                           metadata=doc("extra busy work per step (matrix size), to make it CPU bound"))
     fail_at_step: int = dataclasses.field(default=0,
-                                          metadata=doc(">0: raise an error at this batched step (fault injection for tests); 0 = never"))
+                                          metadata=doc(">0: raise an error at this batched step (fault injection for "
+                                                       "tests); 0 = never"))
     nan_reward_at_step: int = dataclasses.field(default=0,
-                                                metadata=doc(">0: rewards are NaN from this batched step on, for nan_reward_steps steps (tests)"))
+                                                metadata=doc(">0: rewards are NaN from this batched step on, for "
+                                                             "nan_reward_steps steps (tests)"))
     nan_reward_steps: int = dataclasses.field(default=1,
-                                              metadata=doc("how many consecutive batched steps get NaN rewards (with nan_reward_at_step)"))
+                                              metadata=doc("how many consecutive batched steps get NaN rewards (with "
+                                                           "nan_reward_at_step)"))
     nan_reward_ranks: list = dataclasses.field(default_factory=list,
                                                metadata=doc("ranks that get NaN rewards; empty = all"))
     nan_obs_at_step: int = dataclasses.field(default=0,
-                                             metadata=doc(">0: env 0's observation after this batched step is NaN (tests); 0 = never"))
+                                             metadata=doc(">0: env 0's observation after this batched step is NaN "
+                                                          "(tests); 0 = never"))
 
     def problems(self) -> list[str]:
         p = []

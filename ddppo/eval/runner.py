@@ -197,7 +197,8 @@ class Evaluator:
         self.envs.load_state_dict(self.snapshot)
         torch.manual_seed(rank_seed(self.cfg.run.seed + self.cfg.eval.seed_offset, self.ctx.rank))
         n = envs.num_envs
-        actor = Actor(envs, self.policy, self.ctx.device, label=f"env.name={self.cfg.env.name} (rank {self.ctx.rank})")
+        label = f"env.name={self.cfg.env.name} (rank {self.ctx.rank})"
+        actor = Actor(envs, self.policy, self.ctx.device, label=label)
         obs = {k: v.copy() for k, v in envs.reset().items()}
         counts = np.zeros(n, np.int64)
         keys = [self._next_episode(i, 0, obs) for i in range(n)]

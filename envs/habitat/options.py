@@ -20,23 +20,27 @@ class HabitatOptions:
     """habitat-sim PointNav (see envs/habitat/)."""
 
     dataset: str = dataclasses.field(default="",
-                                     metadata=doc("PointNav episodes: a .json.gz file, or a folder with content/*.json.gz (habitat format)"))
+                                     metadata=doc("PointNav episodes: a .json.gz file, or a folder with "
+                                                  "content/*.json.gz (habitat format)"))
     scenes_dir: str = dataclasses.field(default="data/scene_datasets",
                                         metadata=doc("root that episodes' scene_id paths are relative to"))
     scenes: list = dataclasses.field(default_factory=list,
                                      metadata=doc("only episodes of these scene names (file stem); empty = all"))
     backend: str = dataclasses.field(default="habitat",
-                                     metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's floor plan, for tests)"))
+                                     metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's "
+                                                  "floor plan, for tests)"))
     shuffle: bool = dataclasses.field(default=True,
                                       metadata=doc("shuffle each env's episodes every pass (grouped by scene, seeded)"))
     max_episode_steps: int = dataclasses.field(default=500,
                                                metadata=doc("time limit (a truncation, not a termination)"))
     success_distance: float = dataclasses.field(default=0.2,
-                                                metadata=doc("STOP within this geodesic distance (m) of the goal is a success"))
+                                                metadata=doc("STOP within this geodesic distance (m) of the goal is a "
+                                                             "success"))
     slack_reward: float = dataclasses.field(default=-0.01, metadata=doc("reward added every step"))
     success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful STOP"))
     distance_reward_scale: float = dataclasses.field(default=1.0,
-                                                     metadata=doc("weight of the per-step decrease in geodesic distance"))
+                                                     metadata=doc("weight of the per-step decrease in geodesic "
+                                                                  "distance"))
     forward_step: float = dataclasses.field(default=0.25, metadata=doc("MOVE_FORWARD distance (m)"))
     turn_angle: float = dataclasses.field(default=10.0, metadata=doc("TURN_LEFT / TURN_RIGHT angle (degrees)"))
     depth_width: int = dataclasses.field(default=256, metadata=doc("depth image width (pixels)"))
@@ -56,7 +60,8 @@ class HabitatOptions:
     allow_sliding: bool = dataclasses.field(default=True,
                                             metadata=doc("slide along walls on collision instead of stopping"))
     gpu_device_id: int = dataclasses.field(default=-2,
-                                           metadata=doc("renderer: -2 = the rank's GPU when training on CUDA, else -1; -1 = software (Mesa llvmpipe); N = CUDA device N"))
+                                           metadata=doc("renderer: -2 = the rank's GPU when training on CUDA, else "
+                                                        "-1; -1 = software (Mesa llvmpipe); N = CUDA device N"))
 
     def problems(self) -> list[str]:
         p = []
