@@ -252,3 +252,38 @@ def synthetic(num_envs: int = 4, num_steps: int = 8, **extra: Any) -> list[str]:
             "log.interval_s": 1, "checkpoint.interval_updates": 1000}
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
+
+
+def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, steps: int, obs_dim: int,
+                 actions: int) -> tuple[Any, Any, Any, Any]:
+    """(ctx, policy, updater, storage) of a real gloo rank: a tiny MLP policy on a vector observation, its
+    PPOUpdater with the PPOConfig `ppo`, and an empty rollout storage of `steps` x `num_envs`."""
+    import gymnasium
+    import numpy as np
+    import torch
+
+    from ddppo.config import PolicyConfig
+    from ddppo.distributed import Launch, init_distributed
+    from ddppo.model.policy import Policy
+    from ddppo.ppo.update import PPOUpdater
+    from ddppo.rollout.storage import RolloutStorage
+
+    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    torch.manual_seed(0)
+    obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)})
+    policy = Policy(obs_space, gymnasium.spaces.Discrete(actions), PolicyConfig(hidden_size=8))
+    storage = RolloutStorage(steps, num_envs, obs_space, gymnasium.spaces.Discrete(actions),
+                             tuple(policy.initial_hidden(num_envs).shape), torch.device("cpu"))
+    return ctx, policy, PPOUpdater(policy, ppo, ctx), storage
+
+
+def fill_random_rollout(storage: Any, policy: Any, steps: int, actions: int, generator: Any) -> None:
+    """Start `storage` afresh and insert `steps` steps of random observations and actions (zero rewards)."""
+    import torch
+
+    n, obs_dim = storage.num_envs, storage.obs["obs"].shape[-1]
+    storage.set_first({"obs": torch.randn(n, obs_dim, generator=generator)}, torch.ones(n), policy.initial_hidden(n))
+    for _ in range(steps):
+        zeros = torch.zeros(n)
+        storage.insert(torch.randint(0, actions, (n,), generator=generator), zeros - 1.0, zeros, zeros, zeros,
+                       {"obs": torch.randn(n, obs_dim, generator=generator)})

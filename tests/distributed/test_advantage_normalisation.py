@@ -9,11 +9,9 @@ rank it landed on, and ranks count by their number of valid samples.
 
 from __future__ import annotations
 
-import gymnasium
-import numpy as np
 import pytest
 import torch
-from dist_harness import spawn_ranks
+from dist_harness import fill_random_rollout, spawn_ranks, tiny_learner
 
 WORLD = 2
 STEPS = (8, 3)
@@ -31,28 +29,13 @@ def rank_advantages(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def normalise_worker(rank: int, world: int, port: int) -> list:
-    from ddppo.config import PolicyConfig, PPOConfig
-    from ddppo.distributed import Launch, init_distributed
+    from ddppo.config import PPOConfig
     from ddppo.timing import Timer
-    from ddppo.model.policy import Policy
-    from ddppo.ppo.update import PPOUpdater
-    from ddppo.rollout.storage import RolloutStorage
 
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ppo = PPOConfig(epochs=1, num_mini_batch=2, normalize_advantage=True)
+    ctx, policy, updater, storage = tiny_learner(rank, world, port, ppo, NUM_ENVS, T, OBS_DIM, ACTIONS)
     try:
-        torch.manual_seed(0)
-        obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)})
-        policy = Policy(obs_space, gymnasium.spaces.Discrete(ACTIONS), PolicyConfig(hidden_size=8))
-        updater = PPOUpdater(policy, PPOConfig(epochs=1, num_mini_batch=2, normalize_advantage=True), ctx)
-        storage = RolloutStorage(T, NUM_ENVS, obs_space, gymnasium.spaces.Discrete(ACTIONS),
-                                 tuple(policy.initial_hidden(NUM_ENVS).shape), torch.device("cpu"))
-        g = torch.Generator().manual_seed(rank)
-        storage.set_first({"obs": torch.randn(NUM_ENVS, OBS_DIM, generator=g)}, torch.ones(NUM_ENVS),
-                          policy.initial_hidden(NUM_ENVS))
-        for _ in range(STEPS[rank]):
-            zeros = torch.zeros(NUM_ENVS)
-            storage.insert(torch.randint(0, ACTIONS, (NUM_ENVS,), generator=g), zeros - 1.0, zeros, zeros, zeros,
-                           {"obs": torch.randn(NUM_ENVS, OBS_DIM, generator=g)})
+        fill_random_rollout(storage, policy, STEPS[rank], ACTIONS, torch.Generator().manual_seed(rank))
         adv, mask = rank_advantages(rank)
         storage.advantages[: STEPS[rank]] = adv
         storage.loss_mask[: STEPS[rank]] = mask

@@ -11,11 +11,9 @@ The decision comes from the all-reduced sample count, which is the same on every
 
 from __future__ import annotations
 
-import gymnasium
-import numpy as np
 import pytest
 import torch
-from dist_harness import digest, spawn_ranks
+from dist_harness import digest, fill_random_rollout, spawn_ranks, tiny_learner
 
 NUM_ENVS, T, OBS_DIM, ACTIONS = 4, 6, 5, 3
 
@@ -28,30 +26,16 @@ def _snapshot(policy, optimizer) -> dict:
 
 
 def empty_worker(rank: int, world: int, port: int) -> list:
-    from ddppo.config import PolicyConfig, PPOConfig
-    from ddppo.distributed import Launch, init_distributed
+    from ddppo.config import PPOConfig
     from ddppo.timing import Timer
-    from ddppo.model.policy import Policy
-    from ddppo.ppo.update import PPOUpdater
-    from ddppo.rollout.storage import RolloutStorage
 
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ctx, policy, updater, storage = tiny_learner(rank, world, port, PPOConfig(epochs=1, num_mini_batch=1, lr=1e-2),
+                                                 NUM_ENVS, T, OBS_DIM, ACTIONS)
     try:
-        torch.manual_seed(0)
-        obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)})
-        policy = Policy(obs_space, gymnasium.spaces.Discrete(ACTIONS), PolicyConfig(hidden_size=8))
-        updater = PPOUpdater(policy, PPOConfig(epochs=1, num_mini_batch=1, lr=1e-2), ctx)
-        storage = RolloutStorage(T, NUM_ENVS, obs_space, gymnasium.spaces.Discrete(ACTIONS),
-                                 tuple(policy.initial_hidden(NUM_ENVS).shape), torch.device("cpu"))
         g = torch.Generator().manual_seed(rank)
         out = []
         for phase, has_samples in enumerate([True, False, rank == 1]):
-            storage.set_first({"obs": torch.randn(NUM_ENVS, OBS_DIM, generator=g)}, torch.ones(NUM_ENVS),
-                              policy.initial_hidden(NUM_ENVS))
-            for _ in range(T):
-                zeros = torch.zeros(NUM_ENVS)
-                storage.insert(torch.randint(0, ACTIONS, (NUM_ENVS,), generator=g), zeros - 1.0, zeros, zeros,
-                               zeros, {"obs": torch.randn(NUM_ENVS, OBS_DIM, generator=g)})
+            fill_random_rollout(storage, policy, T, ACTIONS, g)
             storage.advantages[:T] = torch.randn(T, NUM_ENVS, generator=g)
             storage.returns[:T] = torch.randn(T, NUM_ENVS, generator=g)
             storage.loss_mask[:T] = 1.0 if has_samples else 0.0
