@@ -203,13 +203,18 @@ class DistContext:
 
     # ------------------------------------------------------- preemption store
     def add_to_counter(self, key: str, amount: int) -> int:
-        with self.guard(f"store counter {key}"):
-            try:
-                return int(self._store_call(lambda: self.store.add(key, amount), self._timeout_s))
-            except WAIT_TIMEOUT_ERRORS:
-                raise PeerLostError(f"rank {self.rank}: store counter {key} failed: the rendezvous store did "
-                                    f"not answer within dist.timeout_s={self._timeout_s:g} s (its host, rank 0 "
-                                    f"or the launcher, may be hung)") from None
+        what = f"store counter {key}"
+        with self.guard(what):
+            return int(self._bounded_store(lambda: self.store.add(key, amount), f"{what} failed"))
+
+    def _bounded_store(self, fn: Callable[[], Any], what: str) -> Any:
+        """`fn()` (a store call) bounded by dist.timeout_s; a store that does not answer is a PeerLostError."""
+        try:
+            return self._store_call(fn, self._timeout_s)
+        except WAIT_TIMEOUT_ERRORS:
+            raise PeerLostError(f"rank {self.rank}: {what}: the rendezvous store did not answer within "
+                                f"dist.timeout_s={self._timeout_s:g} s (its host, rank 0 or the launcher, may be "
+                                f"hung)") from None
 
     def wait_for_ranks(self, key: str, deadline_s: float, what: str, note_every_s: float = 300.0) -> None:
         """Return once every rank has called this with `key`. The wait runs through the store, not a
@@ -219,19 +224,12 @@ class DistContext:
         if self.world_size == 1:
             return
 
-        def call(fn):
-            try:
-                return self._store_call(fn, self._timeout_s)
-            except WAIT_TIMEOUT_ERRORS:
-                raise PeerLostError(f"rank {self.rank}: {what}: the rendezvous store did not answer within "
-                                    f"dist.timeout_s={self._timeout_s:g} s (its host, rank 0 or the launcher, may "
-                                    f"be hung)") from None
-
         with self.guard(what):
-            call(lambda: self.store.set(f"{key}/{self.rank}", "1"))
+            self._bounded_store(lambda: self.store.set(f"{key}/{self.rank}", "1"), what)
             start = last_note = time.monotonic()
             while True:
-                missing = call(lambda: [r for r in range(self.world_size) if not self.store.check([f"{key}/{r}"])])
+                missing = self._bounded_store(
+                    lambda: [r for r in range(self.world_size) if not self.store.check([f"{key}/{r}"])], what)
                 if not missing:
                     return
                 now = time.monotonic()

@@ -118,6 +118,11 @@ def _xyzw(q: Any) -> np.ndarray:
 TOPDOWN_METERS_PER_PIXEL = 0.05
 
 
+def _pose_of(state: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(position, rotation [x, y, z, w]) of a habitat-sim AgentState, float64."""
+    return np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation)
+
+
 class _SimulatorOwner:
     """Creates and destroys every habitat-sim Simulator of this process, last-created-first."""
 
@@ -266,8 +271,7 @@ class HabitatSim:
 
     def agent_pose(self) -> tuple[np.ndarray, np.ndarray]:
         if self._pose is None:  # one get_state per change of pose, however often the task asks
-            state = self._require().get_agent(0).get_state()
-            self._pose = (np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation))
+            self._pose = _pose_of(self._require().get_agent(0).get_state())
         return self._pose[0].copy(), self._pose[1].copy()
 
     def _convert(self, raw: dict) -> dict[str, np.ndarray]:
@@ -287,8 +291,7 @@ class HabitatSim:
         sim = self._require()
         raw = sim.step(action)
         # Simulator.step has just read the agent's state (get_state) for its last_state(): reuse it
-        state = sim.last_state() if hasattr(sim, "last_state") else sim.get_agent(0).get_state()
-        self._pose = (np.asarray(state.position, dtype=np.float64), _xyzw(state.rotation))
+        self._pose = _pose_of(sim.last_state() if hasattr(sim, "last_state") else sim.get_agent(0).get_state())
         return self._convert(raw), bool(raw.get("collided", False))
 
     # ---------------------------------------------------------------- navmesh
