@@ -23,6 +23,7 @@ import datetime
 import logging
 import os
 import queue
+import signal
 import socket
 import sys
 import threading
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ddppo import rendezvous
 from ddppo.launch import Launch, expand_first_host, read_launch  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
@@ -367,25 +369,48 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     if backend == "nccl" and device.type != "cuda":
         raise RuntimeError("dist.backend=nccl needs CUDA devices; use dist.backend=auto or gloo on CPU")
     startup = datetime.timedelta(seconds=startup_timeout_s)
-    if launch.world_size == 1:
-        base: dist.Store = dist.HashStore()
-    else:
+    if launch.world_size > 1:
+        rendezvous.choose_socket_interface(launch, backend)
+
+    def build_store() -> dist.Store:
+        if launch.world_size == 1:
+            return dist.HashStore()
         is_server = launch.rank == 0 and not launch.agent_store
         listen_fd = _store_listen_fd(launch) if is_server else None
-        base = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
+        return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
                              timeout=startup, wait_for_workers=False, master_listen_fd=listen_fd,
                              **_store_backend_kwargs(listen_fd))
-    # namespaced per attempt: keys of a crashed attempt can never be read by the next
-    store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
-    kwargs: dict[str, Any] = {}
-    if backend == "nccl":
-        kwargs["device_id"] = device
-    with _native_stdout_to_stderr():
-        dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
-                                world_size=launch.world_size, timeout=startup, **kwargs)
+
+    def join(base: dist.Store) -> dist.Store:
+        # namespaced per attempt: keys of a crashed attempt can never be read by the next
+        store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
+        kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
+        with _native_stdout_to_stderr():
+            dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
+                                    world_size=launch.world_size, timeout=startup, **kwargs)
+        return store
+
+    # store and group are made on a helper thread, watched from here (signals, lost ranks, one-line errors)
+    store = rendezvous.watched(launch, f"ddppo/{launch.attempt}/rdzv/", timeout_s, build_store, join)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
     return DistContext(launch, device, backend, store, run_seed, timeout_s)
+
+
+def _leave_during_startup(launch: Launch, err: Exception) -> None:
+    """One line on stderr, then exit at once: the rendezvous thread may still be blocked in native code.
+    A failed rendezvous exits 1; a signal 128 + its number, as if it had killed the process."""
+    if isinstance(err, rendezvous.RendezvousInterrupted):
+        name = signal.Signals(err.signum).name
+        line = (f"rank {launch.rank}: {name} during the rendezvous at MASTER_ADDR={launch.master_addr} "
+                f"MASTER_PORT={launch.master_port}; exiting (nothing to save yet)")
+        code = 128 + err.signum
+    else:
+        line, code = str(err), 1
+    logging.shutdown()
+    sys.stderr.write(f"ddppo: {line}\n")
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run_in_process_group(cfg, launch: Launch, body) -> int:
@@ -398,8 +423,11 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
     torch.set_num_threads(threads)
     if cfg.run.deterministic:
         torch.use_deterministic_algorithms(True)
-    ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
-                           cfg.run.seed, launch)
+    try:
+        ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
+                               cfg.run.seed, launch)
+    except (rendezvous.RendezvousError, rendezvous.RendezvousInterrupted) as err:
+        _leave_during_startup(launch, err)
     try:
         return body(ctx)
     except PeerLostError as err:
