@@ -310,8 +310,9 @@ def choose_device(setting: str, local_rank: int) -> torch.device:
 def _store_listen_fd(launch: Launch) -> int | None:
     """A single-node job's store listens only on the address MASTER_ADDR resolves to (every rank, on this
     one host, resolves it alike), not on all interfaces as TCPStore does by itself; a multi-node job's
-    store keeps listening everywhere, since other hosts must reach it (None)."""
-    if launch.local_world_size < launch.world_size:
+    store keeps listening everywhere, since other hosts must reach it (None), and so does a job started by
+    hand without LOCAL_WORLD_SIZE (its ranks may be anywhere)."""
+    if not launch.single_node:
         return None
     try:
         family, _, _, _, addr = socket.getaddrinfo(launch.master_addr, launch.master_port,
@@ -369,8 +370,6 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     if backend == "nccl" and device.type != "cuda":
         raise RuntimeError("dist.backend=nccl needs CUDA devices; use dist.backend=auto or gloo on CPU")
     startup = datetime.timedelta(seconds=startup_timeout_s)
-    if launch.world_size > 1:
-        rendezvous.choose_socket_interface(launch, backend)
 
     def build_store() -> dist.Store:
         if launch.world_size == 1:
@@ -384,6 +383,8 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     def join(base: dist.Store) -> dist.Store:
         # namespaced per attempt: keys of a crashed attempt can never be read by the next
         store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
+        if launch.world_size > 1:
+            rendezvous.choose_socket_interface(launch, backend, store)
         kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
         with _native_stdout_to_stderr():
             dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,

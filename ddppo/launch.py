@@ -39,6 +39,12 @@ class Launch:
     source: str  # torchrun | slurm | single
     attempt: int = 0  # torchrun restart count / SLURM requeue count (keys are namespaced by it)
     agent_store: bool = False  # torchrun's agent hosts the TCP store; every rank connects as a client
+    local_world_known: bool = True  # False: set by hand without LOCAL_WORLD_SIZE (ranks may be on other hosts)
+
+    @property
+    def single_node(self) -> bool:
+        """Every rank on this host, as the launcher said (never assumed)."""
+        return self.local_world_known and self.local_world_size >= self.world_size
 
 
 def expand_first_host(nodelist: str) -> str:
@@ -70,6 +76,7 @@ def read_launch(environ: dict[str, str] | None = None) -> Launch:
             source="torchrun",
             attempt=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
             agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+            local_world_known="LOCAL_WORLD_SIZE" in env,
         )
     if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:
         job_id = int(env.get("SLURM_JOB_ID", 0))

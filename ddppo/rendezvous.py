@@ -64,20 +64,47 @@ def route_interface(master_addr: str, port: int) -> tuple[str, str] | None:
     return None
 
 
-def choose_socket_interface(launch: Launch, backend: str) -> None:
+def _is_loopback(addr: str) -> bool:
+    return addr.startswith("127.") or addr == "::1"
+
+
+def choose_socket_interface(launch: Launch, backend: str, store: Any) -> None:
     """Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME with NCCL) to the interface that routes to MASTER_ADDR,
-    unless the user set them."""
+    unless the user set them.
+
+    Every rank publishes the source address of its route to MASTER_ADDR. Where MASTER_ADDR is a name that
+    resolves to a loopback address on its own host (Debian's 127.0.1.1) while ranks run on other hosts, the
+    ranks of that host take the route to a peer host's published address instead."""
     names = ["GLOO_SOCKET_IFNAME"] + (["NCCL_SOCKET_IFNAME"] if backend == "nccl" else [])
     unset = [n for n in names if not os.environ.get(n)]
-    if not unset:
-        return
     found = route_interface(launch.master_addr, launch.master_port)
-    if found is None:
+    store.set(f"net/source/{launch.rank}", found[1] if found else "")
+    if not unset or found is None:
         return
+    via = f"the route to MASTER_ADDR={launch.master_addr}"
+    if _is_loopback(found[1]) and not launch.single_node:
+        peer = _peer_address(store, launch)
+        if peer is not None:
+            found = route_interface(peer, 1) or found
+            via = f"the route to a peer host at {peer}; MASTER_ADDR={launch.master_addr} is loopback here"
     for name in unset:
         os.environ[name] = found[0]
-    log.info("rank %d: socket interface %s (%s, the route to MASTER_ADDR=%s) for %s; set %s to choose another",
-             launch.rank, found[0], found[1], launch.master_addr, backend, "/".join(unset))
+    log.info("rank %d: socket interface %s (%s, %s) for %s; set %s to choose another", launch.rank, found[0],
+             found[1], via, backend, "/".join(unset))
+
+
+def _peer_address(store: Any, launch: Launch) -> str | None:
+    """The first non-loopback route source another rank published; None once all published only loopback.
+    (Waits as long as ranks are missing: the watcher ends the wait for lost ranks and signals.)"""
+    while True:
+        ready = [r for r in range(launch.world_size) if r != launch.rank and store.check([f"net/source/{r}"])]
+        for r in ready:
+            addr = store.get(f"net/source/{r}").decode()
+            if addr and not _is_loopback(addr):
+                return addr
+        if len(ready) == launch.world_size - 1:
+            return None
+        time.sleep(0.1)
 
 
 def _first_line(err: BaseException) -> str:
@@ -101,6 +128,9 @@ def explain_failure(launch: Launch, err: BaseException) -> str:
                      f"between hosts, or GLOO_SOCKET_IFNAME={os.environ.get('GLOO_SOCKET_IFNAME', '')} is an "
                      f"interface the other hosts cannot reach")
         return f"{where} failed: {cause} ({_first_line(err)})"
+    if any(k in msg for k in ("Connection was likely closed", "Connection reset", "Broken pipe")):
+        return (f"{where} failed: the store went away (rank 0 or the torchrun agent hosting it has exited, or its "
+                f"host is unreachable) ({_first_line(err)})")
     if "Address already in use" in msg or "EADDRINUSE" in msg:
         return (f"{where} failed: port {launch.master_port} is already in use on this host (another job or a "
                 f"leftover process): choose another MASTER_PORT ({_first_line(err)})")
