@@ -265,7 +265,7 @@ class DistContext:
         """Ask the survivors to check in through the store; whoever does not is lost."""
         wait_s = min(10.0, self._timeout_s)
         try:
-            missing = self._store_call(lambda: self._check_in(wait_s), wait_s + 5.0)
+            missing = self._store_call(lambda: self._check_in(wait_s), wait_s + 1.0)
         except Exception:  # unreachable (dead host) or not answering (hung host)
             return ("a peer rank was lost, and the rendezvous store is unreachable "
                     "(rank 0, which hosts it, may be the one that died or hangs)")

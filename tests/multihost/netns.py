@@ -266,6 +266,11 @@ class Network:
         _tc(self.hosts[host].ns, "qdisc", "del", "dev", "lan0", "root", check=False)
         _tc(None, "qdisc", "del", "dev", self.hosts[host].port_link, "root", check=False)
 
+    def traffic_bytes(self, host: int) -> int:
+        """Bytes through host `host`'s link so far (both directions, counted at the bridge port)."""
+        stats = Path("/sys/class/net") / self.hosts[host].port_link / "statistics"
+        return sum(int((stats / f).read_text()) for f in ("rx_bytes", "tx_bytes"))
+
     def listening(self, host: int) -> list[str]:
         """Local addresses of the TCP sockets listening inside host `host` (`ss -ltnH`)."""
         res = self.run(host, ["ss", "-ltnH"])
