@@ -63,6 +63,7 @@ MARKS = {
     "slurm/": "slurm",
     "sweep/test_slurm_sweep.py": "slurm",
     "habitat/test_real_habitat.py": "habitat_sim",
+    "multihost/": "netns",
 }
 
 
