@@ -366,13 +366,6 @@ def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:
     return ConfigError(f"{source}: {where}{msg}. Run `ddppo config CONFIG` to see every valid key.")
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    """A YAML parser error on one line: what is wrong and where."""
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    mark = getattr(err, "problem_mark", None)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
-
-
 def _section_problems(layer: Any, schema: Any, prefix: str = "") -> list[str]:
     """Keys of a (plain) layer that give a value where the schema has a section of keys."""
     if not isinstance(layer, dict):
@@ -402,14 +395,39 @@ def _non_finite(obj: Any, prefix: str = "") -> list[str]:
     return out
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently, so a
+    repeated `ppo:` section would drop the first one's keys)."""
+
+    def construct_mapping(self, node, deep=False):
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if key in first:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first[key]}); give each key once",
+                    key_node.start_mark)
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: what is wrong and where."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
+
+
 def yaml_layer(text: str, what: str) -> DictConfig:
     """YAML text of config sections as an OmegaConf layer (not yet checked against the schema); ConfigError
     naming `what` if it is not YAML or not a mapping. The one way config YAML is parsed: files, stored configs
     (run dirs, checkpoints) and sweep base configs."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, UniqueKeyLoader)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{what} is not valid YAML: {_yaml_problem(err)}") from None
+        raise ConfigError(f"{what} is not valid YAML: {yaml_problem(err)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

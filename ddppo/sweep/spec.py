@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import yaml
 from omegaconf import OmegaConf
 
-from ddppo.config import Config, ConfigError, build_config, parse_overrides, read_yaml
+from ddppo.config import Config, ConfigError, UniqueKeyLoader, build_config, parse_overrides, read_yaml, yaml_problem
 
 SPEC_KEYS = ("name", "base", "overrides", "grid", "list", "seeds", "ranks", "max_parallel", "slurm", "sweep_dir")
 MANAGED_KEYS = ("run.dir",)  # set by the sweep for every run
@@ -45,8 +45,8 @@ class SweepError(ConfigError):
     """A sweep spec or plan problem the user can fix; the message names the run and/or the key."""
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 floats: `1e-3` is a float (PyYAML's YAML 1.1 makes it a string)."""
+class _Loader(UniqueKeyLoader):
+    """YAML 1.2 floats: `1e-3` is a float (PyYAML's YAML 1.1 makes it a string); a key given twice is refused."""
 
 
 _Loader.add_implicit_resolver(
@@ -171,7 +171,7 @@ def _read_spec_yaml(path: Path) -> dict:
     try:
         data = yaml.load(path.read_text(), _Loader)
     except yaml.YAMLError as err:
-        raise SweepError(f"sweep spec {str(path)!r} is not valid YAML: {err}") from None
+        raise SweepError(f"sweep spec {str(path)!r} is not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(data, dict):
         raise SweepError(f"sweep spec {str(path)!r} must be a mapping with keys {', '.join(SPEC_KEYS)}")
     unknown = [k for k in data if k not in SPEC_KEYS]
