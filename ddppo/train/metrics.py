@@ -4,7 +4,10 @@ Tags are grouped `train/`, `loss/`, `perf/`, `preempt/`, `eval/`; the TensorBoar
 step is the global env-step count. metrics.jsonl holds one flat JSON object per
 update with `update`, `env_steps`, `wall_time`, `fps` and the same tags.
 On resume, lines and events after the checkpoint are dropped first, so the
-logs never hold an update twice.
+logs never hold an update twice. A line that cannot be appended (a full disk) is
+taken back (the file is cut to its length before), kept in memory and appended
+again at every later update, so the file never holds a torn line, loses nothing
+written before, and catches up with no gap once there is space again.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
+from collections import deque
 from pathlib import Path
 
 from ddppo.rundir import RunDir
@@ -27,12 +32,15 @@ class MetricsWriter:
                  resume_env_steps: int = 0):
         self.enabled = enabled
         self.tb = None
-        self.file = None
+        self.fd: int | None = None
+        self.unwritten: deque[tuple[int, bytes]] = deque()  # (update, line) not yet appended
+        self.failing_since: int | None = None
         if not enabled:
             return
         run_dir = RunDir(run_dir)
+        self.path = run_dir.metrics_path
         run_dir.truncate_metrics(resume_update)
-        self.file = open(run_dir.metrics_path, "a", buffering=1)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -44,20 +52,46 @@ class MetricsWriter:
             return
         clean = {k: (v if math.isfinite(v) else None) for k, v in scalars.items()}
         record = {"update": update, "env_steps": env_steps, "wall_time": time.time(), **clean}
-        self.file.write(json.dumps(record) + "\n")
+        self.unwritten.append((update, (json.dumps(record) + "\n").encode()))
+        self._append_unwritten()
         if self.tb is not None:
             for tag, value in scalars.items():
                 if "/" in tag and math.isfinite(value):
                     self.tb.add_scalar(tag, value, env_steps)
+
+    def _append_unwritten(self) -> None:
+        while self.unwritten:
+            update, line = self.unwritten[0]
+            size = os.lseek(self.fd, 0, os.SEEK_END)
+            try:
+                done = 0
+                while done < len(line):
+                    done += os.write(self.fd, line[done:])
+            except OSError as err:
+                os.ftruncate(self.fd, size)  # no torn line (cutting frees space, so it works on a full disk)
+                if self.failing_since is None:
+                    self.failing_since = update
+                    log.error("cannot append update %d to %s (%s): kept in memory and appended once there is "
+                              "space; nothing written before is lost", update, self.path, err.strerror or err)
+                return
+            self.unwritten.popleft()
+        if self.failing_since is not None:
+            log.warning("%s is writable again: updates %d on appended", self.path, self.failing_since)
+            self.failing_since = None
 
     def flush(self) -> None:
         if self.tb is not None:
             self.tb.flush()
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
+        if self.fd is not None:
+            self._append_unwritten()
+            if self.unwritten:
+                log.error("%s: updates %d-%d could not be appended (%s is full); a resume from the newest "
+                          "checkpoint runs them again", self.path, self.unwritten[0][0], self.unwritten[-1][0],
+                          self.path.parent)
+            os.close(self.fd)
+            self.fd = None
         if self.tb is not None:
             self.tb.close()
             self.tb = None

@@ -61,3 +61,64 @@ def test_disk_full_during_checkpoint_keeps_the_previous_one_and_says_so(tmp_path
         assert res.returncode == 0, res
         assert "resumed from" in res.stderr and "ckpt-2.pt at update 2" in res.stderr, res
         assert ckpt.load(run / "checkpoints" / "ckpt-6.pt")["counters"]["update"] == 6
+
+
+@pytest.mark.timeout(240)
+def test_disk_full_during_metrics_append_loses_nothing_and_catches_up(tmp_path: Path):
+    """The disk fills completely while training appends metrics.jsonl: one ERROR line (no traceback), no torn
+    line, nothing written before lost; once there is space again the missing updates are appended (no gap), a
+    SIGTERM stops the run with a checkpoint, and a resume continues the file without a repeat."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rel_util import REPO, dist_harness, run_cli
+
+    with tmpfs("16m", tmp_path) as mount:
+        run = mount / "run"
+        args = [str(EMPTY_CONFIG), *synthetic_overrides(run, **{"env.synthetic.step_sleep_s": 0.01,
+                                                                 "checkpoint.interval_updates": 10_000})]
+        err_path = tmp_path / "stderr.txt"
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "ddppo", "train", *args, "run.total_env_steps=100000000"],
+                                    cwd=REPO, env=dist_harness.subprocess_env(), stderr=err)
+        metrics = run / "metrics.jsonl"
+
+        def updates() -> list[int]:
+            return [json.loads(ln)["update"] for ln in metrics.read_text().splitlines()]  # raises on a torn line
+
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (metrics.exists() and len(updates()) >= 3):
+                time.sleep(0.1)
+            before = metrics.read_bytes()
+            filler = mount / "filler.bin"
+            with open(filler, "wb") as f, pytest.raises(OSError):
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            time.sleep(1.5)  # several updates with a full disk
+            full = updates()
+            filler.unlink()
+            n_full = len(full)
+            while time.monotonic() < deadline and len(updates()) < n_full + 5:
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        stderr = err_path.read_text()
+        assert "Traceback" not in stderr, stderr
+        errors = [ln for ln in stderr.splitlines() if "cannot append update" in ln]
+        assert len(errors) == 1 and "No space left on device" in errors[0], stderr
+        assert "nothing written before is lost" in errors[0] and "is writable again" in stderr, stderr
+        final = updates()
+        assert metrics.read_bytes().startswith(before)
+        assert final == list(range(1, len(final) + 1)), final  # no gap, no repeat
+
+        res = run_cli("train", *args, f"run.total_env_steps={(len(final) + 2) * PER_UPDATE}")
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert updates() == list(range(1, len(final) + 3))
