@@ -162,16 +162,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from ddppo.errors import CheckpointError
     from ddppo.config import ConfigError
-    from envs.base import EnvError
+    from envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
                 "eval": cmd_eval}
     try:
-        rc = handlers[args.command](args)
+        try:
+            rc = handlers[args.command](args)
+        except Exception as exc:  # an environment's own exception is reported like a worker's
+            failure = env_failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
     except (ConfigError, EnvError, CheckpointError) as err:
         kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"))
         kind = next(name for cls, name in kinds if isinstance(err, cls))
-        sys.stderr.write(f"ddppo: {kind}: {err}\n")
+        first, _, details = str(err).partition("\n")
+        if details:  # e.g. an env's traceback: shown with log.level=DEBUG
+            log.debug("%s", details)
+            first += " (traceback: log.level=DEBUG)"
+        sys.stderr.write(f"ddppo: {kind}: {first}\n")
         rc = EXIT_USER_ERROR
     if argv is None and args.command == "train":
         logging.shutdown()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import traceback
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
@@ -108,7 +110,29 @@ def fresh_reset(env: Any, seed: int) -> Obs:
 
 
 class EnvError(RuntimeError):
-    """An environment could not be built or failed; the message says what to fix."""
+    """An environment could not be built or failed; the message says what to fix (its first line; later lines,
+    e.g. an env's traceback, are details)."""
+
+
+ENVS_DIR = Path(__file__).resolve().parent
+
+
+def exception_summary(exc: BaseException) -> str:
+    """`Type: message (at file:line in function)` of the innermost frame, on one line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}{where}"
+
+
+def env_failure(exc: BaseException) -> EnvError | None:
+    """An exception raised inside an environment (its traceback passes through this package) as the EnvError
+    the CLI reports, the same as a subprocess worker's: `env failed during 'step': Type: message (at ...)`,
+    then the traceback; None for an exception from elsewhere."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if ENVS_DIR in Path(f.filename).resolve().parents]
+    if isinstance(exc, EnvError) or not frames:
+        return None
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return EnvError(f"env failed during {frames[0].name!r}: {exception_summary(exc)}\n{details}")
 
 
 @dataclasses.dataclass(frozen=True)

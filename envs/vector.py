@@ -34,7 +34,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, fresh_reset, restores_state
+from envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
+                       StepResult, VecEnv, fresh_reset, restores_state)
 from envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ class SubprocVecEnv:
                         procs[w].join(1.0)
                         self._fail(f"env worker {w} died during {cmd!r}; {self._exit_text(w)}")
                     if status == "error":
-                        self._fail(f"env worker {w} failed during {cmd!r}:\n{payload}")
+                        self._fail(f"env worker {w} failed during {cmd!r}: {payload}")  # summary, traceback
                     replies[w] = payload
                 elif procs[w].sentinel in ready:
                     procs[w].join(1.0)
@@ -280,8 +281,8 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
         try:
             env = build(name, options, spec)
             conn.send(("ok", (env.observation_space, env.action_space, restores_state(env))))
-        except BaseException:
-            conn.send(("error", traceback.format_exc()))
+        except BaseException as exc:
+            conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
             return
         while True:
             try:
@@ -315,8 +316,8 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                 else:
                     raise EnvError(f"unknown env worker command {cmd!r}")
                 conn.send(("ok", reply))
-            except Exception:
-                conn.send(("error", traceback.format_exc()))
+            except Exception as exc:
+                conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
     finally:
         views = None
         if env is not None:
