@@ -177,10 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvError, CheckpointError) as err:
         kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"))
         kind = next(name for cls, name in kinds if isinstance(err, cls))
-        first, _, details = str(err).partition("\n")
-        if details:  # e.g. an env's traceback: shown with log.level=DEBUG
+        first, details = str(err), ""
+        if isinstance(err, EnvError):
+            first, _, details = first.partition("\n")
+        if details:  # an env's traceback: shown with log.level=DEBUG
             log.debug("%s", details)
             first += " (traceback: log.level=DEBUG)"
+        # one line, whatever the message quotes (a key or value with a newline or carriage return in it)
+        first = "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)
         sys.stderr.write(f"ddppo: {kind}: {first}\n")
         rc = EXIT_USER_ERROR
     if argv is None and args.command == "train":

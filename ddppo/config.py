@@ -457,6 +457,14 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
     for item in overrides:
         if "=" not in item or item.startswith("="):
             raise ConfigError(f"override {item!r} is not of the form key=value (e.g. ppo.lr=1e-4)")
+    for item in overrides:  # one at a time first, so a value that is not YAML is named
+        try:
+            OmegaConf.from_dotlist([item])
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML ({yaml_problem(err)}); quote it, "
+                              f"e.g. 'key=\"...\"'") from None
+        except OmegaConfBaseException:
+            pass  # reported below, with all of them
     try:
         return OmegaConf.from_dotlist(list(overrides))
     except OmegaConfBaseException as err:
