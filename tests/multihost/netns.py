@@ -22,12 +22,18 @@ network left behind by a killed test run (its bridge's alias names the owning pi
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import heapq
 import json
 import os
+import random
 import secrets
+import select
 import shutil
 import signal
+import struct
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +42,7 @@ from typing import Mapping, Sequence
 PREFIX = "ddt"
 ALIAS = "ddppo-netns-test pid="
 SUBNET = "10.231.7"  # /24; hosts .10, .11, ... (private, and only ever inside the test namespaces)
+SLOW_SUBNET = "10.231.8"  # the delay line's /24 (see DelayLine)
 ETC_NETNS = Path("/etc/netns")
 
 
@@ -171,6 +178,7 @@ class Network:
                       for i in range(n_hosts)]
         self.resolve = resolve
         self._procs: list[subprocess.Popen] = []
+        self._delay_line: DelayLine | None = None
         self._closed = False
         try:
             self._build()
@@ -215,6 +223,8 @@ class Network:
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+        if self._delay_line is not None:
+            self._delay_line.close()
         _remove_network(self.tag)
 
     def __enter__(self) -> "Network":
@@ -271,10 +281,77 @@ class Network:
         stats = Path("/sys/class/net") / self.hosts[host].port_link / "statistics"
         return sum(int((stats / f).read_text()) for f in ("rx_bytes", "tx_bytes"))
 
+    def delay_line(self) -> "DelayLine":
+        """A second network between the hosts through a userspace relay with settable delay and loss (works
+        where the kernel has no sch_netem)."""
+        if self._delay_line is None:
+            self._delay_line = DelayLine(self)
+        return self._delay_line
+
     def listening(self, host: int) -> list[str]:
         """Local addresses of the TCP sockets listening inside host `host` (`ss -ltnH`)."""
         res = self.run(host, ["ss", "-ltnH"])
         return [line.split()[3] for line in res.stdout.splitlines() if line.strip()]
+
+
+class DelayLine:
+    """Each host gets a TUN interface `slow0` (SLOW_SUBNET.10+i/24); a thread of this process relays the IP
+    packets between them, each held `delay_ms` (one way: the round trip grows by twice that) and dropped with
+    probability `loss_pct` %. The kernel's own path (veth, bridge) stays as it is; a host reaches the others'
+    slow addresses through slow0. Settable at any time; closed with the network."""
+
+    TUNSETIFF, IFF_TUN, IFF_NO_PI = 0x400454CA, 0x0001, 0x1000
+
+    def __init__(self, net: Network):
+        self.delay_ms = 0.0
+        self.loss_pct = 0.0
+        self.addrs = [f"{SLOW_SUBNET}.{10 + h.index}" for h in net.hosts]
+        self._fds: list[int] = []
+        self._route: dict[bytes, int] = {}
+        self._stop = threading.Event()
+        self._rand = random.Random(0)
+        for h, addr in zip(net.hosts, self.addrs):
+            name = f"{PREFIX}{net.tag}s{h.index}"
+            fd = os.open("/dev/net/tun", os.O_RDWR)
+            fcntl.ioctl(fd, self.TUNSETIFF, struct.pack("16sH", name.encode(), self.IFF_TUN | self.IFF_NO_PI))
+            self._fds.append(fd)
+            _ip("link", "set", name, "netns", h.ns)
+            _ip("link", "set", name, "name", "slow0", ns=h.ns)
+            _ip("addr", "add", f"{addr}/24", "dev", "slow0", ns=h.ns)
+            _ip("link", "set", "slow0", "up", ns=h.ns)
+            self._route[bytes(int(x) for x in addr.split("."))] = fd
+        self._thread = threading.Thread(target=self._relay, name="delay-line", daemon=True)
+        self._thread.start()
+
+    def _relay(self) -> None:
+        due: list[tuple[float, int, int, bytes]] = []
+        seq = 0
+        while not self._stop.is_set():
+            wait = 0.2 if not due else max(0.0, due[0][0] - time.monotonic())
+            ready, _, _ = select.select(self._fds, [], [], wait)
+            now = time.monotonic()
+            for fd in ready:
+                try:
+                    pkt = os.read(fd, 65536)
+                except OSError:
+                    continue
+                out = self._route.get(pkt[16:20]) if len(pkt) >= 20 and pkt[0] >> 4 == 4 else None
+                if out is None or self._rand.random() * 100 < self.loss_pct:
+                    continue
+                seq += 1
+                heapq.heappush(due, (now + self.delay_ms / 1000, seq, out, pkt))
+            while due and due[0][0] <= time.monotonic():
+                _, _, out, pkt = heapq.heappop(due)
+                with contextlib.suppress(OSError):
+                    os.write(out, pkt)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
 
 
 def wait_exit(procs: Sequence[subprocess.Popen], timeout: float) -> list[float | None]:
