@@ -59,7 +59,8 @@ def main() -> None:
                 port += 1
                 results.append(run_case(net, delay, sync_frac, args.updates, Path(d), port))
                 print(json.dumps(results[-1]), flush=True)
-    print("\n| one-way delay | sync_frac | s/update | fps | all-reduce share | straggler wait share | steps collected |")
+    print("\n| one-way delay | sync_frac | s/update | fps | all-reduce share | straggler wait share "
+          "| steps collected |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['delay_ms_one_way']:g} ms | {r['sync_frac']:g} | {r['update_s']:.2f} | {r['fps']:.0f} | "

@@ -77,8 +77,8 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 KEY = st.one_of(st.sampled_from(KEYS), st.sampled_from(KEYS).map(lambda k: k + ".x"),
                 st.sampled_from(["ppo", "env", "run", "dist", "x.y", "ppo..lr", ".lr", "env.gridnav"]), TEXT)
 VALUE = st.one_of(st.integers(-10**6, 10**6).map(str), st.floats().map(repr), TEXT,
-                  st.sampled_from(["true", "null", "[1,2]", "{a: 1}", "${ppo.lr}", "${oc.env:HOME}", "${x",
-                                   "'", "1e999", "-0", "nan", "[", "gym:CartPole-v1", "~", "!!python/object:os.system"]))
+                  st.sampled_from(["true", "null", "[1,2]", "{a: 1}", "${ppo.lr}", "${oc.env:HOME}", "${x", "'",
+                                   "1e999", "-0", "nan", "[", "gym:CartPole-v1", "~", "!!python/object:os.system"]))
 ITEM = st.one_of(st.tuples(KEY, VALUE).map(lambda kv: f"{kv[0]}={kv[1]}"), TEXT).filter(
     lambda s: not s.startswith("-"))  # a leading '-' is an option to argparse (its own usage error)
 
