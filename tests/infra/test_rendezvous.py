@@ -1,0 +1,84 @@
+"""The rendezvous helpers without test hosts (tests/multihost runs them between network namespaces): the
+interface that routes to MASTER_ADDR, the one-line explanations, signals ending a watched rendezvous."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from ddppo import rendezvous, signals
+from ddppo.launch import Launch
+
+LAUNCH = Launch(rank=1, world_size=2, local_rank=0, local_world_size=1, master_addr="10.0.0.1", master_port=29555,
+                source="torchrun")
+
+
+def test_route_to_loopback_is_lo_and_unknown_names_are_none():
+    name, addr = rendezvous.route_interface("127.0.0.1", 29500)
+    assert addr == "127.0.0.1" and name == "lo"
+    assert rendezvous.route_interface("no-such-host.invalid", 29500) is None
+
+
+class _Store:
+    def __init__(self):
+        self.data = {}
+
+    def set(self, key, value):
+        self.data[key] = value.encode() if isinstance(value, str) else value
+
+    def check(self, keys):
+        return all(k in self.data for k in keys)
+
+    def get(self, key):
+        return self.data[key]
+
+
+def test_interface_choice_respects_the_user_and_publishes_the_source(monkeypatch):
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "mine0")
+    store = _Store()
+    rendezvous.choose_socket_interface(dataclasses.replace(LAUNCH, master_addr="127.0.0.1"), "gloo", store)
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "mine0" and store.data["net/source/1"] == b"127.0.0.1"
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "")  # empty counts as unset; monkeypatch restores it afterwards
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    single = dataclasses.replace(LAUNCH, master_addr="127.0.0.1", local_world_size=2)
+    rendezvous.choose_socket_interface(single, "gloo", _Store())
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and "NCCL_SOCKET_IFNAME" not in os.environ
+
+
+@pytest.mark.parametrize("error, cause", [
+    (RuntimeError("Gloo connectFullMesh failed with [pair.cc:152] timed out connecting: SO_ERROR: Connection "
+                  "refused, remote=[127.0.1.1]:3459$1"), "loopback address 127.0.1.1"),
+    (RuntimeError("Gloo connectFullMesh failed: Connection refused, remote=[10.0.0.2]:40000"),
+     "cannot connect to a peer at 10.0.0.2:40000"),
+    (RuntimeError("Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown?"),
+     "the store went away"),
+    (RuntimeError("cannot host the rendezvous store: [Errno 98] Address already in use"), "port 29555 is already"),
+    (TimeoutError("The client socket has timed out after 1800000ms while trying to connect to (10.0.0.1, 29555)"),
+     "no answer in time"),
+])
+def test_failures_are_one_line_naming_address_port_and_cause(error, cause):
+    line = rendezvous.explain_failure(LAUNCH, error)
+    assert "\n" not in line and "MASTER_ADDR=10.0.0.1 MASTER_PORT=29555" in line and cause in line, line
+
+
+def test_a_signal_ends_a_watched_rendezvous_that_hangs():
+    """The rendezvous thread blocks (as a native wait does); SIGTERM still ends the wait at once."""
+    saved = {sig: signal.getsignal(sig) for sig in signals.HANDLED}
+    signals.install()
+    hang = threading.Event()
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        start = time.monotonic()
+        with pytest.raises(rendezvous.RendezvousInterrupted) as err:
+            rendezvous.watched(LAUNCH, "t/", 5.0, lambda: hang.wait(30) and None, lambda store: None)
+        assert err.value.signum == signal.SIGTERM and time.monotonic() - start < 10
+    finally:
+        hang.set()
+        signals.clear()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
