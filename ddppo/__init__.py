@@ -4,6 +4,7 @@ infrastructure (ddppo/*.py)  shared by every application; knows no training or e
     config.py       the schema (one dataclass per section; field help + shape flags as metadata), load_config
     distributed.py  DistContext: process group, every collective and every cross-rank wait (all bounded)
     launch.py       what the launcher says (rank, world, rendezvous) and the launcher variables of child processes
+    rendezvous.py   joining the job: the socket interface, a watched rendezvous, one-line failures
     rundir.py       the one owner of a run directory's files; the one atomic write and torn-line-tolerant reader
     checkpoint.py   what a checkpoint holds; atomic save, keep-last, weights_only loading
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit

@@ -119,7 +119,7 @@ def explain_failure(launch: Launch, err: BaseException) -> str:
     remote = re.search(r"remote=\[([^\]]+)\]:(\d+)", msg)
     if remote:
         ip = remote.group(1)
-        if ip.startswith("127.") or ip == "::1":
+        if _is_loopback(ip):
             cause = (f"a peer advertised the loopback address {ip} (its host name resolves to a loopback address, "
                      f"as Debian's /etc/hosts does); unset GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME so ddppo picks "
                      f"the interface that routes to MASTER_ADDR, or set them to that interface")
