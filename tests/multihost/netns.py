@@ -285,6 +285,8 @@ class Network:
         """A second network between the hosts through a userspace relay with settable delay and loss (works
         where the kernel has no sch_netem)."""
         if self._delay_line is None:
+            if not Path("/dev/net/tun").exists():
+                raise NetnsUnavailable("/dev/net/tun is missing (the delay line needs TUN devices)")
             self._delay_line = DelayLine(self)
         return self._delay_line
 

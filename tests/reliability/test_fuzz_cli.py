@@ -11,7 +11,6 @@ each test prints how many cases it tried."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import re
 import signal
