@@ -124,3 +124,25 @@ def wait_for_update(run_dir: Path, update: int, timeout: float, job: Job) -> Non
         if last and last.get("update", 0) >= update:
             return
         time.sleep(0.2)
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def loaded_torch(proc: subprocess.Popen) -> bool:
+    """The process has imported torch (so ddppo's signal handlers, installed before, are in place)."""
+    try:
+        return "libtorch_cpu" in Path(f"/proc/{proc.pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def connected_to(net: Network, host: int, port: int) -> bool:
+    """Some process on host `host` has an established TCP connection to port `port` (e.g. the store)."""
+    res = net.run(host, ["ss", "-tnH", "state", "established", f"( dport = :{port} )"])
+    return bool(res.stdout.strip())

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mh_util import PER_RANK_UPDATE, by_hand, newest_params, slurm_style, torchrun_multinode, train_argv
+from mh_util import (PER_RANK_UPDATE, by_hand, newest_params, slurm_style, torchrun_multinode, train_argv,
+                     wait_until)
 
 
 def _equal(a: dict, b: dict) -> bool:
@@ -82,6 +83,7 @@ def test_store_reachable_from_other_host_only_when_multinode(network, tmp_path: 
              "else: print('closed', err)\n")
     res = net.run(1, [sys.executable, "-c", probe, net.hosts[0].addr, "29490"], timeout=60)
     assert res.stdout.strip() == "open", res
+    wait_until(lambda: any(a.endswith(":29491") for a in net.listening(0)), 60, "the single-node store")
     listening = net.listening(0)
     assert "127.0.0.1:29491" in listening, listening
     assert not any(a.endswith(":29491") and not a.startswith("127.0.0.1") for a in listening), listening

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mh_util import by_hand, train_argv
+from mh_util import by_hand, connected_to, loaded_torch, train_argv, wait_until
 
 PORT = 29400
 TRACEBACK = "Traceback (most recent call last)"
@@ -49,7 +49,9 @@ def test_signals_during_rendezvous_end_the_rank_at_once(network, tmp_path: Path)
         job = by_hand(net, [0, 1], train_argv(tmp_path / f"run{i}"), PORT + 1 + i, tmp_path / f"logs{i}")
         job.procs[0].kill()  # rank 0 never arrives
         jobs.append(job)
-    time.sleep(4)  # interpreter and torch start-up; the ranks are now waiting for the store
+    for job in jobs:  # past interpreter start-up (handlers in place), on the way to the rendezvous
+        wait_until(lambda: loaded_torch(job.procs[1]), 60, "torch imported")
+    time.sleep(0.5)
     for job, sig in zip(jobs, sigs):
         assert job.procs[1].poll() is None, job.describe()
         job.procs[1].send_signal(sig)
@@ -72,7 +74,8 @@ def test_a_rank_lost_during_rendezvous_is_named_after_timeout_s(network, tmp_pat
     argv = train_argv(tmp_path / "run", **{"dist.timeout_s": 5})
     job = by_hand(net, [0, 1, 1], argv, PORT + 10, tmp_path / "logs")
     job.procs[2].kill()  # rank 2 never arrives
-    time.sleep(6)
+    wait_until(lambda: connected_to(net, 1, PORT + 10), 60, "rank 1 connected to the store")
+    time.sleep(3)  # its first heartbeats
     job.procs[1].kill()  # rank 1 joined (it heartbeats through the store) and dies
     job.wait(60)
     assert job.procs[0].returncode == 1, job.describe()
@@ -82,7 +85,8 @@ def test_a_rank_lost_during_rendezvous_is_named_after_timeout_s(network, tmp_pat
 
     job2 = by_hand(net, [0, 1, 1], argv, PORT + 11, tmp_path / "logs2")
     job2.procs[2].kill()
-    time.sleep(6)
+    wait_until(lambda: connected_to(net, 1, PORT + 11), 60, "rank 1 connected to the store")
+    time.sleep(1)
     job2.procs[0].kill()  # the store's host dies
     job2.wait(60)
     assert job2.procs[1].returncode == 1, job2.describe()

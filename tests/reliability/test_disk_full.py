@@ -99,7 +99,9 @@ def test_disk_full_during_metrics_append_loses_nothing_and_catches_up(tmp_path: 
                 while True:
                     f.write(b"\0" * 65536)
                     f.flush()
-            time.sleep(1.5)  # several updates with a full disk
+            while time.monotonic() < deadline and "cannot append update" not in err_path.read_text():
+                time.sleep(0.1)
+            time.sleep(0.5)  # a few more updates with a full disk
             full = updates()
             filler.unlink()
             n_full = len(full)
