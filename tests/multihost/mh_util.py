@@ -114,7 +114,7 @@ def newest_params(run_dir: Path) -> tuple[int, dict[str, torch.Tensor]]:
     return ckpt.counters_of(found[1])["update"], found[1]["model"]
 
 
-def wait_for_update(run_dir: Path, update: int, timeout: float, job: Job) -> None:
+def wait_for_update(run_dir: Path, update: int, timeout: float, job: Job, poll_s: float = 0.2) -> None:
     """Wait until metrics.jsonl holds `update` (or a process of `job` ended: the caller's asserts say why)."""
     from ddppo.rundir import RunDir
 
@@ -123,7 +123,7 @@ def wait_for_update(run_dir: Path, update: int, timeout: float, job: Job) -> Non
         last = RunDir(run_dir).last_metrics()
         if last and last.get("update", 0) >= update:
             return
-        time.sleep(0.2)
+        time.sleep(poll_s)
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:

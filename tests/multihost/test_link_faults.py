@@ -3,7 +3,8 @@ ranks collect a rollout, and while they all-reduce gradients. Every rank exits n
 plus the bounded check-in, with one line naming the lost rank(s); the newest checkpoint loads; after the link
 is back the job resumes from it and finishes.
 
-Mid-rollout: each update is ~95 % env stepping (20 steps of 50 ms), the cut comes 0.3 s into an update.
+Mid-rollout: each update is ~95 % env stepping (20 steps of 50 ms), the cut comes 0.3 s after an update's
+metrics line (its last act).
 Mid-all-reduce: a big policy (hidden 512, ~8 MB of gradients) over a link limited to 40 Mbit/s (tc tbf), the cut
 comes while the gradients stream (over 100 KB through the link within 50 ms).
 The time from the cut to each exit is printed (figures for the closing note; asserts only bound a hang)."""
@@ -44,7 +45,8 @@ def test_link_cut_every_rank_exits_naming_the_lost_rank_and_resume_works(network
     job = by_hand(net, [0, 1], _argv(run, 10_000, phase), PORT, tmp_path / "logs", extra={"LOCAL_WORLD_SIZE": "1"})
     wait_for_update(run, 3, 120, job)
     assert all(p.poll() is None for p in job.procs), job.describe()
-    if phase == "rollout":
+    if phase == "rollout":  # an update's metrics line is its last act: the next rollout (~1 s) has begun
+        wait_for_update(run, 4, 60, job, poll_s=0.02)
         time.sleep(0.3)
     else:
         _wait_for_burst(net, 1, 100_000, 0.05, 60)
