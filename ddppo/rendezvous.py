@@ -263,6 +263,7 @@ def watched(launch: Launch, prefix: str, lost_after_s: float, build_store: Calla
     threading.Thread(target=work, name="ddppo-rendezvous", daemon=True).start()
     watcher = _Watcher(launch, prefix, lost_after_s)
     next_poll = 0.0
+    start = last_note = time.monotonic()
     try:
         while True:
             sig = signals.pending()
@@ -279,6 +280,11 @@ def watched(launch: Launch, prefix: str, lost_after_s: float, build_store: Calla
                     if launch.rank == 0 and not launch.agent_store:
                         time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others read why
                 raise RendezvousError(line) from None
+            if stage["store"] is None and time.monotonic() - last_note > NOTE_EVERY_S:
+                last_note = time.monotonic()
+                log.warning("rank %d: no rendezvous store at MASTER_ADDR=%s MASTER_PORT=%d after %.0f s: is rank 0 "
+                            "(or torchrun's agent) running, and is that address right from this host?", launch.rank,
+                            launch.master_addr, launch.master_port, last_note - start)
             if stage["store"] is not None and time.monotonic() >= next_poll:
                 watcher.poll()
                 # a store call per rank per look: large jobs look less often (the store serves every rank)

@@ -82,3 +82,16 @@ def test_a_signal_ends_a_watched_rendezvous_that_hangs():
         signals.clear()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_a_rank_without_a_store_says_so_while_it_waits(monkeypatch, caplog):
+    """The store is not there yet (rank 0 not started, or a wrong MASTER_ADDR): a warning names the address
+    every NOTE_EVERY_S instead of silence until dist.startup_timeout_s."""
+    monkeypatch.setattr(rendezvous, "NOTE_EVERY_S", 0.2)
+    launch = dataclasses.replace(LAUNCH, master_addr="127.0.0.1", master_port=9)  # nothing listens on port 9
+    arrives = threading.Event()
+    threading.Timer(1.0, arrives.set).start()
+    with caplog.at_level("WARNING", logger="ddppo.rendezvous"):
+        assert rendezvous.watched(launch, "t/", 5.0, lambda: arrives.wait(30) and None, lambda store: "in") == "in"
+    notes = [r.getMessage() for r in caplog.records if "no rendezvous store" in r.getMessage()]
+    assert notes and "MASTER_ADDR=127.0.0.1 MASTER_PORT=9" in notes[0], caplog.text
