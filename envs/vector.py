@@ -129,9 +129,7 @@ class SubprocVecEnv:
         actions = np.asarray(actions)
         for w, (lo, hi) in enumerate(self._bounds):
             self.send(w, actions[lo:hi])
-        parts = []
-        while self._in_flight:
-            parts += self.recv(min_ready=len(self._in_flight), wait_s=self._timeout_s)
+        parts = self.recv_all()
         v = self._views
         done = v["terminated"] | v["truncated"]
         return StepResult(
@@ -144,6 +142,13 @@ class SubprocVecEnv:
         )
 
     # ---- asynchronous stepping (see the module docstring) -------------------------------------
+    def recv_all(self) -> list[WorkerStep]:
+        """Wait for every worker in flight (up to the worker timeout) and return their steps."""
+        out: list[WorkerStep] = []
+        while self._in_flight:
+            out += self.recv(min_ready=len(self._in_flight), wait_s=self._timeout_s)
+        return out
+
     @property
     def bounds(self) -> list[tuple[int, int]]:
         """(lo, hi) rows of the batch each worker steps."""
