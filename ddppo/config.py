@@ -91,8 +91,8 @@ class RolloutConfig:
                                         metadata=doc("variable: an env collects at most this x num_steps steps per "
                                                      "rollout (the storage holds that many per env)"))
     batch_wait_s: float = field(default=0.002,
-                                metadata=doc("variable: once one env is ready, wait at most this long for half the "
-                                             "stepping envs before acting on those ready"))
+                                metadata=doc("variable: once one env is ready, wait at most this long for the other "
+                                             "stepping envs before acting on those ready (the batch-fill bound)"))
 
 
 @dataclass(frozen=True)

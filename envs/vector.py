@@ -129,7 +129,8 @@ class SubprocVecEnv:
         actions = np.asarray(actions)
         for w, (lo, hi) in enumerate(self._bounds):
             self.send(w, actions[lo:hi])
-        parts = self.recv_all()
+        replies = self._poll(list(range(self.num_workers)), "step", self._timeout_s, self.num_workers)
+        self._in_flight.clear()
         v = self._views
         done = v["terminated"] | v["truncated"]
         return StepResult(
@@ -138,7 +139,8 @@ class SubprocVecEnv:
             terminated=v["terminated"].copy(),
             truncated=v["truncated"].copy(),
             final_obs=_final_rows(v["final_obs"], done),
-            episodes=sorted((e for p in parts for e in p.result.episodes), key=lambda e: e.env_index),
+            episodes=[EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics)
+                      for w in range(self.num_workers) for e in replies[w]],
         )
 
     # ---- asynchronous stepping (see the module docstring) -------------------------------------

@@ -2,7 +2,7 @@
 
 Environments step in worker processes (envs.vector.SubprocVecEnv: `send` to one worker, `recv` whichever
 finished). The policy acts on the envs whose observations are ready, batched: once one worker is back,
-`recv` waits at most `batch_wait_s` for half the stepping workers. Each env contributes as many steps as it
+`recv` waits at most `batch_wait_s` for the others still stepping, then acts on those back. Each env contributes as many steps as it
 manages; the rollout ends once the rank holds `num_envs x num_steps` steps (or earlier under straggler
 preemption, checked before each batch with the budget expressed in steps per env). An env never holds more
 than the storage's per-env capacity (`rollout.max_env_steps_factor x num_steps`).
@@ -126,12 +126,13 @@ class VariableRollout:
         self.act_and_send([w for w in range(len(self.bounds)) if w not in waiting])
         collected = 0
         while True:
-            done_workers = []
+            take = []  # the ready steps that fit in the budget, stored in one batch
             while ready and collected < budget:
-                step = ready.pop(0)
-                self.store([step], update, sums, counts)
-                collected += step.hi - step.lo
-                done_workers.append(step.worker)
+                take.append(ready.pop(0))
+                collected += take[-1].hi - take[-1].lo
+            if take:
+                self.store(take, update, sums, counts)
+            done_workers = [w.worker for w in take]
             if collected >= budget:
                 self.unstored = ready
                 return False
@@ -141,7 +142,7 @@ class VariableRollout:
             if not envs.in_flight:  # every env at its capacity: cannot happen while capacity >= num_steps
                 return False
             with c.timer(timing.ENV_STEP):
-                ready = envs.recv(min_ready=max(1, len(envs.in_flight) // 2), wait_s=self.batch_wait_s)
+                ready = envs.recv(min_ready=len(envs.in_flight), wait_s=self.batch_wait_s)
 
     # ------------------------------------------------------------- carry-over
     def drain(self) -> None:
