@@ -94,8 +94,8 @@ class RolloutCollector:
     # --------------------------------------------------------------- carry-over
     def state_dict(self) -> dict[str, Any]:
         extra = {} if self.variable is None else {"variable": self.variable.state_dict()}  # first: envs idle
-        return {"obs": {k: v.cpu() for k, v in self.obs.items()}, "start": self.start.cpu(),
-                "hidden": self.hidden.cpu(), "env": self.envs.state_dict(), **extra}
+        return {"obs": {k: v.cpu().clone() for k, v in self.obs.items()}, "start": self.start.cpu().clone(),
+                "hidden": self.hidden.cpu().clone(), "env": self.envs.state_dict(), **extra}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where `state_dict` was taken; ValueError (nothing changed) if it does not fit."""
@@ -112,9 +112,10 @@ class RolloutCollector:
         if self.variable is not None:
             self.variable.load_state_dict(state["variable"])
         self.envs.load_state_dict(state["env"])
-        self.actor.obs = {k: torch.as_tensor(v).to(self.device) for k, v in state["obs"].items()}
-        self.actor.start = torch.as_tensor(state["start"]).to(self.device)
-        self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device)
+        # copies: variable mode updates these in place
+        self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
+        self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
+        self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device, copy=True)
 
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world

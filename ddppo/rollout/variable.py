@@ -157,13 +157,13 @@ class VariableRollout:
 
     def state_dict(self) -> dict[str, Any]:
         self.drain()
-        return {"pending": {k: v.cpu() for k, v in self.pending.items()},
+        return {"pending": {k: v.cpu().clone() for k, v in self.pending.items()},
                 "unstored": [{"worker": w.worker, "lo": w.lo, "hi": w.hi, **_result_state(w.result)}
                              for w in self.unstored]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.forget()
-        self.pending = {k: torch.as_tensor(v).to(self.device) for k, v in state["pending"].items()}
+        self.pending = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["pending"].items()}
         self.unstored = [WorkerStep(u["worker"], u["lo"], u["hi"], _result_from_state(u)) for u in state["unstored"]]
 
     def diagnostics(self, rollout_s: float, lengths: torch.Tensor) -> dict[str, float]:
