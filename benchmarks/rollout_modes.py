@@ -105,6 +105,51 @@ def compare(config: str, overrides: list[str], rounds: int, updates: int) -> dic
     return out
 
 
+def _raw_fps(envs: Any, steps: int) -> float:
+    import numpy as np
+
+    actions = np.random.default_rng(0).integers(0, envs.action_space.n, (steps, envs.num_envs))
+    start = time.perf_counter()
+    for a in actions:
+        envs.step(a)
+    return steps * envs.num_envs / (time.perf_counter() - start)
+
+
+def rollout_phase(config: str, overrides: list[str], rounds: int) -> dict[str, Any]:
+    """Rollout-phase fps of fixed mode in lockstep and double-buffered, and raw stepping of the same envs,
+    interleaved (issue 16's rollout/raw figure)."""
+    from ddppo.train.trainer import Trainer
+
+    ctx = init_distributed("gloo", "cpu", 60, 60, 0)
+    trainers: dict[str, Any] = {}
+    fps: dict[str, list[float]] = {"raw": [], "lockstep": [], "double_buffered": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="ddppo-bench-") as tmp:
+            for name, overlap in (("lockstep", False), ("double_buffered", True)):
+                cfg = load_config(config, [*overrides, f"rollout.overlap={overlap}", f"run.dir={tmp}/{name}",
+                                           "log.tensorboard=false"])
+                torch.set_num_threads(cfg.run.torch_threads or 1)
+                trainers[name] = Trainer(cfg, ctx)
+            for u in range(rounds + 1):
+                for name, trainer in trainers.items():
+                    start = time.perf_counter()
+                    n = trainer.collector.collect(u).env_steps
+                    if u:  # round 0 warms up
+                        fps[name].append(n / (time.perf_counter() - start))
+                if u:
+                    fps["raw"].append(_raw_fps(trainers["lockstep"].envs, cfg.rollout.num_steps))
+            phases = {name: {k: v / (rounds + 1) for k, v in t.timer.pop().items()} for name, t in trainers.items()}
+    finally:
+        for trainer in trainers.values():
+            trainer.close()
+        ctx.close()
+    out: dict[str, Any] = {k: statistics.median(v) for k, v in fps.items()}
+    out.update({"overrides": overrides, "rounds": rounds, "phases_s_per_rollout": phases,
+                "lockstep_over_raw": out["lockstep"] / out["raw"],
+                "double_buffered_over_raw": out["double_buffered"] / out["raw"]})
+    return out
+
+
 def main(config: str, out: str, rounds: int, updates: int = 3) -> int:
     import os
 

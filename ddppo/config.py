@@ -87,6 +87,10 @@ class RolloutConfig:
                                    "asynchronously in env.num_workers workers, the policy acts on whichever are "
                                    "ready, each env contributes a variable number of steps until the rank has "
                                    "num_envs x num_steps)"))
+    overlap: bool = field(default=False,
+                          metadata=doc("fixed, with env.num_workers >= 2: double-buffered halves of the workers step "
+                                       "while the policy acts on the other half (overlaps env stepping and "
+                                       "inference); every env still takes num_steps steps"))
     max_env_steps_factor: float = field(default=2.0,
                                         metadata=doc("variable: an env collects at most this x num_steps steps per "
                                                      "rollout (the storage holds that many per env)"))

@@ -37,7 +37,7 @@ import time
 import traceback
 import weakref
 from multiprocessing import shared_memory
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -157,6 +157,11 @@ class SubprocVecEnv:
         return list(self._bounds)
 
     @property
+    def timeout_s(self) -> float:
+        """How long a worker may take for one step before it is reported as hung."""
+        return self._timeout_s
+
+    @property
     def in_flight(self) -> frozenset[int]:
         """Workers sent a step whose result has not been received."""
         return frozenset(self._in_flight)
@@ -168,15 +173,17 @@ class SubprocVecEnv:
         self._send(w, "step", np.asarray(actions))
         self._in_flight.add(w)
 
-    def recv(self, min_ready: int = 1, wait_s: float = 0.0) -> list[WorkerStep]:
-        """Finished steps of in-flight workers, in worker order: at least one (waiting up to the worker
-        timeout for it), and up to `min_ready` if they finish within `wait_s` of the first."""
-        if not self._in_flight:
+    def recv(self, min_ready: int = 1, wait_s: float = 0.0, workers: Iterable[int] | None = None) -> list[WorkerStep]:
+        """Finished steps of in-flight workers (of `workers` only, if given), in worker order: at least one
+        (waiting up to the worker timeout for it), and up to `min_ready` if they finish within `wait_s` of the
+        first."""
+        pool = self._in_flight if workers is None else self._in_flight & set(workers)
+        if not pool:
             raise EnvError("recv with no env worker stepping: send a step first")
-        replies = self._poll(sorted(self._in_flight), "step", self._timeout_s, 1)
-        want = min(min_ready, len(self._in_flight))
+        replies = self._poll(sorted(pool), "step", self._timeout_s, 1)
+        want = min(min_ready, len(pool))
         if len(replies) < want and wait_s > 0:
-            rest = sorted(self._in_flight - set(replies))
+            rest = sorted(pool - set(replies))
             replies.update(self._poll(rest, "step", wait_s, want - len(replies), timeout_ok=True))
         out = []
         for w in sorted(replies):

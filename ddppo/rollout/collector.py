@@ -35,7 +35,7 @@ from ddppo.rollout.acting import Actor, check_finite, obs_to_torch  # noqa: F401
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.rollout.variable import VariableRollout, rollout_diag
+from ddppo.rollout.async_rollout import AsyncRollout, rollout_diag
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +60,14 @@ DIAG_KEYS = ("env_steps_min", "env_steps_mean", "env_steps_max", "slowest_step_s
 
 
 class RolloutCollector:
-    """Fixed mode: every env takes `num_steps` steps in lockstep. Variable mode (`variable_batch_wait_s` set):
-    ddppo/rollout/variable.py, on envs with the asynchronous worker API, into a storage whose per-env
-    capacity may exceed `num_steps`."""
+    """Fixed mode: every env takes `num_steps` steps in lockstep, or, with `overlap` and two or more env
+    workers, in two double-buffered halves. Variable mode (`variable_batch_wait_s` set). Both asynchronous
+    loops live in ddppo/rollout/async_rollout.py, on the envs' asynchronous worker API; in variable mode the
+    storage's per-env capacity may exceed `num_steps`."""
 
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
                  timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
-                 variable_batch_wait_s: float | None = None):
+                 variable_batch_wait_s: float | None = None, overlap: bool = False):
         self.envs, self.policy, self.storage = envs, policy, storage
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.num_steps = storage.num_steps if num_steps is None else num_steps
@@ -76,7 +77,11 @@ class RolloutCollector:
         self.actor.detach()
         self.variable = None
         if variable_batch_wait_s is not None:
-            self.variable = VariableRollout(self, variable_batch_wait_s)
+            self.variable = AsyncRollout(self, variable_batch_wait_s)
+        # fixed mode, double-buffered: two halves of the workers step in turn while the policy acts on the other
+        self.overlap = None
+        if overlap and self.variable is None and getattr(envs, "num_workers", 0) >= 2:
+            self.overlap = AsyncRollout(self, 0.0)
 
     # what the next rollout starts from (held by the actor)
     @property
@@ -153,6 +158,10 @@ class RolloutCollector:
             preempted = self.variable.collect(update, sums, counts)
             lengths = s.lengths if s.lengths is not None else torch.zeros(self.envs.num_envs, dtype=torch.long)
             diag = self.variable.diagnostics(time.perf_counter() - t0, lengths)
+        elif self.overlap is not None:
+            preempted = self.overlap.collect_double_buffered(update, sums, counts)
+            lengths = s.lengths
+            diag = self.overlap.diagnostics(time.perf_counter() - t0, lengths)
         else:
             preempted, slowest = self._collect_fixed(update, sums, counts)
             lengths = torch.full((self.envs.num_envs,), s.step, dtype=torch.long)

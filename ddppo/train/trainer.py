@@ -75,7 +75,8 @@ class Trainer:
                                           cfg.ppo.gamma, ctx.device,
                                           label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                           num_steps=cfg.rollout.num_steps,
-                                          variable_batch_wait_s=cfg.rollout.batch_wait_s if variable else None)
+                                          variable_batch_wait_s=cfg.rollout.batch_wait_s if variable else None,
+                                          overlap=cfg.rollout.overlap)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,

@@ -1,4 +1,4 @@
-"""Variable-experience collection (ddppo/rollout/variable.py) with real env workers of different speeds:
+"""Variable-experience collection (ddppo/rollout/async_rollout.py) with real env workers of different speeds:
 the step budget, recurrent state per env within and across segments, and the carry-over through a
 checkpoint (steps in flight are received, saved and stored first after loading)."""
 
@@ -18,26 +18,33 @@ SKEWED = {"step_sleep_s": 0.002, "step_sleep_sigma": 1.5, "episode_length": 5}
 
 
 class NeverStop:
+    at = None
+
     def should_stop(self, update, step):
-        return False
+        return self.at is not None and step >= self.at
 
     def finished(self, update):
         pass
+
+
+class StopAt(NeverStop):
+    at = 3
 
 
 @pytest.fixture
 def make():
     made = []
 
-    def build(seed=0):
+    def build(seed=0, overlap=False, preemption=None):
         envs = make_vec_env("synthetic", SKEWED, EnvSpec(num_envs=N, seed=seed, num_workers=N))
         made.append(envs)
         torch.manual_seed(0)
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
-        storage = RolloutStorage(CAP, N, envs.observation_space, envs.action_space,
+        storage = RolloutStorage(T if overlap else CAP, N, envs.observation_space, envs.action_space,
                                  tuple(policy.initial_hidden(N).shape), torch.device("cpu"))
-        collector = RolloutCollector(envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"),
-                                     num_steps=T, variable_batch_wait_s=0.0)
+        collector = RolloutCollector(envs, policy, storage, preemption or NeverStop(), Timer(), 0.9,
+                                     torch.device("cpu"), num_steps=T, variable_batch_wait_s=None if overlap else 0.0,
+                                     overlap=overlap)
         return collector, policy, storage
 
     yield build
@@ -51,8 +58,9 @@ def snapshot(s):
             "lengths": s.lengths.clone()}
 
 
-def test_budget_and_recurrent_state_per_env_across_segments(make):
-    collector, policy, s = make()
+@pytest.mark.parametrize("overlap", [False, True], ids=["variable", "fixed-double-buffered"])
+def test_budget_and_recurrent_state_per_env_across_segments(make, overlap):
+    collector, policy, s = make(overlap=overlap)
     first = collector.collect(1)
     one = snapshot(s)
     second = collector.collect(2)
@@ -60,6 +68,19 @@ def test_budget_and_recurrent_state_per_env_across_segments(make):
     for res, snap in ((first, one), (second, two)):
         assert res.env_steps == N * T == int(snap["lengths"].sum())  # one env per worker: the budget exactly
         assert res.diag["env_steps_min"] == snap["lengths"].min() and res.diag["env_steps_max"] <= CAP
+        if overlap:
+            assert snap["lengths"].tolist() == [T] * N and not res.preempted
+    check_segments(policy, one, two)
+
+
+def test_double_buffered_preemption_stops_every_env_at_the_same_step(make):
+    collector, _, s = make(overlap=True, preemption=StopAt())
+    res = collector.collect(1)
+    assert res.preempted and s.lengths.tolist() == [3] * N and res.env_steps == 3 * N
+    assert not collector.envs.in_flight
+
+
+def check_segments(policy, one, two):
     with torch.no_grad():
         for n in range(N):
             for snap in (one, two):  # each segment replays from its own initial state to its stored logp

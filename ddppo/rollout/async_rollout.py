@@ -1,4 +1,11 @@
-"""Variable-experience rollouts (rollout.mode=variable; VER, Wijmans et al. 2022) on the asynchronous worker API.
+"""Asynchronous collection on the worker API: variable-experience rollouts and fixed mode's double buffering.
+
+Fixed mode with rollout.overlap (`collect_double_buffered`): the workers are split into two halves; while
+one half steps its envs, the policy acts on the other half's observations (as in Sample Factory), so env
+stepping and inference overlap. Every env still takes exactly `num_steps` steps (fewer when preempted, the
+same number for every env), and the order of acting is fixed, so runs stay reproducible.
+
+Variable-experience rollouts (rollout.mode=variable; VER, Wijmans et al. 2022):
 
 Environments step in worker processes (envs.vector.SubprocVecEnv: `send` to one worker, `recv` whichever
 finished). The policy acts on the envs whose observations are ready, batched: once one worker is back,
@@ -32,8 +39,8 @@ from envs.base import EpisodeInfo, StepResult
 from envs.vector import WorkerStep
 
 
-class VariableRollout:
-    """The variable-mode collection loop of a RolloutCollector (`collector`: its envs, storage, ...)."""
+class AsyncRollout:
+    """The asynchronous collection loops of a RolloutCollector (`collector`: its envs, storage, ...)."""
 
     def __init__(self, collector: Any, batch_wait_s: float):
         self.c = collector
@@ -78,11 +85,12 @@ class VariableRollout:
         p["value"][rows] = value
         p["hidden"][:, rows] = hidden
         now, offset = time.perf_counter(), 0
-        for w in workers:
-            lo, hi = self.bounds[w]
-            c.envs.send(w, env_action[offset:offset + hi - lo])
-            self.sent_at[lo:hi] = now
-            offset += hi - lo
+        with c.timer(timing.ENV_STEP):  # a send wakes the worker: on a busy machine it runs in the write
+            for w in workers:
+                lo, hi = self.bounds[w]
+                c.envs.send(w, env_action[offset:offset + hi - lo])
+                self.sent_at[lo:hi] = now
+                offset += hi - lo
 
     # ----------------------------------------------------------------- storing
     def store(self, steps: list[WorkerStep], update: int, sums: np.ndarray, counts: np.ndarray) -> None:
@@ -143,6 +151,31 @@ class VariableRollout:
                 return False
             with c.timer(timing.ENV_STEP):
                 ready = envs.recv(min_ready=len(envs.in_flight), wait_s=self.batch_wait_s)
+
+    def collect_double_buffered(self, update: int, sums: np.ndarray, counts: np.ndarray) -> bool:
+        """Fixed mode, two halves of the workers in turn; True if preempted."""
+        c, s, envs = self.c, self.c.storage, self.c.envs
+        w = len(self.bounds)
+        halves = [list(range(w // 2)), list(range(w // 2, w))]
+        s.lengths = torch.zeros(envs.num_envs, dtype=torch.long)
+        self.slowest[:] = 0.0
+        for half in halves:
+            self.act_and_send(half)
+        preempted = False
+        for t in range(c.num_steps):
+            stop = t + 1 == c.num_steps or c.preemption.should_stop(update, t + 1)
+            preempted = stop and t + 1 < c.num_steps
+            for half in halves:
+                with c.timer(timing.ENV_STEP):
+                    got: list[WorkerStep] = []
+                    while len(got) < len(half):
+                        got += envs.recv(len(half) - len(got), envs.timeout_s, workers=half)
+                self.store(sorted(got, key=lambda g: g.worker), update, sums, counts)
+                if not stop:
+                    self.act_and_send(half)
+            if stop:
+                break
+        return preempted
 
     # ------------------------------------------------------------- carry-over
     def drain(self) -> None:
