@@ -150,23 +150,38 @@ def rollout_phase(config: str, overrides: list[str], rounds: int) -> dict[str, A
     return out
 
 
-def main(config: str, out: str, rounds: int, updates: int = 3) -> int:
+def main(config: str, out: str, rounds: int, cases: list[tuple[str, list[str]]] | None = None,
+         updates: int = 3) -> int:
+    """The default cases (on `config`), or the given (config, overrides) cases; each also gets the
+    rollout-phase comparison (lockstep vs double-buffered vs raw), which the defaults run on gridnav only."""
     import os
 
-    results = {}
-    for name, overrides in CASES.items():
-        results[name] = compare(config, overrides, rounds, updates)
-        results[name]["load_average"] = os.getloadavg()
+    named = {name: (config, o) for name, o in CASES.items()} if cases is None else {
+        " ".join(o) or c: (c, o) for c, o in cases}
+    phase_cases = {"gridnav (8 workers)": named["gridnav (8 workers)"]} if cases is None else named
+    results: dict[str, Any] = {"load_average_start": os.getloadavg(), "modes": {}, "rollout_phase": {}}
+    for name, (c, o) in named.items():
+        results["modes"][name] = compare(c, o, rounds, updates)
+    for name, (c, o) in phase_cases.items():
+        results["rollout_phase"][name] = rollout_phase(c, o, rounds)
+    results["load_average_end"] = os.getloadavg()
     header = f"{'case':<26}{'fixed fps':>11}{'variable fps':>14}{'var/fixed':>11}   per-env steps (min/mean/max)"
     lines = [header, "-" * len(header)]
-    for name, r in results.items():
+    for name, r in results["modes"].items():
         v = r["variable"]
         lines.append(f"{name:<26}{r['fixed']['fps']:>11,.0f}{v['fps']:>14,.0f}{r['variable_over_fixed']:>11.2f}"
                      f"   {v['env_steps_min']:.0f}/{v['env_steps_mean']:.1f}/{v['env_steps_max']:.0f}")
-    for name, r in results.items():
+    for name, r in results["modes"].items():
         for mode in ("fixed", "variable"):
             m = r[mode]
             lines.append(f"{name} [{mode}]: slowest env step = {m['slowest_step_share_max']:.1%} of the rollout "
                          f"(mean over envs {m['slowest_step_share_mean']:.1%}); {m['bottleneck']}")
-    lines.append(f"load average: {results[next(iter(results))]['load_average']}")
+    header = f"{'rollout phase, fixed mode':<26}{'raw env fps':>13}{'lockstep':>10}{'double-buf':>12}" \
+             f"{'lockstep/raw':>14}{'double-buf/raw':>16}"
+    lines += ["", header, "-" * len(header)]
+    for name, r in results["rollout_phase"].items():
+        lines.append(f"{name:<26}{r['raw']:>13,.0f}{r['lockstep']:>10,.0f}{r['double_buffered']:>12,.0f}"
+                     f"{r['lockstep_over_raw']:>14.2f}{r['double_buffered_over_raw']:>16.2f}")
+    lines.append(f"load average (1/5/15 min) at start {results['load_average_start']}, "
+                 f"at end {results['load_average_end']}")
     return report(lines, results, out)

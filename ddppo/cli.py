@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
                             "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
-                       help="throughput/memory: a config and overrides to measure (repeatable)")
-    bench.add_argument("--rounds", type=int, default=5, help="throughput: interleaved rounds (medians reported)")
+                       help="throughput/memory/rollout: a config and overrides to measure (repeatable)")
+    bench.add_argument("--rounds", type=int, default=5, help="throughput/rollout: interleaved rounds (medians reported)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
     bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
     bench.add_argument("--out", default="",
@@ -126,7 +126,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "rollout":
         from benchmarks import rollout_modes
 
-        return rollout_modes.main(gridnav, out, args.rounds)
+        return rollout_modes.main(gridnav, out, args.rounds, [(c[0], c[1:]) for c in args.case] if args.case else None)
     defaults = {"throughput": [(gridnav, []), (cartpole, [])],
                 "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
     cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]
