@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
                        help="throughput/memory/rollout: a config and overrides to measure (repeatable)")
-    bench.add_argument("--rounds", type=int, default=5, help="throughput/rollout: interleaved rounds (medians reported)")
+    bench.add_argument("--rounds", type=int, default=5,
+                       help="throughput/rollout: interleaved rounds (medians reported)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
     bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
     bench.add_argument("--out", default="",

@@ -9,17 +9,19 @@ Variable-experience rollouts (rollout.mode=variable; VER, Wijmans et al. 2022):
 
 Environments step in worker processes (envs.vector.SubprocVecEnv: `send` to one worker, `recv` whichever
 finished). The policy acts on the envs whose observations are ready, batched: once one worker is back,
-`recv` waits at most `batch_wait_s` for the others still stepping, then acts on those back. Each env contributes as many steps as it
-manages; the rollout ends once the rank holds `num_envs x num_steps` steps (or earlier under straggler
-preemption, checked before each batch with the budget expressed in steps per env). An env never holds more
-than the storage's per-env capacity (`rollout.max_env_steps_factor x num_steps`).
+`recv` waits at most `batch_wait_s` for the others still stepping, then acts on those back. Each env
+contributes as many steps as it manages; the rollout ends once the rank holds `num_envs x num_steps` steps
+(or earlier under straggler preemption, checked before each batch with the budget expressed in steps per
+env). An env never holds more than the storage's per-env capacity (`rollout.max_env_steps_factor x
+num_steps`).
 
 What carries from one rollout to the next, per env: the current observation, episode-start flag and the
-recurrent state before acting on that observation (the Actor's `obs`, `start`, `hidden`); for envs still
-stepping when the rollout ended, the action taken (with its log-probability, value and the recurrent state
-after it): its step is stored as the first of that env's next segment (its log-probability is the behaviour
-policy's, as PPO's ratio needs); finished steps not yet stored (the budget was reached) wait likewise. The
-bootstrap of each env's segment is the value of its current observation (`RolloutCollector.last_value`).
+recurrent state before acting on that observation (the Actor's `obs`, `start`, `hidden`); and, as every
+idle env is sent its next step when the rollout ends (so envs step while the learner runs), the action in
+flight with its log-probability, value and the recurrent state after it. That step is stored as the first
+of the env's next segment (its log-probability is the behaviour policy's, as PPO's ratio needs); finished
+steps not yet stored (the budget was reached) wait likewise. The bootstrap of each env's segment is the
+value of its current observation (`RolloutCollector.last_value`).
 
 Checkpoints: `state_dict` first receives every step in flight, so the envs' saved state and the saved
 pending steps agree; a resumed run stores them first, as an uninterrupted one would.
@@ -143,14 +145,22 @@ class AsyncRollout:
             done_workers = [w.worker for w in take]
             if collected >= budget:
                 self.unstored = ready
+                self.keep_stepping()
                 return False
             if c.preemption.should_stop(update, collected // n):
+                self.keep_stepping()
                 return True
             self.act_and_send([w for w in done_workers if int(s.lengths[self.bounds[w][0]]) < cap])
             if not envs.in_flight:  # every env at its capacity: cannot happen while capacity >= num_steps
                 return False
             with c.timer(timing.ENV_STEP):
                 ready = envs.recv(min_ready=len(envs.in_flight), wait_s=self.batch_wait_s)
+
+    def keep_stepping(self) -> None:
+        """Send every idle env its next step, so the envs step while the learner runs (their steps are the
+        first of the next rollout, acted on by this rollout's policy, as PPO's behaviour policy)."""
+        busy = set(self.c.envs.in_flight) | {w.worker for w in self.unstored}
+        self.act_and_send([w for w in range(len(self.bounds)) if w not in busy])
 
     def collect_double_buffered(self, update: int, sums: np.ndarray, counts: np.ndarray) -> bool:
         """Fixed mode, two halves of the workers in turn; True if preempted."""

@@ -100,7 +100,8 @@ def check_segments(policy, one, two):
 def test_steps_in_flight_survive_a_checkpoint(make):
     a, _, _ = make()
     a.collect(1)
-    a.variable.act_and_send([w for w in range(N) if w not in a.envs.in_flight])  # every env has a step in flight
+    # every env is sent its next step as the rollout ends (or holds a finished one not yet stored)
+    assert set(a.envs.in_flight) | {w.worker for w in a.variable.unstored} == set(range(N))
     state = a.state_dict()  # receives every step in flight first
     assert not a.envs.in_flight
     unstored = state["variable"]["unstored"]
