@@ -33,8 +33,8 @@ SYNTHETIC = ["env.name=synthetic", "env.num_envs=16", "env.num_workers=16", "rol
 CASES = {
     "synthetic heterogeneous": SYNTHETIC + ["env.synthetic.step_sleep_sigma=0.75",
                                             "env.synthetic.reset_sleep_s=0.02"],
-    "synthetic heterog., wait 0": SYNTHETIC + ["env.synthetic.step_sleep_sigma=0.75", "env.synthetic.reset_sleep_s=0.02",
-                                               "rollout.batch_wait_s=0"],
+    "synthetic heterog., wait 0": SYNTHETIC + ["env.synthetic.step_sleep_sigma=0.75",
+                                               "env.synthetic.reset_sleep_s=0.02", "rollout.batch_wait_s=0"],
     "synthetic homogeneous": SYNTHETIC,
     "gridnav (8 workers)": ["env.num_workers=8"],
 }
