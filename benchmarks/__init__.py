@@ -2,7 +2,8 @@
 
 `ddppo bench throughput|memory|sb3|rollout` run `throughput.py`, `memory.py`, `sb3.py` and
 `rollout_modes.py` (importable: this package is installed with ddppo); `scaling.py`, `env_fps.py` and
-`rollout_parity.py` are scripts run from a checkout (`python benchmarks/scaling.py`). Figures go to `results/` as JSON; benchmarks print figures and never assert.
+`rollout_parity.py` are scripts run from a checkout (`python benchmarks/scaling.py`). Figures go to
+`results/` as JSON; benchmarks print figures and never assert.
 """
 
 from __future__ import annotations
