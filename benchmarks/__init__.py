@@ -1,8 +1,9 @@
 """The one benchmark home.
 
-`ddppo bench throughput|memory|sb3` run `throughput.py`, `memory.py` and `sb3.py` (importable: this package is
-installed with ddppo); `scaling.py` and `env_fps.py` are scripts run from a checkout
-(`python benchmarks/scaling.py`). Figures go to `results/` as JSON; benchmarks print figures and never assert.
+`ddppo bench throughput|memory|sb3|rollout` run `throughput.py`, `memory.py`, `sb3.py` and
+`rollout_modes.py` (importable: this package is installed with ddppo); `scaling.py`, `env_fps.py` and
+`rollout_parity.py` are scripts run from a checkout (`python benchmarks/scaling.py`). Figures go to
+`results/` as JSON; benchmarks print figures and never assert.
 """
 
 from __future__ import annotations

@@ -51,12 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
-    bench.add_argument("what", choices=["throughput", "memory", "sb3"],
+    bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout"],
                        help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
-                            "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`)")
+                            "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
+                            "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
-                       help="throughput/memory: a config and overrides to measure (repeatable)")
-    bench.add_argument("--rounds", type=int, default=5, help="throughput: interleaved rounds (medians reported)")
+                       help="throughput/memory/rollout: a config and overrides to measure (repeatable)")
+    bench.add_argument("--rounds", type=int, default=5,
+                       help="throughput/rollout: interleaved rounds (medians reported)")
     bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
     bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
     bench.add_argument("--out", default="",
@@ -122,6 +124,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from benchmarks import sb3
 
         return sb3.main(args.seeds, args.budget, cartpole, out)
+    if args.what == "rollout":
+        from benchmarks import rollout_modes
+
+        return rollout_modes.main(gridnav, out, args.rounds, [(c[0], c[1:]) for c in args.case] if args.case else None)
     defaults = {"throughput": [(gridnav, []), (cartpole, [])],
                 "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
     cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]

@@ -82,6 +82,21 @@ class RolloutConfig:
     """Rollout collection."""
 
     num_steps: int = field(default=128, metadata=doc("steps per env per rollout (the most a rank collects per update)"))
+    mode: str = field(default="fixed",
+                      metadata=doc("fixed (every env takes num_steps steps in lockstep) | variable (envs step "
+                                   "asynchronously in env.num_workers workers, the policy acts on whichever are "
+                                   "ready, each env contributes a variable number of steps until the rank has "
+                                   "num_envs x num_steps)"))
+    overlap: bool = field(default=False,
+                          metadata=doc("fixed, with env.num_workers >= 2: double-buffered halves of the workers step "
+                                       "while the policy acts on the other half (overlaps env stepping and "
+                                       "inference); every env still takes num_steps steps"))
+    max_env_steps_factor: float = field(default=2.0,
+                                        metadata=doc("variable: an env collects at most this x num_steps steps per "
+                                                     "rollout (the storage holds that many per env)"))
+    batch_wait_s: float = field(default=0.002,
+                                metadata=doc("variable: once one env is ready, wait at most this long for the other "
+                                             "stepping envs before acting on those ready (the batch-fill bound)"))
 
 
 @dataclass(frozen=True)
@@ -273,6 +288,27 @@ def _positive(p: list[str], cfg: Config, *keys: str) -> None:
             p.append(f"{key}={value} must be > 0")
 
 
+def _rollout_mode_problems(cfg: Config) -> list[str]:
+    """rollout.mode=variable needs asynchronous worker processes and refuses what assumes lockstep rollouts."""
+    r, p = cfg.rollout, []
+    if r.max_env_steps_factor < 1:
+        p.append(f"rollout.max_env_steps_factor={r.max_env_steps_factor} must be >= 1")
+    if r.batch_wait_s < 0:
+        p.append(f"rollout.batch_wait_s={r.batch_wait_s} must be >= 0")
+    if r.mode != "variable":
+        return p
+    if cfg.env.num_workers == 0:
+        p.append("rollout.mode=variable steps envs asynchronously in worker processes: set env.num_workers > 0 "
+                 "(env.num_workers=env.num_envs lets every env run at its own speed)")
+    if cfg.ppo.advantage == "grpo":
+        p.append("rollout.mode=variable cannot run ppo.advantage=grpo: grouped episodes step in lockstep; "
+                 "use rollout.mode=fixed")
+    if cfg.ppo.kl_ref.checkpoint:
+        p.append("rollout.mode=variable cannot run ppo.kl_ref.checkpoint: the reference policy carries its recurrent "
+                 "state across equal-length rollouts; use rollout.mode=fixed")
+    return p
+
+
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p: list[str] = []
@@ -296,6 +332,7 @@ def problems(cfg: Config) -> list[str]:
         elif cfg.env.num_envs % cfg.ppo.group_size:
             p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
                      f"(groups never span ranks)")
+    p.extend(_rollout_mode_problems(cfg))
     if not 0 < cfg.preemption.sync_frac <= 1:
         p.append(f"preemption.sync_frac={cfg.preemption.sync_frac} must be in (0, 1]; 1 disables preemption")
     if not 0 < cfg.preemption.min_rollout_fraction <= 1:
@@ -313,6 +350,7 @@ def problems(cfg: Config) -> list[str]:
         "dist.device": ("auto", "cpu", "cuda"),
         "ppo.lr_schedule": ("constant", "linear"),
         "ppo.advantage": ("gae", "grpo"),
+        "rollout.mode": ("fixed", "variable"),
         "policy.rnn_type": ("gru", "lstm", "none"),
         "policy.image_encoder": ("cnn", "resnet"),
         "log.level": ("DEBUG", "INFO", "WARNING", "ERROR"),

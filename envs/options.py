@@ -97,6 +97,13 @@ class SyntheticOptions:
     slow_factor: float = dataclasses.field(default=1.0, metadata=doc("step_sleep_s multiplier on slow_ranks"))
     step_compute: int = dataclasses.field(default=0,
                                           metadata=doc("extra busy work per step (matrix size), to make it CPU bound"))
+    step_sleep_sigma: float = dataclasses.field(default=0.0,
+                                                metadata=doc("heterogeneous speeds: step_sleep_s is scaled by a factor "
+                                                             "exp(N(0, sigma^2)) drawn per batch of envs at each "
+                                                             "episode (a skewed, scene-like spread); 0 = none"))
+    reset_sleep_s: float = dataclasses.field(default=0.0,
+                                             metadata=doc("extra wall time of a batched step in which an episode "
+                                                          "ends (a slow reset, e.g. a scene switch)"))
     fail_at_step: int = dataclasses.field(default=0,
                                           metadata=doc(">0: raise an error at this batched step (fault injection for "
                                                        "tests); 0 = never"))
@@ -119,6 +126,8 @@ class SyntheticOptions:
                 p.append(f"{key}={getattr(self, key)} must be > 0")
         if self.step_sleep_s < 0 or self.slow_factor <= 0 or self.step_compute < 0:
             p.append("step_sleep_s and step_compute must be >= 0, slow_factor > 0")
+        if self.step_sleep_sigma < 0 or self.reset_sleep_s < 0:
+            p.append("step_sleep_sigma and reset_sleep_s must be >= 0")
         if self.fail_at_step < 0:
             p.append(f"fail_at_step={self.fail_at_step} must be >= 0")
         if self.nan_obs_at_step < 0:

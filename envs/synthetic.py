@@ -6,9 +6,10 @@ reward is 1 when the action equals argmax(W @ obs) for a fixed random matrix W
 return of `episode_length` per episode. Episodes last exactly `episode_length`
 steps and end by truncation.
 
-Each batched step sleeps `step_sleep_s` (times `slow_factor` on `slow_ranks`)
-and, with `step_compute` > 0, multiplies two (step_compute, step_compute)
-matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
+Each batched step sleeps `step_sleep_s` (times `slow_factor` on `slow_ranks`;
+times a factor exp(N(0, step_sleep_sigma^2)) redrawn at each episode, for
+heterogeneous env speeds; plus `reset_sleep_s` when an episode ends) and, with
+`step_compute` > 0, multiplies two (step_compute, step_compute) matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
 (counted since construction), for tests of error handling. `nan_reward_at_step` > 0
 makes the rewards NaN for `nan_reward_steps` batched steps from that step on (on
 `nan_reward_ranks`, or every rank), for tests of non-finite updates. `nan_obs_at_step` > 0
@@ -50,6 +51,8 @@ class SyntheticEnv:
         slow = spec.rank in [int(r) for r in options.slow_ranks]
         self._nan_rank = not options.nan_reward_ranks or spec.rank in [int(r) for r in options.nan_reward_ranks]
         self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0)
+        self._speed_rng = np.random.default_rng([spec.seed, 3])  # apart from the observations' stream
+        self._speed = self._draw_speed()
         self._work = np.ones((options.step_compute, options.step_compute), np.float32) / max(1, options.step_compute)
         self._obs = np.zeros((self.num_envs, options.obs_dim), np.float32)
         self._steps = np.zeros(self.num_envs, np.int64)
@@ -61,6 +64,9 @@ class SyntheticEnv:
             self._rng = np.random.default_rng([self._seed, 2, RESEED, int(seed)])
         self._obs = self._draw(self.num_envs)
         self._steps[:] = 0
+        if self.options.step_sleep_sigma > 0 or self.options.reset_sleep_s > 0:
+            # heterogeneous envs: first episodes cut at random points, so resets spread as in habitat
+            self._steps[:] = self._speed_rng.integers(0, self.options.episode_length, self.num_envs)
         self._ret[:] = 0.0
         return {"obs": self._obs.copy()}
 
@@ -68,7 +74,7 @@ class SyntheticEnv:
         self._total_steps += 1
         if self.options.fail_at_step and self._total_steps == self.options.fail_at_step:
             raise SyntheticFailure(f"synthetic env: deliberate failure at step {self._total_steps} (fail_at_step)")
-        self._burn()
+        self._burn(self._sleep_s * self._speed)
         a = np.asarray(actions).reshape(self.num_envs)
         reward = (a == self.best_actions({"obs": self._obs})).astype(np.float32)
         first_nan = self.options.nan_reward_at_step
@@ -87,6 +93,9 @@ class SyntheticEnv:
                         for i in idx]
             obs = final.copy()
             obs[idx] = self._draw(len(idx))
+            if self.options.reset_sleep_s > 0:
+                time.sleep(self.options.reset_sleep_s)
+            self._speed = self._draw_speed()
             self._steps[idx] = 0
             self._ret[idx] = 0.0
         if self.options.nan_obs_at_step and self._total_steps == self.options.nan_obs_at_step:
@@ -104,7 +113,8 @@ class SyntheticEnv:
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self._rng.bit_generator.state, "obs": self._obs.copy(), "steps": self._steps.copy(),
-                "ret": self._ret.copy(), "total_steps": self._total_steps, "projection": self._projection.copy()}
+                "ret": self._ret.copy(), "total_steps": self._total_steps, "projection": self._projection.copy(),
+                "speed_rng": self._speed_rng.bit_generator.state, "speed": self._speed}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if np.shape(state["obs"]) != self._obs.shape:
@@ -117,13 +127,20 @@ class SyntheticEnv:
         self._steps = np.array(state["steps"], np.int64)
         self._ret = np.array(state["ret"], np.float64)
         self._total_steps = int(state["total_steps"])
+        if "speed_rng" in state:
+            self._speed_rng.bit_generator.state = state["speed_rng"]
+            self._speed = float(state["speed"])
 
     def _draw(self, n: int) -> np.ndarray:
         return self._rng.standard_normal((n, self.options.obs_dim)).astype(np.float32)
 
-    def _burn(self) -> None:
-        if self._sleep_s > 0:
-            time.sleep(self._sleep_s)
+    def _draw_speed(self) -> float:
+        sigma = self.options.step_sleep_sigma
+        return float(np.exp(self._speed_rng.normal(0.0, sigma))) if sigma > 0 else 1.0
+
+    def _burn(self, sleep_s: float = 0.0) -> None:
+        if sleep_s > 0:
+            time.sleep(sleep_s)
         if self.options.step_compute > 0:
             self._work = (self._work @ self._work) / np.float32(self.options.step_compute)
 

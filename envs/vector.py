@@ -17,6 +17,13 @@ collection and interpreter exit) terminates the workers and frees the memory.
 Workers are started with "forkserver" (never a plain fork: the parent may have
 imported torch). Their stdout and stderr reach the parent's stderr a whole line
 at a time, prefixed with the worker's name (envs.worker_output).
+
+Asynchronous use (the one API both rollout modes build on): `send(w, actions)` starts a step of worker
+`w`'s envs (rows `bounds[w]`) and returns at once; `recv(min_ready, wait_s)` returns the `WorkerStep`s of
+whichever workers have finished: it blocks for the first one (up to the worker timeout), then waits at
+most `wait_s` more for `min_ready` in all. A WorkerStep's arrays are views into shared memory, valid until
+that worker is sent its next step; copy what must outlive that. `step(actions)` is send-to-all and
+receive-all, returning copies. Final observations cross only for the envs that finished.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import time
 import traceback
 import weakref
 from multiprocessing import shared_memory
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -57,6 +64,16 @@ def _split(n: int, parts: int) -> list[int]:
     return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
 
 
+@dataclasses.dataclass
+class WorkerStep:
+    """One worker's finished step: envs lo:hi of the batch (arrays are shared-memory views, see the module)."""
+
+    worker: int
+    lo: int
+    hi: int
+    result: StepResult  # rows of this worker only; episodes' env_index counts from 0 of the whole batch
+
+
 class SubprocVecEnv:
     """Implements envs.base.VecEnv with `num_workers` subprocesses (see the module docstring)."""
 
@@ -68,6 +85,7 @@ class SubprocVecEnv:
         self.num_workers = num_workers
         self._timeout_s = float(spec.worker_timeout_s)
         self._broken: str | None = None
+        self._in_flight: set[int] = set()
         counts = _split(spec.num_envs, num_workers)
         self._bounds = [(sum(counts[:w]), sum(counts[:w + 1])) for w in range(num_workers)]
         ctx = mp.get_context(start_method)
@@ -111,19 +129,74 @@ class SubprocVecEnv:
     def step(self, actions: np.ndarray) -> StepResult:
         actions = np.asarray(actions)
         for w, (lo, hi) in enumerate(self._bounds):
-            self._send(w, "step", actions[lo:hi])
-        replies = self._gather("step", self._timeout_s)
-        episodes = [EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics)
-                    for w, eps in enumerate(replies) for e in eps]
+            self.send(w, actions[lo:hi])
+        replies = self._poll(list(range(self.num_workers)), "step", self._timeout_s, self.num_workers)
+        self._in_flight.clear()
         v = self._views
+        done = v["terminated"] | v["truncated"]
         return StepResult(
             obs={k: a.copy() for k, a in v["obs"].items()},
             reward=v["reward"].copy(),
             terminated=v["terminated"].copy(),
             truncated=v["truncated"].copy(),
-            final_obs={k: a.copy() for k, a in v["final_obs"].items()},
-            episodes=episodes,
+            final_obs=_final_rows(v["final_obs"], done),
+            episodes=[EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics)
+                      for w in range(self.num_workers) for e in replies[w]],
         )
+
+    # ---- asynchronous stepping (see the module docstring) -------------------------------------
+    def recv_all(self) -> list[WorkerStep]:
+        """Wait for every worker in flight (up to the worker timeout) and return their steps."""
+        out: list[WorkerStep] = []
+        while self._in_flight:
+            out += self.recv(min_ready=len(self._in_flight), wait_s=self._timeout_s)
+        return out
+
+    @property
+    def bounds(self) -> list[tuple[int, int]]:
+        """(lo, hi) rows of the batch each worker steps."""
+        return list(self._bounds)
+
+    @property
+    def timeout_s(self) -> float:
+        """How long a worker may take for one step before it is reported as hung."""
+        return self._timeout_s
+
+    @property
+    def in_flight(self) -> frozenset[int]:
+        """Workers sent a step whose result has not been received."""
+        return frozenset(self._in_flight)
+
+    def send(self, w: int, actions: np.ndarray) -> None:
+        """Start a step of worker `w`'s envs with `actions` (its rows only); returns at once."""
+        if w in self._in_flight:
+            raise EnvError(f"env worker {w} is still stepping; recv its result before sending it another step")
+        self._send(w, "step", np.asarray(actions))
+        self._in_flight.add(w)
+
+    def recv(self, min_ready: int = 1, wait_s: float = 0.0, workers: Iterable[int] | None = None) -> list[WorkerStep]:
+        """Finished steps of in-flight workers (of `workers` only, if given), in worker order: at least one
+        (waiting up to the worker timeout for it), and up to `min_ready` if they finish within `wait_s` of the
+        first."""
+        pool = self._in_flight if workers is None else self._in_flight & set(workers)
+        if not pool:
+            raise EnvError("recv with no env worker stepping: send a step first")
+        replies = self._poll(sorted(pool), "step", self._timeout_s, 1)
+        want = min(min_ready, len(pool))
+        if len(replies) < want and wait_s > 0:
+            rest = sorted(pool - set(replies))
+            replies.update(self._poll(rest, "step", wait_s, want - len(replies), timeout_ok=True))
+        out = []
+        for w in sorted(replies):
+            self._in_flight.discard(w)
+            lo, hi = self._bounds[w]
+            v = self._views
+            res = StepResult(obs={k: a[lo:hi] for k, a in v["obs"].items()}, reward=v["reward"][lo:hi],
+                             terminated=v["terminated"][lo:hi], truncated=v["truncated"][lo:hi],
+                             final_obs={k: a[lo:hi] for k, a in v["final_obs"].items()},
+                             episodes=[EpisodeInfo(e.env_index + lo, e.metrics) for e in replies[w]])
+            out.append(WorkerStep(w, lo, hi, res))
+        return out
 
     def close(self) -> None:
         self._views = {}
@@ -176,13 +249,24 @@ class SubprocVecEnv:
 
     def _gather(self, cmd: str, timeout_s: float) -> list[Any]:
         """One reply per worker, in worker order; raises EnvError on an error, a death or a timeout."""
+        if self._in_flight:
+            raise EnvError(f"env workers {sorted(self._in_flight)} are still stepping; recv before {cmd!r}")
+        replies = self._poll(list(range(len(self._res.conns))), cmd, timeout_s, len(self._res.conns))
+        return [replies[w] for w in range(len(self._res.conns))]
+
+    def _poll(self, workers: list[int], cmd: str, timeout_s: float, want: int,
+              timeout_ok: bool = False) -> dict[int, Any]:
+        """Replies of `workers` until `want` have answered (or, with `timeout_ok`, until `timeout_s` passed);
+        raises EnvError on an error, a death or (without `timeout_ok`) a timeout."""
         conns, procs = self._res.conns, self._res.procs
         replies: dict[int, Any] = {}
         deadline = time.monotonic() + timeout_s
-        while len(replies) < len(conns):
-            waiting = [w for w in range(len(conns)) if w not in replies]
+        while len(replies) < want:
+            waiting = [w for w in workers if w not in replies]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if timeout_ok:
+                    break
                 self._fail(f"env worker(s) {waiting} did not answer {cmd!r} within {timeout_s:g} s "
                            "(hung or too slow; see EnvSpec.worker_timeout_s)")
             handles = [conns[w] for w in waiting] + [procs[w].sentinel for w in waiting]
@@ -200,7 +284,7 @@ class SubprocVecEnv:
                 elif procs[w].sentinel in ready:
                     procs[w].join(1.0)
                     self._fail(f"env worker {w} died during {cmd!r}; {self._exit_text(w)}")
-        return [replies[w] for w in range(len(conns))]
+        return replies
 
     def _exit_text(self, w: int) -> str:
         proc = self._res.procs[w]
@@ -213,6 +297,7 @@ class SubprocVecEnv:
 
     def _fail(self, message: str) -> None:
         self._broken = message.splitlines()[0]
+        self._in_flight.clear()
         self._res.join_s = 0.5  # a broken worker may never answer "close": do not wait long for it
         raise EnvError(message)
 
@@ -303,7 +388,10 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                 elif cmd == "step":
                     result = env.step(arg)
                     _write(views["obs"], result.obs)
-                    _write(views["final_obs"], result.final_obs)
+                    done = np.asarray(result.terminated) | np.asarray(result.truncated)
+                    if done.any():  # final observations are read only where an episode ended
+                        for k, v in views["final_obs"].items():
+                            v[done] = np.asarray(result.final_obs[k])[done]
                     views["reward"][:] = result.reward
                     views["terminated"][:] = result.terminated
                     views["truncated"][:] = result.truncated
@@ -325,6 +413,15 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
         if shm is not None:
             shm.close()
         conn.close()
+
+
+def _final_rows(final_obs: dict[str, np.ndarray], done: np.ndarray) -> Obs:
+    """Final observations for the caller: copied rows where an episode ended, unspecified (uninitialised) elsewhere."""
+    out = {k: np.empty_like(a) for k, a in final_obs.items()}
+    if done.any():
+        for k, a in final_obs.items():
+            out[k][done] = a[done]
+    return out
 
 
 def _write(dest: dict[str, np.ndarray], obs: Obs) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from ddppo.rollout.acting import Actor, check_finite, obs_to_torch  # noqa: F401
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
+from ddppo.rollout.async_rollout import AsyncRollout, rollout_diag
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +45,43 @@ EPISODE_KEYS = ("return", "length", "success", "spl", "soft_spl", "distance_to_g
 
 @dataclasses.dataclass
 class CollectResult:
-    steps: int  # steps per env collected (L)
+    steps: float  # steps per env collected (L; in variable mode the mean over envs)
     preempted: bool
     episode_sums: np.ndarray  # (len(EPISODE_KEYS),)
     episode_counts: np.ndarray  # (len(EPISODE_KEYS),)
+    env_steps: int = 0  # steps collected over all envs
+    diag: dict[str, float] = dataclasses.field(default_factory=dict)  # see DIAG_KEYS
+
+
+# per-rollout diagnostics: steps per env (min/mean/max), and the share of the rollout's collection time that
+# each env's slowest step took (max and mean over envs; in fixed mode every env waits for the slowest batch step)
+DIAG_KEYS = ("env_steps_min", "env_steps_mean", "env_steps_max", "slowest_step_share_max",
+             "slowest_step_share_mean")
 
 
 class RolloutCollector:
+    """Fixed mode: every env takes `num_steps` steps in lockstep, or, with `overlap` and two or more env
+    workers, in two double-buffered halves. Variable mode (`variable_batch_wait_s` set). Both asynchronous
+    loops live in ddppo/rollout/async_rollout.py, on the envs' asynchronous worker API; in variable mode the
+    storage's per-env capacity may exceed `num_steps`."""
+
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
-                 timer: Timer, gamma: float, device: torch.device, label: str = ""):
+                 timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
+                 variable_batch_wait_s: float | None = None, overlap: bool = False):
         self.envs, self.policy, self.storage = envs, policy, storage
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
+        self.num_steps = storage.num_steps if num_steps is None else num_steps
         self.label = label  # names the environment (and rank) in errors
         self.actor = Actor(envs, policy, device, timer, label)
         self.actor.begin(envs.reset())
+        self.actor.detach()
+        self.variable = None
+        if variable_batch_wait_s is not None:
+            self.variable = AsyncRollout(self, variable_batch_wait_s)
+        # fixed mode, double-buffered: two halves of the workers step in turn while the policy acts on the other
+        self.overlap = None
+        if overlap and self.variable is None and getattr(envs, "num_workers", 0) >= 2:
+            self.overlap = AsyncRollout(self, 0.0)
 
     # what the next rollout starts from (held by the actor)
     @property
@@ -73,8 +98,9 @@ class RolloutCollector:
 
     # --------------------------------------------------------------- carry-over
     def state_dict(self) -> dict[str, Any]:
-        return {"obs": {k: v.cpu() for k, v in self.obs.items()}, "start": self.start.cpu(),
-                "hidden": self.hidden.cpu(), "env": self.envs.state_dict()}
+        extra = {} if self.variable is None else {"variable": self.variable.state_dict()}  # first: envs idle
+        return {"obs": {k: v.cpu().clone() for k, v in self.obs.items()}, "start": self.start.cpu().clone(),
+                "hidden": self.hidden.cpu().clone(), "env": self.envs.state_dict(), **extra}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where `state_dict` was taken; ValueError (nothing changed) if it does not fit."""
@@ -86,10 +112,15 @@ class RolloutCollector:
         wrong = [f"{k} {got} (expected {want})" for k, (want, got) in shapes.items() if want != got]
         if wrong:
             raise ValueError("saved rollout state does not fit: " + ", ".join(wrong))
+        if (self.variable is None) != ("variable" not in state):
+            raise ValueError("saved rollout state is of the other rollout.mode")
+        if self.variable is not None:
+            self.variable.load_state_dict(state["variable"])
         self.envs.load_state_dict(state["env"])
-        self.actor.obs = {k: torch.as_tensor(v).to(self.device) for k, v in state["obs"].items()}
-        self.actor.start = torch.as_tensor(state["start"]).to(self.device)
-        self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device)
+        # copies: variable mode updates these in place
+        self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
+        self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
+        self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device, copy=True)
 
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world
@@ -111,45 +142,77 @@ class RolloutCollector:
 
     def fresh_episodes(self, update: int) -> None:
         """New episodes in every env, seeded from `update`, marked as starts, recurrent state zeroed."""
+        if self.variable is not None:
+            self.variable.forget()
         self.actor.begin(fresh_reset(self.envs, update))
+        self.actor.detach()
 
     # ------------------------------------------------------------------ collect
     def collect(self, update: int) -> CollectResult:
-        s, timer, actor = self.storage, self.timer, self.actor
-        s.set_first(actor.obs, actor.start, actor.hidden)
+        s = self.storage
+        s.set_first(self.actor.obs, self.actor.start, self.actor.hidden)
         sums = np.zeros(len(EPISODE_KEYS))
         counts = np.zeros(len(EPISODE_KEYS))
-        preempted = False
-        for t in range(s.num_steps):
+        t0 = time.perf_counter()
+        if self.variable is not None:
+            preempted = self.variable.collect(update, sums, counts)
+            lengths = s.lengths if s.lengths is not None else torch.zeros(self.envs.num_envs, dtype=torch.long)
+            diag = self.variable.diagnostics(time.perf_counter() - t0, lengths)
+        elif self.overlap is not None:
+            preempted = self.overlap.collect_double_buffered(update, sums, counts)
+            lengths = s.lengths
+            diag = self.overlap.diagnostics(time.perf_counter() - t0, lengths)
+        else:
+            preempted, slowest = self._collect_fixed(update, sums, counts)
+            lengths = torch.full((self.envs.num_envs,), s.step, dtype=torch.long)
+            share = slowest / max(time.perf_counter() - t0, 1e-9)
+            diag = rollout_diag(lengths, share, share)
+        if not preempted:
+            self.preemption.finished(update)
+        total = int(lengths.sum())
+        return CollectResult(total / self.envs.num_envs, preempted, sums, counts, total, diag)
+
+    def _collect_fixed(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, float]:
+        """Lockstep collection; (preempted, the slowest batched env step in seconds)."""
+        s, timer, actor = self.storage, self.timer, self.actor
+        slowest = 0.0
+        for t in range(self.num_steps):
             if self.preemption.should_stop(update, t):
-                preempted = True
-                break
+                actor.detach()
+                return True, slowest
             a = actor.act()
+            t_step = time.perf_counter()
             step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout")
+            slowest = max(slowest, time.perf_counter() - t_step)
             res = step.result
             if res.truncated.any() and self.policy.critic is not None:
                 with timer(timing.POLICY_FORWARD):
-                    step.reward += self._truncation_bootstrap(res, actor.hidden)
+                    step.reward += self.truncation_bootstrap(res, actor.hidden)
             with timer(timing.STORAGE):
                 s.insert(a.action, a.logp, a.value, step.reward, step.done, actor.obs, actor.start, step.idle)
-                for ep in res.episodes:
-                    for i, key in enumerate(EPISODE_KEYS):
-                        if key in ep.metrics:
-                            sums[i] += ep.metrics[key]
-                            counts[i] += 1
-        if not preempted:
-            self.preemption.finished(update)
+                self.add_episodes(res.episodes, sums, counts)
         actor.detach()
-        return CollectResult(s.step, preempted, sums, counts)
+        return False, slowest
 
-    def _truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor) -> torch.Tensor:
-        """gamma * V(final observation) for envs cut by a time limit (zero elsewhere)."""
+    @staticmethod
+    def add_episodes(episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
+        for ep in episodes:
+            for i, key in enumerate(EPISODE_KEYS):
+                if key in ep.metrics:
+                    sums[i] += ep.metrics[key]
+                    counts[i] += 1
+
+    def truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor,
+                             env_index: np.ndarray | None = None) -> torch.Tensor:
+        """gamma * V(final observation) for the rows of `res` cut by a time limit (zero elsewhere); `hidden`
+        holds the recurrent state after each row's last step, `env_index` names the rows' envs (in errors)."""
         rows = np.flatnonzero(res.truncated & ~res.terminated)
-        extra = torch.zeros(self.envs.num_envs, device=self.device)
+        extra = torch.zeros(len(res.reward), device=self.device)
         if rows.size:
             idx = torch.from_numpy(rows).to(self.device)
             final_rows = {k: v[rows] for k, v in res.final_obs.items()}
-            check_finite(final_rows, "in the final observation of a truncated episode", self.label, rows)
+            envs = rows if env_index is None else env_index[rows]
+            check_finite(final_rows, "in the final observation of a truncated episode", self.label, envs)
             final = obs_to_torch(final_rows, self.device)
             v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v

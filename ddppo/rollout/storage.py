@@ -4,6 +4,13 @@ Layout is (time, env, ...). A rank that is preempted after L < T steps leaves
 steps L..T-1 unwritten; they are masked out (`valid`) of every loss and
 statistic, and returns bootstrap from `values[L]`, the value of the observation
 the next rollout starts from.
+
+Variable-length segments (rollout.mode=variable, `insert_envs`): env n holds its
+own `lengths[n]` steps at times 0..lengths[n]-1 (T is then the per-env capacity);
+the rest of its column is masked out, its returns bootstrap from
+`values[lengths[n], n]`, and `step` is the longest segment. Minibatches stay
+split by environment, so their number (and every rank's collectives) does not
+depend on the lengths.
 """
 
 from __future__ import annotations
@@ -61,13 +68,16 @@ class RolloutStorage:
         self.hidden0 = torch.zeros(hidden_shape, device=device)
         self.advantages = torch.zeros(T, N, device=device)
         self.returns = torch.zeros(T, N, device=device)
-        self.step = 0  # steps collected so far in this rollout (L)
+        self.step = 0  # steps collected so far in this rollout (L; the longest segment when lengths is set)
+        self.lengths: torch.Tensor | None = None  # (N,) per-env segment lengths (variable mode), on the CPU
 
     @property
     def valid(self) -> torch.Tensor:
         """(T, N) mask of collected steps that take part in the loss."""
         mask = torch.zeros(self.num_steps, self.num_envs, device=self.device)
         mask[: self.step] = self.loss_mask[: self.step]
+        if self.lengths is not None:
+            mask *= torch.arange(self.num_steps, device=self.device)[:, None] < self.lengths.to(self.device)
         return mask
 
     def nbytes(self) -> int:
@@ -82,6 +92,7 @@ class RolloutStorage:
         self.episode_start[0].copy_(episode_start)
         self.hidden0.copy_(hidden)
         self.step = 0
+        self.lengths = None
 
     def insert(self, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor, reward: torch.Tensor,
                done: torch.Tensor, next_obs: dict[str, torch.Tensor], next_start: torch.Tensor | None = None,
@@ -104,6 +115,29 @@ class RolloutStorage:
         self.episode_start[t + 1].copy_(done if next_start is None else next_start)
         self.step = t + 1
 
+    def insert_envs(self, envs: torch.Tensor, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor,
+                    reward: torch.Tensor, done: torch.Tensor, next_obs: dict[str, torch.Tensor],
+                    next_start: torch.Tensor) -> None:
+        """One step of the envs `envs` (CPU long tensor), each at the end of its own segment."""
+        if self.lengths is None:
+            self.lengths = torch.full((self.num_envs,), self.step, dtype=torch.long)
+        t = self.lengths[envs]
+        if int(t.max()) >= self.num_steps:
+            raise ValueError(f"env segment longer than the storage's capacity of {self.num_steps} steps")
+        t_dev, e_dev = t.to(self.device), envs.to(self.device)
+        self.idle[t_dev, e_dev] = 0.0
+        self.loss_mask[t_dev, e_dev] = 1.0
+        self.actions[t_dev, e_dev] = action
+        self.logp[t_dev, e_dev] = logp
+        self.values[t_dev, e_dev] = value
+        self.rewards[t_dev, e_dev] = reward
+        self.dones[t_dev, e_dev] = done
+        for k, v in next_obs.items():
+            self.obs[k][t_dev + 1, e_dev] = v.to(self.obs[k].dtype)
+        self.episode_start[t_dev + 1, e_dev] = next_start
+        self.lengths[envs] = t + 1
+        self.step = max(self.step, int(t.max()) + 1)
+
     def last_obs(self) -> dict[str, torch.Tensor]:
         return {k: v[self.step] for k, v in self.obs.items()}
 
@@ -118,12 +152,15 @@ class RolloutStorage:
     def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
         """GAE over the collected steps, bootstrapping from `last_value` = V(obs[L])."""
         L = self.step
-        self.values[L].copy_(last_value)
-        adv, ret = gae(self.rewards[:L], self.values[: L + 1], self.dones[:L], gamma, lam)
+        if self.lengths is None:
+            self.values[L].copy_(last_value)
+        else:  # each env bootstraps from the value after its own last step
+            self.values[self.lengths.to(self.device), torch.arange(self.num_envs, device=self.device)] = last_value
+        adv, ret = gae(self.rewards[:L], self.values[: L + 1], self.dones[:L], gamma, lam, self.lengths)
         self.advantages.zero_()
         self.returns.zero_()
         self.advantages[:L] = adv
-        self.returns[:L] = ret
+        self.returns[:L] = ret if self.lengths is None else ret * self.valid[:L]
 
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
                     ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:

@@ -14,7 +14,7 @@ import torch
 
 from ddppo.distributed import DistContext
 from ddppo.ppo.update import EPOCH_KEYS, UpdateResult
-from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
+from ddppo.rollout.collector import DIAG_KEYS, EPISODE_KEYS, CollectResult
 
 from ddppo.timing import PHASES, STRAGGLER_WAIT  # noqa: F401  (PHASES re-exported)
 
@@ -27,7 +27,8 @@ def loss_keys(epochs: int) -> tuple[str, ...]:
     return LOSS_KEYS + tuple(f"epoch{e}/{k}" for e in range(epochs) for k in EPOCH_KEYS)
 
 
-_HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time", "rss_gb", "memory_fraction")
+_HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time", "rss_gb", "memory_fraction", "env_steps",
+         *DIAG_KEYS)
 
 
 @dataclasses.dataclass
@@ -60,7 +61,7 @@ class Reduced:
 
 def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
     head = [s.collected.steps, float(s.collected.preempted), s.stop_flags, s.result.skipped_steps, s.update_time,
-            s.rss_gb, s.memory_fraction]
+            s.rss_gb, s.memory_fraction, s.collected.env_steps, *(s.collected.diag.get(k, 0.0) for k in DIAG_KEYS)]
     losses = [s.result.stats.get(k, float("nan")) for k in keys]
     phases = [s.timings.get(p, 0.0) for p in PHASES]
     return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + losses + phases,
@@ -90,6 +91,10 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
     perf["perf/update_s"] = float(head[:, 4].max())
     perf["perf/rss_gb_max"] = float(head[:, 5].max())
     perf["perf/memory_fraction_max"] = float(head[:, 6].max())
+    diag = head[:, 8:]  # per-rollout diagnostics (DIAG_KEYS): min/max over ranks where they are extremes
+    for i, k in enumerate(DIAG_KEYS):
+        reduce = np.min if k.endswith("_min") else np.max if k.endswith("_max") else np.mean
+        perf[f"perf/rollout_{k}"] = float(reduce(diag[:, i]))
     steps = head[:, 0]
     preempt = {
         "preempt/steps_fraction_min": float(steps.min() / num_steps),
@@ -100,7 +105,7 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
     flags = 0
     for f in head[:, 2].astype(np.int64):
         flags |= int(f)
-    return Reduced(ep_sums, ep_counts, int(steps.sum()) * num_envs, float(head[:, 4].max()),
+    return Reduced(ep_sums, ep_counts, int(head[:, 7].sum()), float(head[:, 4].max()),
                    int(head[:, 3].max()), flags, losses, perf, preempt)
 
 

@@ -8,6 +8,7 @@ locally: a preempted rollout, a skipped update, a signal.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 
@@ -65,12 +66,17 @@ class Trainer:
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
-        self.storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
+        variable = cfg.rollout.mode == "variable"
+        capacity = math.ceil(cfg.rollout.num_steps * cfg.rollout.max_env_steps_factor) if variable else None
+        self.storage = RolloutStorage(capacity or cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
                                       self.envs.action_space, hidden_shape, ctx.device)
         self.collector = RolloutCollector(self.envs, self.policy, self.storage,
                                           Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                           cfg.ppo.gamma, ctx.device,
-                                          label=f"env.name={cfg.env.name} (rank {ctx.rank})")
+                                          label=f"env.name={cfg.env.name} (rank {ctx.rank})",
+                                          num_steps=cfg.rollout.num_steps,
+                                          variable_batch_wait_s=cfg.rollout.batch_wait_s if variable else None,
+                                          overlap=cfg.rollout.overlap)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,

@@ -21,6 +21,18 @@ def test_bench_throughput(cli, tmp_path):
     assert "rollout/raw" in r.stdout and result["rollout_fps"] > 0 and result["train_fps"] > 0
 
 
+def test_bench_rollout_modes(cli, tmp_path):
+    out = tmp_path / "rollout.json"
+    case = [*TINY_CASE, "env.num_workers=2", "env.gridnav.max_episode_steps=6"]
+    r = cli("bench", "rollout", "--rounds", "1", "--out", str(out), "--case", *case, cwd=tmp_path)
+    assert r.returncode == 0, r
+    data = json.loads(out.read_text())
+    (modes,) = data["modes"].values()
+    assert modes["fixed"]["fps"] > 0 and modes["variable"]["fps"] > 0 and "var/fixed" in r.stdout
+    (phase,) = data["rollout_phase"].values()
+    assert phase["raw"] > 0 and phase["double_buffered"] > 0 and "bottleneck" in modes["variable"]["bottleneck"]
+
+
 def test_bench_memory(cli, tmp_path):
     out = tmp_path / "memory.json"
     r = cli("bench", "memory", "--out", str(out), "--case", *TINY_CASE, cwd=tmp_path)

@@ -163,3 +163,41 @@ def test_close_stops_workers_and_frees_shared_memory():
 def test_bad_worker_count_is_rejected():
     with pytest.raises(EnvError, match="num_workers=3"):
         make_vec_env("synthetic", {}, EnvSpec(num_envs=2, seed=0, num_workers=3))
+
+
+def test_async_send_to_some_workers_and_receive_whichever_are_ready(closing):
+    spec = EnvSpec(num_envs=4, seed=3, num_workers=3)
+    sub = make_vec_env("gridnav", GRID, spec)
+    closing(sub)
+    parts = in_process("gridnav", GRID, spec, 3)
+    sub.reset()
+    for p in parts:
+        p.reset()
+    assert sub.bounds == [(0, 2), (2, 3), (3, 4)]
+    rng = np.random.default_rng(2)
+    for _ in range(20):  # workers 0 and 2 step; worker 1 stays idle
+        want = {}
+        for w in (0, 2):
+            lo, hi = sub.bounds[w]
+            act = rng.integers(0, 4, hi - lo)
+            sub.send(w, act)
+            want[w] = parts[w].step(act)
+        got = []
+        while sub.in_flight:
+            got += sub.recv(min_ready=2, wait_s=5.0)
+        assert sorted(g.worker for g in got) == [0, 2]
+        for g in got:
+            exp = want[g.worker]
+            np.testing.assert_array_equal(g.result.obs["depth"], exp.obs["depth"])
+            np.testing.assert_array_equal(g.result.reward, exp.reward)
+            done = exp.done
+            np.testing.assert_array_equal(g.result.final_obs["depth"][done], exp.final_obs["depth"][done])
+            assert [e.env_index for e in g.result.episodes] == [e.env_index + g.lo for e in exp.episodes]
+    sub.send(1, np.zeros(1, int))
+    with pytest.raises(EnvError, match="still stepping"):
+        sub.send(1, np.zeros(1, int))
+    (only,) = sub.recv()
+    assert only.worker == 1
+    np.testing.assert_array_equal(only.result.obs["depth"], parts[1].step(np.zeros(1, int)).obs["depth"])
+    with pytest.raises(EnvError, match="no env worker stepping"):
+        sub.recv()

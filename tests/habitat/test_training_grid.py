@@ -10,18 +10,20 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.slow
-def test_cpu_config_trains_on_grid_backend(generated, tmp_path):
+@pytest.mark.parametrize("mode", [pytest.param([], marks=pytest.mark.slow, id="fixed"),
+                                  pytest.param(["rollout.mode=variable", "env.num_workers=2"], id="variable")])
+def test_cpu_config_trains_on_grid_backend(generated, tmp_path, mode):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "ddppo", "train", os.path.join(REPO, "configs", "pointnav_habitat_cpu.yaml"),
            "env.habitat.backend=grid", f"env.habitat.dataset={generated['dataset']}",
            f"env.habitat.scenes_dir={generated['scenes_dir']}", f"run.dir={run}", "env.num_envs=2",
            "env.habitat.depth_width=32", "env.habitat.depth_height=32", "rollout.num_steps=8",
-           "run.total_env_steps=32", "policy.hidden_size=32", "policy.resnet_base_width=8", "log.tensorboard=false"]
+           "run.total_env_steps=32", "policy.hidden_size=32", "policy.resnet_base_width=8", "log.tensorboard=false",
+           *mode]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    assert lines
+    assert lines and lines[-1]["env_steps"] >= 32
 
 
 def test_configs_load():

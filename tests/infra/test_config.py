@@ -53,6 +53,11 @@ OVERRIDE_ERRORS = [
     (["log.level=loud"], ["log.level", "loud"]),                        # not one of the choices
     (["ppo=3"], ["ppo=3"]),                                             # a value for a whole section
     (["ppo.lr"], ["ppo.lr", "key=value"]),                              # malformed override
+    (["rollout.mode=lazy"], ["rollout.mode", "lazy", "fixed, variable"]),
+    (["rollout.mode=variable"], ["rollout.mode=variable", "env.num_workers > 0"]),  # needs async workers
+    (["rollout.mode=variable", "env.num_workers=4", "ppo.advantage=grpo"], ["rollout.mode=variable", "grpo"]),
+    (["rollout.mode=variable", "env.num_workers=4", "ppo.kl_ref.checkpoint=x.pt"], ["ppo.kl_ref.checkpoint"]),
+    (["rollout.max_env_steps_factor=0.5"], ["rollout.max_env_steps_factor=0.5", ">= 1"]),
 ]
 
 

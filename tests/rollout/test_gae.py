@@ -111,3 +111,35 @@ def test_pure_function_inputs_untouched():
     gae(rewards, values, dones, 0.99, 0.95)
     for x, c in zip((rewards, values, dones), copies):
         assert torch.equal(x, c)
+
+
+def test_variable_lengths_hand_computed():
+    # gamma = lam = 0.5; env 0 collected 1 step, env 1 three (done after its step 1).
+    # env 0: delta0 = 1 + 0.5*4 - 2 = 1 (bootstrap values[1, 0] = 4) -> A0 = 1, later steps 0.
+    # env 1: delta2 = 2 + 0.5*2 - 1 = 2 -> A2 = 2; delta1 = 0 - 1 = -1 (done) -> A1 = -1;
+    #        delta0 = 1 + 0.5*1 - 1 = 0.5 -> A0 = 0.5 + 0.25*(-1) = 0.25.
+    rewards = torch.tensor([[1.0, 1.0], [9.0, 0.0], [9.0, 2.0]])  # env 0's 9s lie beyond its segment
+    values = torch.tensor([[2.0, 1.0], [4.0, 1.0], [7.0, 1.0], [7.0, 2.0]])
+    dones = torch.tensor([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    adv, _ = gae(rewards, values, dones, 0.5, 0.5, lengths=torch.tensor([1, 3]))
+    torch.testing.assert_close(adv, torch.tensor([[1.0, 0.25], [0.0, -1.0], [0.0, 2.0]]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_variable_lengths_match_each_env_alone(seed):
+    """Each env's segment gives what GAE over that env alone, truncated to its length, gives."""
+    g = torch.Generator().manual_seed(seed)
+    T, N = 7, 5
+    rewards, values = torch.randn(T, N, generator=g), torch.randn(T + 1, N, generator=g)
+    dones = (torch.rand(T, N, generator=g) < 0.3).float()
+    lengths = torch.randint(0, T + 1, (N,), generator=g)
+    adv, ret = gae(rewards, values, dones, 0.9, 0.8, lengths)
+    for n in range(N):
+        L = int(lengths[n])
+        assert torch.equal(adv[L:, n], torch.zeros(T - L))
+        if L == 0:
+            continue
+        vals = torch.cat([values[:L, n], values[L:L + 1, n]])  # values[L, n] bootstraps the segment
+        a, r = gae(rewards[:L, n:n + 1], vals[:, None], dones[:L, n:n + 1], 0.9, 0.8)
+        torch.testing.assert_close(adv[:L, n], a[:, 0])
+        torch.testing.assert_close(ret[:L, n], r[:, 0])

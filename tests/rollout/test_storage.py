@@ -238,3 +238,28 @@ def test_collector_truncation_adds_gamma_value_of_final_obs(rnn):
     assert torch.equal(s.rewards[0], torch.ones(3))
     assert torch.equal(s.dones[2], torch.tensor([1.0, 0.0, 1.0]))
     assert torch.equal(s.dones[1], torch.tensor([0.0, 1.0, 0.0]))
+
+
+def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
+    s = make_storage(T=4, N=3)
+    s.set_first(obs_at(0, 3), torch.ones(3), torch.zeros(1, 3, 5))
+    order = [[0, 1, 2], [1], [1, 2], [1]]  # env 0: 1 step, env 1: 4, env 2: 2
+    for envs in order:
+        e = torch.tensor(envs)
+        t = s.lengths[e] if s.lengths is not None else torch.zeros(len(e), dtype=torch.long)
+        nxt = {"vec": obs_at(0, 3)["vec"][e] + (t + 1)[:, None],
+               "img": (t + 1).to(torch.uint8)[:, None, None, None].expand(-1, 4, 4, 1)}
+        s.insert_envs(e, torch.full((len(e),), 1), torch.zeros(len(e)), torch.ones(len(e)), torch.full((len(e),), 2.0),
+                      torch.zeros(len(e)), nxt, torch.zeros(len(e)))
+    assert s.lengths.tolist() == [1, 4, 2] and s.step == 4
+    assert torch.equal(s.valid, torch.tensor([[1.0, 1, 1], [0, 1, 1], [0, 1, 0], [0, 1, 0]]))
+    # each env's next observation sits after its own last step
+    assert s.obs["img"][1, 0].max() == 1 and s.obs["img"][2, 2].max() == 2 and s.obs["img"][4, 1].max() == 4
+    s.compute_returns(torch.tensor([10.0, 20.0, 30.0]), gamma=0.5, lam=1.0)
+    assert s.values[1, 0] == 10.0 and s.values[4, 1] == 20.0 and s.values[2, 2] == 30.0
+    torch.testing.assert_close(s.returns[:, 0], torch.tensor([2.0 + 5.0, 0, 0, 0]))  # r + gamma * V(boot)
+    torch.testing.assert_close(s.returns[1, 2], torch.tensor(2.0 + 15.0))
+    assert len(list(s.minibatches(3))) == 3
+    with pytest.raises(ValueError, match="capacity"):
+        s.insert_envs(torch.tensor([1]), torch.ones(1), torch.zeros(1), torch.ones(1), torch.ones(1), torch.zeros(1),
+                      {k: v[[1]] for k, v in obs_at(0, 3).items()}, torch.zeros(1))

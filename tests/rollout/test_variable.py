@@ -1,0 +1,118 @@
+"""Variable-experience collection (ddppo/rollout/async_rollout.py) with real env workers of different speeds:
+the step budget, recurrent state per env within and across segments, and the carry-over through a
+checkpoint (steps in flight are received, saved and stored first after loading)."""
+
+import pytest
+import torch
+
+from ddppo.config import PolicyConfig
+from ddppo.model.policy import Policy
+from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.storage import RolloutStorage
+from ddppo.timing import Timer
+from envs.registry import EnvSpec, make_vec_env
+
+N, T, CAP = 4, 6, 12
+# per-env step times spread by a log-normal factor (sigma 1.5) redrawn every 5-step episode
+SKEWED = {"step_sleep_s": 0.002, "step_sleep_sigma": 1.5, "episode_length": 5}
+
+
+class NeverStop:
+    at = None
+
+    def should_stop(self, update, step):
+        return self.at is not None and step >= self.at
+
+    def finished(self, update):
+        pass
+
+
+class StopAt(NeverStop):
+    at = 3
+
+
+@pytest.fixture
+def make():
+    made = []
+
+    def build(seed=0, overlap=False, preemption=None):
+        envs = make_vec_env("synthetic", SKEWED, EnvSpec(num_envs=N, seed=seed, num_workers=N))
+        made.append(envs)
+        torch.manual_seed(0)
+        policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+        storage = RolloutStorage(T if overlap else CAP, N, envs.observation_space, envs.action_space,
+                                 tuple(policy.initial_hidden(N).shape), torch.device("cpu"))
+        collector = RolloutCollector(envs, policy, storage, preemption or NeverStop(), Timer(), 0.9,
+                                     torch.device("cpu"), num_steps=T, variable_batch_wait_s=None if overlap else 0.0,
+                                     overlap=overlap)
+        return collector, policy, storage
+
+    yield build
+    for envs in made:
+        envs.close()
+
+
+def snapshot(s):
+    return {"obs": s.obs["obs"].clone(), "start": s.episode_start.clone(), "hidden0": s.hidden0.clone(),
+            "actions": s.actions.clone(), "logp": s.logp.clone(), "rewards": s.rewards.clone(),
+            "lengths": s.lengths.clone()}
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["variable", "fixed-double-buffered"])
+def test_budget_and_recurrent_state_per_env_across_segments(make, overlap):
+    collector, policy, s = make(overlap=overlap)
+    first = collector.collect(1)
+    one = snapshot(s)
+    second = collector.collect(2)
+    two = snapshot(s)
+    for res, snap in ((first, one), (second, two)):
+        assert res.env_steps == N * T == int(snap["lengths"].sum())  # one env per worker: the budget exactly
+        assert res.diag["env_steps_min"] == snap["lengths"].min() and res.diag["env_steps_max"] <= CAP
+        if overlap:
+            assert snap["lengths"].tolist() == [T] * N and not res.preempted
+    check_segments(policy, one, two)
+
+
+def test_double_buffered_preemption_stops_every_env_at_the_same_step(make):
+    collector, _, s = make(overlap=True, preemption=StopAt())
+    res = collector.collect(1)
+    assert res.preempted and s.lengths.tolist() == [3] * N and res.env_steps == 3 * N
+    assert not collector.envs.in_flight
+
+
+def check_segments(policy, one, two):
+    with torch.no_grad():
+        for n in range(N):
+            for snap in (one, two):  # each segment replays from its own initial state to its stored logp
+                L = int(snap["lengths"][n])
+                logp, _, _ = policy.evaluate({"obs": snap["obs"][:L, n:n + 1]}, snap["hidden0"][:, n:n + 1],
+                                             snap["start"][:L, n:n + 1], snap["actions"][:L, n:n + 1])
+                torch.testing.assert_close(logp[:, 0], snap["logp"][:L, n])
+            # the next segment starts where this env's segment ended: observation, start flag, recurrent state
+            L = int(one["lengths"][n])
+            _, h_end = policy.sequence_params({"obs": one["obs"][:L, n:n + 1]}, one["hidden0"][:, n:n + 1],
+                                              one["start"][:L, n:n + 1])
+            torch.testing.assert_close(two["hidden0"][:, n:n + 1], h_end)
+            assert torch.equal(two["obs"][0, n], one["obs"][L, n])
+            assert two["start"][0, n] == one["start"][L, n]
+
+
+def test_steps_in_flight_survive_a_checkpoint(make):
+    a, _, _ = make()
+    a.collect(1)
+    # every env is sent its next step as the rollout ends (or holds a finished one not yet stored)
+    assert set(a.envs.in_flight) | {w.worker for w in a.variable.unstored} == set(range(N))
+    state = a.state_dict()  # receives every step in flight first
+    assert not a.envs.in_flight
+    unstored = state["variable"]["unstored"]
+    assert sorted(u["worker"] for u in unstored) == list(range(N))
+    pending = state["variable"]["pending"]
+    b, _, s = make(seed=99)  # other envs, put back where a's were
+    b.load_state_dict(state)
+    b.collect(2)
+    assert torch.equal(s.obs["obs"][0], state["obs"]["obs"])
+    for u in unstored:  # stored first, as the step of the action taken before the checkpoint
+        for row, n in enumerate(range(u["lo"], u["hi"])):
+            assert s.actions[0, n] == pending["action"][n]
+            assert torch.equal(s.obs["obs"][1, n], torch.as_tensor(u["obs"]["obs"][row]))
+    assert int(s.lengths.sum()) == N * T
