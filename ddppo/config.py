@@ -143,6 +143,11 @@ class PPOConfig:
 class PolicyConfig:
     """Network architecture."""
 
+    architecture: str = field(default="ddppo",
+                              metadata=doc("ddppo (an encoder per observation key, fused) | habitat_baselines "
+                                           "(habitat-baselines' DD-PPO PointNavResNetPolicy, parameter for parameter: "
+                                           "image(s) + pointgoal_with_gps_compass, Discrete actions; its checkpoints "
+                                           "load unchanged)", shape=True))
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True))
     mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True))
@@ -314,6 +319,7 @@ def problems(cfg: Config) -> list[str]:
         "ppo.lr_schedule": ("constant", "linear"),
         "ppo.advantage": ("gae", "grpo"),
         "policy.rnn_type": ("gru", "lstm", "none"),
+        "policy.architecture": ("ddppo", "habitat_baselines"),
         "policy.image_encoder": ("cnn", "resnet"),
         "log.level": ("DEBUG", "INFO", "WARNING", "ERROR"),
     }

@@ -19,7 +19,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import KLRefConfig, from_yaml_text
-from ddppo.model.policy import Policy
+from ddppo.model.policy import make_policy
 from ddppo.rollout.storage import RolloutStorage
 
 
@@ -32,7 +32,7 @@ class ReferencePolicy:
             raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
                                        f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
         ref_cfg = from_yaml_text(data["config_yaml"], cfg.checkpoint)
-        self.policy = Policy(obs_space, action_space, ref_cfg.policy).to(device)
+        self.policy = make_policy(obs_space, action_space, ref_cfg.policy).to(device)
         try:
             self.policy.load_state_dict(data["model"])
         except RuntimeError as err:

@@ -22,7 +22,7 @@ from ddppo.distributed import DistContext
 from ddppo import timing
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
-from ddppo.model.policy import Policy
+from ddppo.model.policy import make_policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.train.state import check_run_dir, restore, write_run_dir
@@ -60,7 +60,7 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         torch.manual_seed(ctx.seed)
         np.random.seed(ctx.seed % 2**32)
-        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
+        self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                              value_head=cfg.ppo.advantage == "gae").to(ctx.device)
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
