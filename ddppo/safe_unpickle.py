@@ -164,7 +164,7 @@ def load(path: str | Path) -> Any:
 
 def plain(obj: Any) -> Any:
     """Inert OmegaConf / dataclass / dict-subclass objects -> plain dicts, lists and values, recursively
-    (a DictConfig's `_content`, a value node's `_val`, a dataclass's fields)."""
+    (a DictConfig's `_content`, a value node's `_val`, a dataclass's fields, a one-argument call's argument)."""
     if isinstance(obj, Inert):
         state = obj.state if isinstance(obj.state, dict) else {}
         if isinstance(obj.state, tuple):  # (dict_state, slot_state)
@@ -175,6 +175,8 @@ def plain(obj: Any) -> Any:
             return plain(state["_val"])
         if "__items__" in state or "__list__" in state:
             return plain(state.get("__items__", state.get("__list__")))
+        if not state and len(obj.args) == 1:  # e.g. a Counter or defaultdict-like call with its content
+            return plain(obj.args[0])
         return {k: plain(v) for k, v in state.items() if not str(k).startswith("_")}
     if isinstance(obj, dict):
         return {k: plain(v) for k, v in obj.items()}
