@@ -17,7 +17,7 @@ from ddppo import checkpoint as ckpt
 from ddppo import habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
-from tests.interop.hb_real import load_habitat_baselines
+from hb_real import load_habitat_baselines
 
 HB_POLICY, WHY = load_habitat_baselines()
 pytestmark = pytest.mark.skipif(HB_POLICY is None, reason=WHY)
