@@ -166,6 +166,19 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases logging (rank 0; extra `wandb`): the same tags and env-step as TensorBoard."""
+
+    enabled: bool = field(default=False, metadata=doc("log to Weights & Biases too (needs `pip install wandb`)"))
+    project: str = field(default="ddppo", metadata=doc("W&B project"))
+    entity: str = field(default="", metadata=doc("W&B entity (user or team; \"\" = your default)"))
+    group: str = field(default="", metadata=doc("W&B run group (e.g. a sweep's name; \"\" = none)"))
+    tags: list = field(default_factory=list, metadata=doc("W&B run tags"))
+    mode: str = field(default="online",
+                      metadata=doc("online | offline (files under run.dir/wandb, `wandb sync` later) | disabled"))
+
+
+@dataclass(frozen=True)
 class LogConfig:
     """Console, TensorBoard and metrics.jsonl."""
 
@@ -176,6 +189,7 @@ class LogConfig:
                         metadata=doc("updates averaged for the console line and train/* and perf/fps (windowed)"))
     bottleneck_interval_s: float = field(default=300.0,
                                          metadata=doc("seconds between console lines naming the dominant bottleneck"))
+    wandb: WandbConfig = field(default_factory=WandbConfig, metadata=doc("Weights & Biases logging"))
 
 
 @dataclass(frozen=True)
@@ -320,6 +334,7 @@ def problems(cfg: Config) -> list[str]:
         "ppo.advantage": ("gae", "grpo"),
         "policy.rnn_type": ("gru", "lstm", "none"),
         "policy.architecture": ("ddppo", "habitat_baselines"),
+        "log.wandb.mode": ("online", "offline", "disabled"),
         "policy.image_encoder": ("cnn", "resnet"),
         "log.level": ("DEBUG", "INFO", "WARNING", "ERROR"),
     }

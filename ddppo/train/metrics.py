@@ -1,4 +1,4 @@
-"""The metrics sinks: TensorBoard + metrics.jsonl on rank 0, nothing elsewhere.
+"""The metrics sinks: TensorBoard + metrics.jsonl (+ Weights & Biases, optional) on rank 0, nothing elsewhere.
 
 Tags are grouped `train/`, `loss/`, `perf/`, `preempt/`, `eval/`; the TensorBoard
 step is the global env-step count. metrics.jsonl holds one flat JSON object per
@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 from ddppo.rundir import RunDir
 
@@ -24,10 +25,12 @@ class MetricsWriter:
     """Rank 0's sinks. `enabled=False` gives the null writer used on every other rank."""
 
     def __init__(self, run_dir: str | Path, enabled: bool, tensorboard: bool, resume_update: int = 0,
-                 resume_env_steps: int = 0):
+                 resume_env_steps: int = 0, wandb: Any = None):
+        """`wandb`: an open ddppo.train.wandb_sink.WandbSink (rank 0, log.wandb.enabled), closed with this."""
         self.enabled = enabled
         self.tb = None
         self.file = None
+        self.wandb = wandb
         if not enabled:
             return
         run_dir = RunDir(run_dir)
@@ -49,6 +52,8 @@ class MetricsWriter:
             for tag, value in scalars.items():
                 if "/" in tag and math.isfinite(value):
                     self.tb.add_scalar(tag, value, env_steps)
+        if self.wandb is not None:
+            self.wandb.log(scalars, env_steps)
 
     def flush(self) -> None:
         if self.tb is not None:
@@ -61,6 +66,9 @@ class MetricsWriter:
         if self.tb is not None:
             self.tb.close()
             self.tb = None
+        if self.wandb is not None:
+            self.wandb.close()
+            self.wandb = None
 
 
 def format_duration(seconds: float) -> str:

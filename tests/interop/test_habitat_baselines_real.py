@@ -159,3 +159,19 @@ def test_ddppo_export_into_habitat_baselines(tmp_path):
     diffs = compare(hb, ours)
     print("ddppo -> habitat-baselines max |difference|:", diffs)
     assert max(diffs.values()) < 1e-5, diffs
+
+
+@pytest.mark.parametrize("size", [64, 128, 256])
+def test_parameter_counts_match(size):
+    from gym import spaces
+
+    hb_space = spaces.Dict({"depth": spaces.Box(0.0, 1.0, (size, size, 1), np.float32),
+                            GOAL_KEY: spaces.Box(-np.inf, np.inf, (2,), np.float32)})
+    hb = HB_POLICY(hb_space, spaces.Discrete(ACTIONS), hidden_size=512, num_recurrent_layers=2, rnn_type="LSTM",
+                   backbone="resnet50", resnet_baseplanes=32)
+    space = gymnasium.spaces.Dict({"depth": gymnasium.spaces.Box(0.0, 1.0, (size, size, 1), np.float32),
+                                   GOAL_KEY: gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)})
+    ours = HabitatBaselinesPolicy(space, gymnasium.spaces.Discrete(ACTIONS), CFG)
+    counts = (sum(p.numel() for p in hb.parameters()), sum(p.numel() for p in ours.parameters()))
+    print(f"{size}x{size} depth: habitat-baselines {counts[0]:,} parameters, ddppo {counts[1]:,}")
+    assert counts[0] == counts[1]
