@@ -86,10 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ddppo import habitat_ckpt
+    from ddppo.export import export_habitat_baselines
 
     logging.basicConfig(level=logging.WARNING)
-    path = habitat_ckpt.export(args.run_dir, args.out, args.checkpoint, args.force)
+    path = export_habitat_baselines(args.run_dir, args.out, args.checkpoint, args.force)
     sys.stdout.write(f"wrote {path} (habitat-baselines format)\n")
     return 0
 

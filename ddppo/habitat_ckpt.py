@@ -9,7 +9,6 @@ is executed and habitat need not be installed.
 
 from __future__ import annotations
 
-import io
 import math
 import re
 from pathlib import Path
@@ -68,7 +67,8 @@ def config_values(config: Any) -> dict[str, Any]:
     """Sizes a habitat-baselines config (as plain data) states, under ddppo's key names, where present."""
     out: dict[str, Any] = {}
     rl = _get(config, "habitat_baselines", "rl") or _get(config, "RL") or {}
-    for key, path in (("policy.hidden_size", ("ppo", "hidden_size")), ("policy.rnn_layers", ("ddppo", "num_recurrent_layers")),
+    for key, path in (("policy.hidden_size", ("ppo", "hidden_size")),
+                      ("policy.rnn_layers", ("ddppo", "num_recurrent_layers")),
                       ("policy.rnn_type", ("ddppo", "rnn_type")), ("backbone", ("ddppo", "backbone"))):
         value = _get(rl, *path) or _get(rl, *(p.upper() for p in path))
         if value is not None:
@@ -178,36 +178,3 @@ def check(data: dict[str, Any], cfg: Any, model: torch.nn.Module, where: str) ->
         raise ConfigError(f"{where} (habitat-baselines) does not fit this config: {'; '.join(found[:6])}; set these "
                           f"keys to the checkpoint's values")
 
-
-def export(run_dir: str | Path, out: str | Path, checkpoint: str = "latest", force: bool = False) -> Path:
-    """`ddppo export RUN_DIR --format habitat-baselines -o OUT`: a run's checkpoint (the newest valid one, or
-    the file `checkpoint`) as a habitat-baselines ckpt.N.pth. Refuses to replace an existing OUT unless
-    `force`; the file is written atomically."""
-    from ddppo import checkpoint as ckpt
-    from ddppo.config import ConfigError, from_yaml_text
-    from ddppo.rundir import RunDir, atomic_write
-
-    out = Path(out)
-    if out.exists() and not force:
-        raise ConfigError(f"{str(out)!r} exists; pass --force to replace it, or choose another -o path")
-    if out.is_dir():
-        raise ConfigError(f"-o {str(out)!r} is a directory; pass a file path such as {out / 'ckpt.0.pth'}")
-    if checkpoint == "latest":
-        found = ckpt.newest_valid(run_dir)
-        if found is None:
-            raise CheckpointError(f"{str(run_dir)!r} has no checkpoints to export; pass a run dir that `ddppo train` "
-                                  f"wrote, or --checkpoint FILE")
-        path, data = found
-    else:
-        path, data = Path(checkpoint), ckpt.load(checkpoint)
-    if data.get("config_yaml") is None:
-        raise CheckpointError(f"{str(path)!r} is already a habitat-baselines checkpoint; nothing to export")
-    cfg = from_yaml_text(data["config_yaml"], str(path))
-    if cfg.policy.architecture != "habitat_baselines":
-        raise ConfigError(f"{str(path)!r} was trained with policy.architecture={cfg.policy.architecture!r}; only "
-                          f"policy.architecture=habitat_baselines has habitat-baselines' parameters (train with it, "
-                          f"or fine-tune from a habitat-baselines checkpoint)")
-    payload = export_payload(data["model"], cfg, int(data["counters"].get("env_steps", 0)))
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    return atomic_write(out, buf.getvalue(), fsync=True)

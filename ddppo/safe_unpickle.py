@@ -32,7 +32,8 @@ _REFUSED_MODULES = ("os", "posix", "nt", "subprocess", "sys", "shutil", "importl
                     "ctypes", "code", "pty", "signal", "multiprocessing", "webbrowser", "builtins", "__builtin__",
                     "io", "pathlib", "tempfile", "marshal", "types", "operator", "functools", "torch.hub")
 _SAFE_BUILTINS = {"set": set, "frozenset": frozenset, "slice": slice, "complex": complex, "bytearray": bytearray,
-                  "list": list, "dict": dict, "tuple": tuple, "int": int, "float": float, "bool": bool, "str": str, "object": object}
+                  "list": list, "dict": dict, "tuple": tuple, "int": int, "float": float, "bool": bool, "str": str,
+                  "object": object}
 
 
 class UnsafePickleError(ValueError):

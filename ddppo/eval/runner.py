@@ -24,7 +24,8 @@ from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_t
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
-from ddppo.model.policy import Policy, make_policy
+from ddppo.model.build import make_policy
+from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir

@@ -206,11 +206,11 @@ class HabitatBaselinesPolicy(Policy):
         """obs (T, N, ...) -> features (T, N, H), new RNN rows. The previous action of step t is hidden's
         for t = 0 and actions[t - 1] after it (a sequence needs `actions`)."""
         T, N = start.shape
-        prev = hidden[-1, :, 0].round().long().unsqueeze(0)
+        prev = hidden[-1, :, 0].round().to(torch.long).unsqueeze(0)
         if T > 1:
             if actions is None:
                 raise ValueError("the habitat-baselines policy needs the actions taken to run a sequence")
-            prev = torch.cat([prev, actions[:-1].long().view(T - 1, N)])
+            prev = torch.cat([prev, actions[:-1].to(torch.long).view(T - 1, N)])
         flat = {k: v.reshape(T * N, *v.shape[2:]) for k, v in obs.items()}
         x = self.net.inputs(flat, prev.reshape(-1), start.reshape(-1)).view(T, N, -1)
         return self.core(x, hidden[:-1], start)

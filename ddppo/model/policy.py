@@ -280,12 +280,3 @@ class Policy(nn.Module):
         dist = self.params_to_distribution(params)
         return self._logp(dist, actions), self._entropy(dist), self._value(feats), params
 
-
-def make_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space, cfg: PolicyConfig,
-                value_head: bool = True) -> Policy:
-    """The policy `policy.architecture` names."""
-    if cfg.architecture == "habitat_baselines":
-        from ddppo.model.habitat_baselines import HabitatBaselinesPolicy
-
-        return HabitatBaselinesPolicy(obs_space, action_space, cfg, value_head)
-    return Policy(obs_space, action_space, cfg, value_head)

@@ -19,7 +19,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import KLRefConfig, from_yaml_text
-from ddppo.model.policy import make_policy
+from ddppo.model.build import make_policy
 from ddppo.rollout.storage import RolloutStorage
 
 

@@ -23,7 +23,7 @@ from ddppo import timing
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
 from ddppo.train.wandb_sink import WandbSink, check_available
-from ddppo.model.policy import make_policy
+from ddppo.model.build import make_policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.train.state import check_run_dir, restore, write_run_dir

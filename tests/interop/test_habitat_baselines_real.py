@@ -1,11 +1,13 @@
 """ddppo's habitat_baselines policy against habitat-baselines' own PointNavResNetPolicy and trainer format.
 
-Runs where habitat-baselines (and habitat-lab) are installed, an optional test dependency; skipped otherwise.
+Runs where habitat-baselines (and habitat-lab) are installed, an optional test dependency; skipped otherwise
+(.ci/run installs them after the main suite and sets DDPPO_REQUIRE_HABITAT_BASELINES=1, so there they run).
 Small inputs (64x64 depth, 3 envs, 3 steps) keep the ResNet50 cheap on a CPU.
 """
 
 from __future__ import annotations
 
+import os
 import types
 
 import gymnasium
@@ -20,6 +22,8 @@ from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
 from hb_real import load_habitat_baselines
 
 HB_POLICY, WHY = load_habitat_baselines()
+if HB_POLICY is None and os.environ.get("DDPPO_REQUIRE_HABITAT_BASELINES") == "1":  # CI installs it: never skip
+    raise RuntimeError(f"DDPPO_REQUIRE_HABITAT_BASELINES=1 but {WHY}")
 pytestmark = pytest.mark.skipif(HB_POLICY is None, reason=WHY)
 SIZE, N, T, ACTIONS = 64, 3, 3, 4
 CFG = PolicyConfig(architecture="habitat_baselines", hidden_size=512, rnn_type="lstm", rnn_layers=2,

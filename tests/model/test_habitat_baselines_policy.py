@@ -14,7 +14,7 @@ import torch
 from ddppo import habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
-from ddppo.model.policy import make_policy
+from ddppo.model.build import make_policy
 
 PAPER = PolicyConfig(architecture="habitat_baselines", hidden_size=512, rnn_type="lstm", rnn_layers=2,
                      resnet_base_width=32, resnet_layers=[3, 4, 6, 3], resnet_bottleneck=True)
@@ -37,7 +37,8 @@ def test_paper_policy_has_habitat_baselines_size_and_names():
     assert (len(sd), sum(p.numel() for p in policy.parameters())) == (179, 12_454_917)
     assert habitat_ckpt.parameter_count(sd) == 12_454_917
     assert tuple(sd["net.visual_fc.1.weight"].shape) == (512, 2048)  # compression: 128 x 4 x 4 flattened
-    assert tuple(sd["net.tgt_embeding.weight"].shape) == (32, 3) and tuple(sd["net.prev_action_embedding.weight"].shape) == (5, 32)
+    assert tuple(sd["net.tgt_embeding.weight"].shape) == (32, 3)
+    assert tuple(sd["net.prev_action_embedding.weight"].shape) == (5, 32)
     assert habitat_ckpt.summary(sd) == {
         "policy.hidden_size": 512, "policy.rnn_type": "lstm", "policy.rnn_layers": 2, "policy.resnet_base_width": 32,
         "policy.resnet_layers": [3, 4, 6, 3], "policy.resnet_bottleneck": True, "image channels": 1, "actions": 4}
@@ -67,7 +68,8 @@ def test_steps_match_the_whole_sequence_with_resets():
         logps.append(lp), values.append(v), actions.append(a)
     with torch.no_grad():
         lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_hidden(N), start, torch.stack(actions))
-    assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5) and torch.allclose(v_seq, torch.stack(values), atol=1e-5)
+    assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5)
+    assert torch.allclose(v_seq, torch.stack(values), atol=1e-5)
     # the previous action matters: another one changes the distribution (so it is really fed in)
     other = hidden.clone()
     other[-1, :, 0] = (other[-1, :, 0] + 1) % 4

@@ -112,7 +112,8 @@ def _row(variant: str, metric: str, curves: list):
     from ddppo.sweep import summary
 
     runs = [summary.RunResult(f"{variant}-{i}", variant, i, "done", int(x[-1]), {metric: float(y[-1])},
-                              {metric: (np.asarray(x, float), np.asarray(y, float))}) for i, (x, y) in enumerate(curves)]
+                              {metric: (np.asarray(x, float), np.asarray(y, float))})
+            for i, (x, y) in enumerate(curves)]
     return summary.VariantRow(variant, runs)
 
 

@@ -78,6 +78,6 @@ def test_off_imports_nothing_and_missing_wandb_is_one_line(tmp_path):
     assert not (tmp_path / "off" / "wandb").exists() and not (tmp_path / "off" / "wandb_run_id").exists()
     proc = train(tmp_path / "missing", *WANDB, prelude="sys.modules['wandb'] = None  # as if not installed")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1:] == ["ddppo: config error: log.wandb.enabled=true needs the wandb package: "
-                                                "pip install 'ddppo[wandb]' (or pip install wandb), or set "
-                                                "log.wandb.enabled=false"]
+    assert proc.stderr.strip().splitlines()[-1:] == [
+        "ddppo: config error: log.wandb.enabled=true needs the wandb package: pip install 'ddppo[wandb]' (or pip "
+        "install wandb), or set log.wandb.enabled=false"]
