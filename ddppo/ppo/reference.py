@@ -31,6 +31,10 @@ class ReferencePolicy:
         except ckpt.CheckpointError as err:
             raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
                                        f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
+        if data.get("config_yaml") is None:
+            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint} is a habitat-baselines checkpoint; "
+                                       f"a reference must be a ddppo checkpoint (fine-tune from it with "
+                                       f"checkpoint.path, and use one of that run's checkpoints as the reference)")
         ref_cfg = from_yaml_text(data["config_yaml"], cfg.checkpoint)
         self.policy = make_policy(obs_space, action_space, ref_cfg.policy).to(device)
         try:
