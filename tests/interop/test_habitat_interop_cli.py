@@ -90,11 +90,13 @@ def test_train_export_finetune_evaluate(data, tmp_path):
 
 
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):
+    from ddppo import checkpoint as ckpt
+    from ddppo.config import Config, ConfigError, to_yaml
+    from ddppo.export import export_habitat_baselines
+
     run = tmp_path / "run"
-    proc = ddppo("train", REPO / "configs" / "gridnav.yaml", f"run.dir={run}", "run.total_env_steps=64",
-                 "env.num_envs=2", "rollout.num_steps=32", "ppo.num_mini_batch=1", "policy.hidden_size=16",
-                 "log.tensorboard=false")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    proc = ddppo("export", run, "--format", "habitat-baselines", "-o", tmp_path / "x.pth")
-    assert proc.returncode == 2 and "policy.architecture='ddppo'" in proc.stderr
+    ckpt.save(run, 1, ckpt.payload({"actor.weight": torch.zeros(4, 8)}, {}, {"update": 1, "env_steps": 8},
+                                   to_yaml(Config()), []), keep_last=2)
+    with pytest.raises(ConfigError, match="policy.architecture='ddppo'; only policy.architecture=habitat_baselines"):
+        export_habitat_baselines(run, tmp_path / "x.pth")
     assert not (tmp_path / "x.pth").exists()
