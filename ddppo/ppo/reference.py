@@ -62,7 +62,8 @@ class ReferencePolicy:
         """Reference distribution parameters (L, N, P) for the collected steps."""
         L = storage.step
         obs = {k: v[:L] for k, v in storage.obs.items()}
-        params, self.hidden = self.policy.sequence_params(obs, self.hidden, storage.episode_start[:L])
+        params, self.hidden = self.policy.sequence_params(obs, self.hidden, storage.episode_start[:L],
+                                                          storage.actions[:L])  # habitat_baselines: previous actions
         return params
 
     def adapt(self, measured_kl: float) -> float:

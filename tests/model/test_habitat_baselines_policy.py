@@ -70,6 +70,10 @@ def test_steps_match_the_whole_sequence_with_resets():
         lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_hidden(N), start, torch.stack(actions))
     assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5)
     assert torch.allclose(v_seq, torch.stack(values), atol=1e-5)
+    # the KL reference's path (sequence_params with the actions taken) gives the same distributions and state
+    params, after = policy.sequence_params(obs, policy.initial_hidden(N), start, torch.stack(actions))
+    assert torch.allclose(params.gather(-1, torch.stack(actions).unsqueeze(-1)).squeeze(-1), lp_seq, atol=1e-5)
+    assert torch.allclose(after, hidden, atol=1e-5)
     # the previous action matters: another one changes the distribution (so it is really fed in)
     other = hidden.clone()
     other[-1, :, 0] = (other[-1, :, 0] + 1) % 4
