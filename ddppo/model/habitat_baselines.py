@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributions import Categorical
 
-from ddppo.config import PolicyConfig
+from ddppo.config import ConfigError, PolicyConfig
 from ddppo.model.policy import Policy, RecurrentCore
 
 GOAL_KEY = "pointgoal_with_gps_compass"
@@ -159,7 +159,7 @@ class Head(nn.Module):
 
 
 def check_spaces(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space, cfg: PolicyConfig) -> None:
-    """ValueError naming what this environment or config lacks for the habitat-baselines policy."""
+    """ConfigError (exit 2 in the CLI) naming what this env or config lacks for the habitat-baselines policy."""
     problems = []
     if not isinstance(action_space, gymnasium.spaces.Discrete):
         problems.append(f"a Discrete action space (this env has {action_space})")
@@ -170,6 +170,8 @@ def check_spaces(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.space
     images = [k for k in obs_space.spaces if len(obs_space[k].shape) == 3]
     if not images or len({tuple(obs_space[k].shape[:2]) for k in images}) != 1:
         problems.append("one or more image observations of one size (e.g. depth)")
+    if "rgb" in obs_space.spaces:  # habitat-baselines then adds a running mean/var input normaliser (not built here)
+        problems.append("no 'rgb' observation (depth only; set env.habitat.rgb=false)")
     if cfg.rnn_type not in ("lstm", "gru"):
         problems.append(f"policy.rnn_type lstm or gru (not {cfg.rnn_type!r})")
     if backbone_name(cfg) is None:
@@ -179,7 +181,7 @@ def check_spaces(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.space
         problems.append(f"an even policy.resnet_base_width (GroupNorm groups = half of it; not "
                         f"{cfg.resnet_base_width})")
     if problems:
-        raise ValueError("policy.architecture=habitat_baselines needs " + "; ".join(problems))
+        raise ConfigError("policy.architecture=habitat_baselines needs " + "; ".join(problems))
 
 
 class HabitatBaselinesPolicy(Policy):

@@ -89,5 +89,8 @@ def test_environment_without_its_inputs_is_refused_naming_what_is_missing():
                                   "view": gymnasium.spaces.Box(0, 255, (7, 7, 3), np.uint8)})
     with pytest.raises(ValueError, match="pointgoal_with_gps_compass"):
         make_policy(grid, gymnasium.spaces.Discrete(4), SMALL)
+    rgbd = gymnasium.spaces.Dict({**spaces(32)[0].spaces, "rgb": gymnasium.spaces.Box(0, 255, (32, 32, 3), np.uint8)})
+    with pytest.raises(ValueError, match="no 'rgb' observation"):
+        make_policy(rgbd, gymnasium.spaces.Discrete(4), SMALL)
     with pytest.raises(ValueError, match="resnet50"):
         make_policy(*spaces(32), dataclasses.replace(SMALL, resnet_layers=[1, 1, 1, 1]))
