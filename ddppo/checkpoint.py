@@ -214,8 +214,8 @@ def _foreign(path: Path, map_location: str | torch.device, not_ddppo: str) -> di
     try:
         imported = habitat_ckpt.read(path)
     except CheckpointError as err:
-        if "refused" in str(err):
-            raise
+        if "refused" in str(err):  # say both: not ddppo's, and what the habitat-baselines reader refused
+            raise CheckpointError(f"{not_ddppo}; {str(err).split(' is refused: ')[-1]}") from None
         raise CheckpointError(not_ddppo) from None
     model = {k: v.to(map_location) for k, v in imported.pop("model").items()}
     return {"format": FORMAT, "model": model,
