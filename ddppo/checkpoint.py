@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ddppo import habitat_ckpt
 from ddppo.errors import CheckpointError  # noqa: F401  (re-exported: callers use ckpt.CheckpointError)
 from ddppo.rundir import RunDir, atomic_write, checkpoint_update
 
@@ -198,11 +199,28 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
         raise CheckpointError(f"checkpoint {str(path)!r} {'is a directory' if path.is_dir() else 'does not exist'}")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # truncated zip, garbage, pickled objects
-        raise CheckpointError(f"{str(path)!r} is not a readable ddppo checkpoint ({_load_failure(err)})") from None
+    except Exception as err:  # truncated zip, garbage, pickled objects (a habitat-baselines config)
+        return _foreign(path, map_location, f"{str(path)!r} is not a readable ddppo checkpoint "
+                                            f"({_load_failure(err)})")
     if not isinstance(data, dict) or data.get("format") != FORMAT or "model" not in data:
-        raise CheckpointError(f"{str(path)!r} is not a ddppo checkpoint (format {FORMAT} with a model)")
+        return _foreign(path, map_location, f"{str(path)!r} is not a ddppo checkpoint (format {FORMAT} with a model)")
     return from_storable(data)
+
+
+def _foreign(path: Path, map_location: str | torch.device, not_ddppo: str) -> dict[str, Any]:
+    """A habitat-baselines checkpoint (read without running its pickled code) as a ddppo-shaped dict:
+    "model", "counters", and "habitat_baselines" (its sizes) in place of "config_yaml"; else CheckpointError
+    `not_ddppo`, or the refusal of a file that asks to run code."""
+    try:
+        imported = habitat_ckpt.read(path)
+    except CheckpointError as err:
+        if "refused" in str(err):  # say both: not ddppo's, and what the habitat-baselines reader refused
+            raise CheckpointError(f"{not_ddppo}; {str(err).split(' is refused: ')[-1]}") from None
+        raise CheckpointError(not_ddppo) from None
+    model = {k: v.to(map_location) for k, v in imported.pop("model").items()}
+    return {"format": FORMAT, "model": model,
+            "counters": {"update": 0, "env_steps": imported["step"]}, "config_yaml": None,
+            "habitat_baselines": imported}
 
 
 def _load_failure(err: Exception) -> str:

@@ -75,7 +75,25 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="", metavar="DIR", help="output directory (default RUN_DIR/eval)")
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
+    exp = sub.add_parser("export", help="write a run's checkpoint in another trainer's format",
+                         description="habitat-baselines: a ckpt.N.pth its PointNavResNetPolicy loads with "
+                                     "load_state_dict(strict=True) (runs trained with "
+                                     "policy.architecture=habitat_baselines).")
+    exp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `ddppo train`")
+    exp.add_argument("--format", required=True, choices=["habitat-baselines"], help="target format")
+    exp.add_argument("-o", "--out", required=True, metavar="FILE", help="output file, e.g. ckpt.0.pth")
+    exp.add_argument("--checkpoint", default="latest", metavar="PATH|latest", help="which checkpoint (default newest)")
+    exp.add_argument("--force", action="store_true", help="replace FILE if it exists")
     return parser
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ddppo.export import export_habitat_baselines
+
+    logging.basicConfig(level=logging.WARNING)
+    path = export_habitat_baselines(args.run_dir, args.out, args.checkpoint, args.force)
+    sys.stdout.write(f"wrote {path} (habitat-baselines format)\n")
+    return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -171,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
-                "eval": cmd_eval}
+                "eval": cmd_eval, "export": cmd_export}
     try:
         try:
             rc = handlers[args.command](args)

@@ -158,6 +158,11 @@ class PPOConfig:
 class PolicyConfig:
     """Network architecture."""
 
+    architecture: str = field(default="ddppo",
+                              metadata=doc("ddppo (an encoder per observation key, fused) | habitat_baselines "
+                                           "(habitat-baselines' DD-PPO PointNavResNetPolicy, parameter for parameter: "
+                                           "image(s) + pointgoal_with_gps_compass, Discrete actions; its checkpoints "
+                                           "load unchanged)", shape=True))
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True))
     mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True))
@@ -176,6 +181,19 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases logging (rank 0; extra `wandb`): the same tags and env-step as TensorBoard."""
+
+    enabled: bool = field(default=False, metadata=doc("log to Weights & Biases too (needs `pip install wandb`)"))
+    project: str = field(default="ddppo", metadata=doc("W&B project"))
+    entity: str = field(default="", metadata=doc("W&B entity (user or team; \"\" = your default)"))
+    group: str = field(default="", metadata=doc("W&B run group (e.g. a sweep's name; \"\" = none)"))
+    tags: list = field(default_factory=list, metadata=doc("W&B run tags"))
+    mode: str = field(default="online",
+                      metadata=doc("online | offline (files under run.dir/wandb, `wandb sync` later) | disabled"))
+
+
+@dataclass(frozen=True)
 class LogConfig:
     """Console, TensorBoard and metrics.jsonl."""
 
@@ -186,6 +204,7 @@ class LogConfig:
                         metadata=doc("updates averaged for the console line and train/* and perf/fps (windowed)"))
     bottleneck_interval_s: float = field(default=300.0,
                                          metadata=doc("seconds between console lines naming the dominant bottleneck"))
+    wandb: WandbConfig = field(default_factory=WandbConfig, metadata=doc("Weights & Biases logging"))
 
 
 @dataclass(frozen=True)
@@ -352,6 +371,8 @@ def problems(cfg: Config) -> list[str]:
         "ppo.advantage": ("gae", "grpo"),
         "rollout.mode": ("fixed", "variable"),
         "policy.rnn_type": ("gru", "lstm", "none"),
+        "policy.architecture": ("ddppo", "habitat_baselines"),
+        "log.wandb.mode": ("online", "offline", "disabled"),
         "policy.image_encoder": ("cnn", "resnet"),
         "log.level": ("DEBUG", "INFO", "WARNING", "ERROR"),
     }

@@ -19,11 +19,12 @@ import numpy as np
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo import signals
+from ddppo import habitat_ckpt, signals
 from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
+from ddppo.model.build import make_policy
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
@@ -82,7 +83,7 @@ class Evaluator:
         try:
             self.snapshot = self.envs.state_dict()
             self.probe = probe_for(self.envs)
-            self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
+            self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
             self.policy.eval()
             self.planned: list[list[dict[str, Any]]] | None = None
             self.quotas, self.total, self.mode = self._plan(share)
@@ -136,9 +137,14 @@ class Evaluator:
                             path)
                 return None
             raise ckpt.CheckpointError(err or f"{path} could not be read on another rank")
-        trained = from_yaml_text(data["config_yaml"], f"checkpoint {path}")
-        check_compatible(trained, self.cfg, self.policy, data["model"], f"checkpoint {path}")
+        if "habitat_baselines" in data:
+            habitat_ckpt.check(data, self.cfg, self.policy, f"checkpoint {path}")
+        else:
+            trained = from_yaml_text(data["config_yaml"], f"checkpoint {path}")
+            check_compatible(trained, self.cfg, self.policy, data["model"], f"checkpoint {path}")
         self.policy.load_state_dict(data["model"])
+        if "habitat_baselines" in data:
+            return data
         other = [k for k in diff_keys(trained, self.cfg) if k.startswith("env.") and k not in _EVAL_ONLY]
         if other and self.ctx.is_main:
             log.info("evaluating %s with env settings other than its training's: %s", path.name,

@@ -109,11 +109,11 @@ def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
 class RecurrentCore(nn.Module):
     """GRU/LSTM over time with the state zeroed where an episode starts."""
 
-    def __init__(self, kind: str, size: int, layers: int):
+    def __init__(self, kind: str, size: int, layers: int, input_size: int | None = None):
         super().__init__()
         self.kind, self.layers = kind, layers
         rnn = nn.GRU if kind == "gru" else nn.LSTM
-        self.rnn = rnn(size, size, num_layers=layers)
+        self.rnn = rnn(input_size or size, size, num_layers=layers)
         for name, p in self.rnn.named_parameters():
             if "weight" in name:
                 nn.init.orthogonal_(p)
@@ -225,8 +225,9 @@ class Policy(nn.Module):
 
     @torch.no_grad()
     def sequence_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                        start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Distribution parameters over whole sequences (T, N, P), and the state after them."""
+                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distribution parameters over whole sequences (T, N, P), and the state after them (`actions`, the
+        actions taken, only for policies that feed back the previous action)."""
         feats, hidden = self._features(obs, hidden, start)
         return self.dist_params(feats), hidden
 
@@ -278,3 +279,4 @@ class Policy(nn.Module):
         params = self.dist_params(feats)
         dist = self.params_to_distribution(params)
         return self._logp(dist, actions), self._entropy(dist), self._value(feats), params
+

@@ -19,7 +19,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import KLRefConfig, from_yaml_text
-from ddppo.model.policy import Policy
+from ddppo.model.build import make_policy
 from ddppo.rollout.storage import RolloutStorage
 
 
@@ -31,8 +31,12 @@ class ReferencePolicy:
         except ckpt.CheckpointError as err:
             raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
                                        f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
+        if data.get("config_yaml") is None:
+            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint} is a habitat-baselines checkpoint; "
+                                       f"a reference must be a ddppo checkpoint (fine-tune from it with "
+                                       f"checkpoint.path, and use one of that run's checkpoints as the reference)")
         ref_cfg = from_yaml_text(data["config_yaml"], cfg.checkpoint)
-        self.policy = Policy(obs_space, action_space, ref_cfg.policy).to(device)
+        self.policy = make_policy(obs_space, action_space, ref_cfg.policy).to(device)
         try:
             self.policy.load_state_dict(data["model"])
         except RuntimeError as err:
@@ -58,7 +62,8 @@ class ReferencePolicy:
         """Reference distribution parameters (L, N, P) for the collected steps."""
         L = storage.step
         obs = {k: v[:L] for k, v in storage.obs.items()}
-        params, self.hidden = self.policy.sequence_params(obs, self.hidden, storage.episode_start[:L])
+        params, self.hidden = self.policy.sequence_params(obs, self.hidden, storage.episode_start[:L],
+                                                          storage.actions[:L])  # habitat_baselines: previous actions
         return params
 
     def adapt(self, measured_kl: float) -> float:

@@ -158,16 +158,29 @@ def write_csv(rows: Sequence[VariantRow], results: Sequence[RunResult], metrics:
     return [variants, per_run]
 
 
+# Rates live in [0, 1]: their +/- std bands are clipped there (a band below 0 success means nothing).
+RATE_SUFFIXES = ("success", "spl", "soft_spl")
+SHORT_SERIES = 12  # curves of at most this many logged points are drawn at those points, with markers
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    return (0.0, 1.0) if metric.rpartition("/")[2] in RATE_SUFFIXES else (-math.inf, math.inf)
+
+
 def curve_stats(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...] | None:
     """(x, mean, std) over runs on a common env-step grid, over the steps every run has reached (a run
-    still in progress shortens its variant's curve; its table row still shows its latest values)."""
+    still in progress shortens its variant's curve; its table row still shows its latest values). Short
+    series keep their own logged steps as the grid (see SHORT_SERIES)."""
     curves = [(x, y) for x, y in curves if len(x)]
     if not curves:
         return None
     lo, hi = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
     if hi < lo:
         return None
-    grid = np.linspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
+    if max(len(x) for x, _ in curves) <= SHORT_SERIES:
+        grid = np.unique(np.concatenate([x[(x >= lo) & (x <= hi)] for x, _ in curves]))
+    else:
+        grid = np.linspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
     ys = np.stack([np.interp(grid, x, y) for x, y in curves])
     std = ys.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros(len(grid))
     return grid, ys.mean(axis=0), std
@@ -179,8 +192,12 @@ def _draw(ax, rows: Sequence[VariantRow], metric: str, colors: dict[str, str]) -
         if stats is None:
             continue
         x, mean, std = stats
-        ax.plot(x, mean, color=colors[row.variant], lw=1.6, label=f"{row.variant} (n={len(row.runs)})")
-        ax.fill_between(x, mean - std, mean + std, color=colors[row.variant], alpha=0.18, lw=0)
+        short = len(x) <= SHORT_SERIES  # a single point is invisible as a line alone
+        ax.plot(x, mean, color=colors[row.variant], lw=1.6, label=f"{row.variant} (n={len(row.runs)})",
+                marker="o" if short else None, markersize=4)
+        lo, hi = metric_range(metric)
+        ax.fill_between(x, np.clip(mean - std, lo, hi), np.clip(mean + std, lo, hi), color=colors[row.variant],
+                        alpha=0.18, lw=0)
     ax.set_xlabel("env steps")
     ax.set_ylabel(metric)
     ax.set_title(metric)

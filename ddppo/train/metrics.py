@@ -1,4 +1,4 @@
-"""The metrics sinks: TensorBoard + metrics.jsonl on rank 0, nothing elsewhere.
+"""The metrics sinks: TensorBoard + metrics.jsonl (+ Weights & Biases, optional) on rank 0, nothing elsewhere.
 
 Tags are grouped `train/`, `loss/`, `perf/`, `preempt/`, `eval/`; the TensorBoard
 step is the global env-step count. metrics.jsonl holds one flat JSON object per
@@ -19,6 +19,7 @@ import os
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from ddppo.rundir import RunDir
 
@@ -29,12 +30,14 @@ class MetricsWriter:
     """Rank 0's sinks. `enabled=False` gives the null writer used on every other rank."""
 
     def __init__(self, run_dir: str | Path, enabled: bool, tensorboard: bool, resume_update: int = 0,
-                 resume_env_steps: int = 0):
+                 resume_env_steps: int = 0, wandb: Any = None):
+        """`wandb`: an open ddppo.train.wandb_sink.WandbSink (rank 0, log.wandb.enabled), closed with this."""
         self.enabled = enabled
         self.tb = None
         self.fd: int | None = None
         self.unwritten: deque[tuple[int, bytes]] = deque()  # (update, line) not yet appended
         self.failing_since: int | None = None
+        self.wandb = wandb
         if not enabled:
             return
         run_dir = RunDir(run_dir)
@@ -58,6 +61,8 @@ class MetricsWriter:
             for tag, value in scalars.items():
                 if "/" in tag and math.isfinite(value):
                     self.tb.add_scalar(tag, value, env_steps)
+        if self.wandb is not None:
+            self.wandb.log(scalars, env_steps)
 
     def _append_unwritten(self) -> None:
         while self.unwritten:
@@ -95,6 +100,9 @@ class MetricsWriter:
         if self.tb is not None:
             self.tb.close()
             self.tb = None
+        if self.wandb is not None:
+            self.wandb.close()
+            self.wandb = None
 
 
 def format_duration(seconds: float) -> str:

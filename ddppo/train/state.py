@@ -25,6 +25,7 @@ import logging
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo import habitat_ckpt
 from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext
 from ddppo.rollout.collector import RolloutCollector
@@ -87,7 +88,8 @@ def _choose(cfg: Config) -> tuple[str, str]:
                 ckpt.load(cfg.checkpoint.path)  # fail early, naming the file
             except ckpt.CheckpointError as err:
                 raise ckpt.CheckpointError(f"checkpoint.path: {err}; pass a file that `ddppo train` wrote "
-                                           f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave checkpoint.path "
+                                           f"(RUN_DIR/checkpoints/ckpt-<update>.pt) or a habitat-baselines "
+                                           f"ckpt.N.pth, or leave checkpoint.path "
                                            f"empty") from None
             return "init", cfg.checkpoint.path
         return "none", ""
@@ -110,6 +112,11 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
     if kind == "none":
         return None
     data = ckpt.load(value, map_location=ctx.device)
+    if "habitat_baselines" in data:  # weights only: fine-tuning a habitat-baselines policy
+        habitat_ckpt.check(data, cfg, policy, f"checkpoint {value}")
+        policy.load_state_dict(data["model"])
+        log.info("initialised weights from the habitat-baselines checkpoint %s", value)
+        return None
     stored = from_yaml_text(data["config_yaml"], value)
     _shape_conflicts(stored, cfg, f"checkpoint {value}")
     try:

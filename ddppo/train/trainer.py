@@ -23,7 +23,8 @@ from ddppo.distributed import DistContext
 from ddppo import timing
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
-from ddppo.model.policy import Policy
+from ddppo.train.wandb_sink import WandbSink, check_available
+from ddppo.model.build import make_policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.train.state import check_run_dir, restore, write_run_dir
@@ -47,6 +48,7 @@ class Trainer:
         self.timer = Timer()
         self.start_time = time.monotonic()
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
+        check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
         spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
                              group_size=cfg.ppo.group_size if cfg.ppo.advantage == "grpo" else 1)
         self.env_spec = spec
@@ -61,8 +63,8 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         torch.manual_seed(ctx.seed)
         np.random.seed(ctx.seed % 2**32)
-        self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
-                             value_head=cfg.ppo.advantage == "gae").to(ctx.device)
+        self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
+                                  value_head=cfg.ppo.advantage == "gae").to(ctx.device)
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
@@ -89,7 +91,8 @@ class Trainer:
             self.load_state_dict(*restored)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
-        self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps)
+        self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
+                                    wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
     # --------------------------------------------------------------------- loop

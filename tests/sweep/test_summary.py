@@ -106,3 +106,44 @@ def test_curve_stats_mean_and_std_over_the_steps_every_run_reached():
     grid, mean, std = curve_stats([(x, np.array([1.0, 3.0]))])
     assert mean[-1] == 3.0 and not std.any()
     assert curve_stats([(np.array([]), np.array([]))]) is None
+
+
+def _row(variant: str, metric: str, curves: list):
+    from ddppo.sweep import summary
+
+    runs = [summary.RunResult(f"{variant}-{i}", variant, i, "done", int(x[-1]), {metric: float(y[-1])},
+                              {metric: (np.asarray(x, float), np.asarray(y, float))})
+            for i, (x, y) in enumerate(curves)]
+    return summary.VariantRow(variant, runs)
+
+
+def test_single_logged_point_is_drawn_and_rate_bands_stay_in_range(tmp_path):
+    """A variant with one logged point shows (a marker; a line of one point draws nothing), and the std band
+    of a rate (success) is clipped to [0, 1] while reward's is not."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ddppo.sweep.summary import _draw, plot
+
+    one = _row("one", "train/success", [([100], [0.5])])
+    low = _row("low", "train/success", [([0, 50, 100], [0.0, 0.02, 0.05]), ([0, 50, 100], [0.4, 0.5, 0.6])])
+    rows = [one, low]
+    colors = {"one": (1.0, 0.0, 0.0), "low": (0.0, 0.0, 1.0)}
+    fig, ax = plt.subplots()
+
+    _draw(ax, rows, "train/success", colors)
+    single = next(line for line in ax.lines if line.get_label().startswith("one"))
+    assert single.get_marker() == "o" and list(single.get_xdata()) == [100]
+    bands = [c.get_paths()[0].vertices[:, 1] for c in ax.collections]
+    assert all(v.min() >= 0.0 and v.max() <= 1.0 for v in bands)
+    raw_low = 0.5 * (0.02 + 0.5) - np.std([0.02, 0.5], ddof=1)
+    assert raw_low < 0  # the unclipped band would go below 0
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    _draw(ax, [_row("r", "train/reward", [([0, 10], [0.0, 0.0]), ([0, 10], [1.0, -3.0])])], "train/reward",
+          {"r": (0, 0, 1.0)})
+    assert min(c.get_paths()[0].vertices[:, 1].min() for c in ax.collections) < 0  # rewards are not clipped
+    plt.close(fig)
+    assert all(p.stat().st_size > 0 for p in plot(rows, ["train/success"], tmp_path, "t"))

@@ -1,0 +1,180 @@
+"""habitat-baselines DD-PPO checkpoints in and out (policy.architecture=habitat_baselines).
+
+habitat-baselines' trainer saves `{"state_dict", "config", "extra_state": {"step", ...}}` (older releases:
+keys prefixed `actor_critic.`, a yacs config). The policy's parameter names are the same in ddppo's
+habitat_baselines architecture (ddppo/model/habitat_baselines.py), so `from_habitat_keys` /
+`to_habitat_keys` below are the one key mapping. Files are read with ddppo/safe_unpickle.py: nothing in them
+is executed and habitat need not be installed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ddppo import safe_unpickle
+from ddppo.errors import CheckpointError
+
+OLD_PREFIX = "actor_critic."
+FORMAT_NAME = "habitat-baselines"
+_MARKER = "net.visual_encoder.backbone.conv1.0.weight"
+
+
+# ------------------------------------------------------------------ the key mapping
+def from_habitat_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """habitat-baselines policy state_dict (either format) -> ddppo's habitat_baselines Policy state_dict."""
+    if state_dict and all(k.startswith(OLD_PREFIX) for k in state_dict):
+        return {k[len(OLD_PREFIX):]: v for k, v in state_dict.items()}
+    return dict(state_dict)
+
+
+def to_habitat_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ddppo's habitat_baselines Policy state_dict -> habitat-baselines' (current format, no prefix)."""
+    return dict(state_dict)
+
+
+def is_habitat_state_dict(state_dict: Any) -> bool:
+    return isinstance(state_dict, dict) and _MARKER in from_habitat_keys(state_dict)
+
+
+# ----------------------------------------------------------------------- reading
+def summary(state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The sizes a habitat-baselines policy state_dict fixes, under ddppo's config key names."""
+    sd = from_habitat_keys(state_dict)
+    layers = sorted({int(m.group(1)) for k in sd if (m := re.match(r"net\.state_encoder\.rnn\.weight_hh_l(\d+)$", k))})
+    hidden = int(sd["critic.fc.weight"].shape[1]) if "critic.fc.weight" in sd else None
+    rnn_rows = int(sd["net.state_encoder.rnn.weight_hh_l0"].shape[0]) if layers else 0
+    bottleneck = "net.visual_encoder.backbone.layer1.0.convs.6.weight" in sd
+    blocks = [len({k.split(".")[4] for k in sd if k.startswith(f"net.visual_encoder.backbone.layer{i}.")})
+              for i in range(1, 5)]
+    return {
+        "policy.hidden_size": hidden,
+        "policy.rnn_type": {4: "lstm", 3: "gru"}.get(rnn_rows // hidden) if hidden else None,
+        "policy.rnn_layers": len(layers),
+        "policy.resnet_base_width": int(sd[_MARKER].shape[0]),
+        "policy.resnet_layers": blocks,
+        "policy.resnet_bottleneck": bottleneck,
+        "image channels": int(sd[_MARKER].shape[1]),
+        "actions": int(sd["action_distribution.linear.weight"].shape[0]),
+    }
+
+
+def config_values(config: Any) -> dict[str, Any]:
+    """Sizes a habitat-baselines config (as plain data) states, under ddppo's key names, where present."""
+    out: dict[str, Any] = {}
+    rl = _get(config, "habitat_baselines", "rl") or _get(config, "RL") or {}
+    for key, path in (("policy.hidden_size", ("ppo", "hidden_size")),
+                      ("policy.rnn_layers", ("ddppo", "num_recurrent_layers")),
+                      ("policy.rnn_type", ("ddppo", "rnn_type")), ("backbone", ("ddppo", "backbone"))):
+        value = _get(rl, *path) or _get(rl, *(p.upper() for p in path))
+        if value is not None:
+            out[key] = value.lower() if isinstance(value, str) else value
+    agents = _get(config, "habitat", "simulator", "agents") or {}
+    for agent in agents.values() if isinstance(agents, dict) else []:
+        depth = _get(agent, "sim_sensors", "depth_sensor")
+        if isinstance(depth, dict):
+            out["env.habitat.depth_width"], out["env.habitat.depth_height"] = depth.get("width"), depth.get("height")
+        break
+    actions = _get(config, "habitat", "task", "actions")
+    if isinstance(actions, dict) and actions:
+        out["actions"] = len(actions)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(obj, dict) or p not in obj:
+            return None
+        obj = obj[p]
+    return obj
+
+
+def is_habitat_file(data: Any) -> bool:
+    return isinstance(data, dict) and "state_dict" in data and is_habitat_state_dict(data["state_dict"])
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """A habitat-baselines checkpoint as {"model", "summary", "config_values", "step"}; CheckpointError if it
+    is not one or asks to run code."""
+    try:
+        data = safe_unpickle.load(path)
+    except safe_unpickle.UnsafePickleError as err:
+        raise CheckpointError(f"{str(path)!r} is refused: {err}") from None
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({err})") from None
+    if not is_habitat_file(data):
+        raise CheckpointError(f"{str(path)!r} is neither a ddppo nor a habitat-baselines checkpoint "
+                              f"(no state_dict of a PointNavResNetPolicy)")
+    bad = [k for k, v in data["state_dict"].items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"{str(path)!r}: state_dict entries that are not tensors: {bad[:3]}")
+    model = {k: v.clone() for k, v in from_habitat_keys(data["state_dict"]).items()}
+    extra = safe_unpickle.plain(data.get("extra_state")) or {}
+    return {"model": model, "summary": summary(model), "config_values": config_values(safe_unpickle.plain(
+        data.get("config"))), "step": int(extra.get("step", 0)) if isinstance(extra, dict) else 0}
+
+
+def problems(data: dict[str, Any], cfg: Any, model: torch.nn.Module | None = None) -> list[str]:
+    """Where a habitat-baselines checkpoint (as checkpoint.load returns it) and this run's config (and the
+    model built from it) disagree, naming the keys."""
+    from ddppo.config import get_key
+
+    out = []
+    if cfg.policy.architecture != "habitat_baselines":
+        out.append(f"policy.architecture: checkpoint 'habitat_baselines', this config {cfg.policy.architecture!r}")
+    imported = data["habitat_baselines"]
+    values = {**imported["config_values"], **imported["summary"]}
+    for key, value in values.items():
+        if key.startswith(("policy.", "env.")):
+            try:
+                mine = get_key(cfg, key)
+            except (AttributeError, KeyError):
+                continue
+            mine = list(mine) if isinstance(mine, (list, tuple)) else mine
+            if mine != value:
+                out.append(f"{key}: checkpoint {value!r}, this config {mine!r}")
+    if model is not None and not out:
+        own = model.state_dict()
+        if "action_distribution.linear.weight" in own and own["action_distribution.linear.weight"].shape[0] \
+                != values["actions"]:
+            out.append(f"action space: checkpoint {values['actions']} actions, this env "
+                       f"{own['action_distribution.linear.weight'].shape[0]}")
+        out += [f"{k}: checkpoint {tuple(v.shape)}, this config {tuple(own[k].shape)} (image size? "
+                f"env sensor width/height)" for k, v in data["model"].items() if k in own and own[k].shape != v.shape]
+        missing, unexpected = sorted(set(own) - set(data["model"])), sorted(set(data["model"]) - set(own))
+        if missing or unexpected:
+            out.append(f"tensors missing {missing[:3]}, unexpected {unexpected[:3]} (observation keys differ?)")
+    return out
+
+
+# ----------------------------------------------------------------------- writing
+def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int) -> dict[str, Any]:
+    """What habitat-baselines' trainer writes, with the config as plain data (loads with weights_only=True)."""
+    p = cfg.policy
+    backbone = {((3, 4, 6, 3), True): "resnet50", ((2, 2, 2, 2), False): "resnet18"}.get(
+        (tuple(p.resnet_layers), bool(p.resnet_bottleneck)), "unknown")
+    config = {"habitat_baselines": {"rl": {"ppo": {"hidden_size": p.hidden_size},
+                                           "ddppo": {"rnn_type": p.rnn_type.upper(), "backbone": backbone,
+                                                     "num_recurrent_layers": p.rnn_layers}}},
+              "exported_by": "ddppo"}
+    return {"state_dict": {k: v.detach().cpu().clone() for k, v in to_habitat_keys(model).items()},
+            "config": config, "extra_state": {"step": int(env_steps), "wall_time": 0.0}}
+
+
+def parameter_count(state_dict: dict[str, torch.Tensor]) -> int:
+    return sum(math.prod(v.shape) for k, v in state_dict.items() if "running_mean_and_var" not in k)
+
+
+def check(data: dict[str, Any], cfg: Any, model: torch.nn.Module, where: str) -> None:
+    """ConfigError (one line, naming the keys) when a habitat-baselines checkpoint does not fit this run."""
+    from ddppo.config import ConfigError
+
+    found = problems(data, cfg, model)
+    if found:
+        raise ConfigError(f"{where} (habitat-baselines) does not fit this config: {'; '.join(found[:6])}; set these "
+                          f"keys to the checkpoint's values")
+

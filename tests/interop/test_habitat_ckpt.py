@@ -1,0 +1,62 @@
+"""habitat_ckpt without habitat-baselines installed: a file in its format read back, sizes checked against a
+run's config with the keys named, and where such a file is not accepted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo import habitat_ckpt
+from ddppo.config import Config, PolicyConfig
+from ddppo.model.build import make_policy
+from ddppo.model.habitat_baselines import GOAL_KEY
+
+SMALL = PolicyConfig(architecture="habitat_baselines", hidden_size=16, rnn_type="lstm", rnn_layers=1,
+                     resnet_base_width=8, resnet_layers=[2, 2, 2, 2], resnet_bottleneck=False)
+SPACE = gymnasium.spaces.Dict({"depth": gymnasium.spaces.Box(0.0, 1.0, (32, 32, 1), np.float32),
+                               GOAL_KEY: gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)})
+
+
+def hb_file(path, config: dict) -> dict:
+    torch.manual_seed(0)
+    sd = make_policy(SPACE, gymnasium.spaces.Discrete(4), SMALL).state_dict()
+    torch.save({"state_dict": {f"actor_critic.{k}": v for k, v in sd.items()}, "config": config,
+                "extra_state": {"step": 77}}, path)
+    return sd
+
+
+def test_read_back_and_mismatches_named(tmp_path):
+    config = {"habitat_baselines": {"rl": {"ppo": {"hidden_size": 16}, "ddppo": {"rnn_type": "LSTM",
+                                                                                 "num_recurrent_layers": 1}}},
+              "habitat": {"simulator": {"agents": {"main_agent": {"sim_sensors": {"depth_sensor": {
+                  "width": 32, "height": 32}}}}}}}
+    sd = hb_file(tmp_path / "ckpt.1.pth", config)
+    data = ckpt.load(tmp_path / "ckpt.1.pth")
+    assert data["counters"]["env_steps"] == 77 and data["config_yaml"] is None
+    assert set(data["model"]) == set(sd) and all(torch.equal(data["model"][k], v) for k, v in sd.items())
+    assert data["habitat_baselines"]["config_values"] == {
+        "policy.hidden_size": 16, "policy.rnn_type": "lstm", "policy.rnn_layers": 1,
+        "env.habitat.depth_width": 32, "env.habitat.depth_height": 32}
+    cfg = Config(policy=SMALL)
+    assert habitat_ckpt.problems(data, cfg) == ["env.habitat.depth_width: checkpoint 32, this config 256",
+                                                "env.habitat.depth_height: checkpoint 32, this config 256"]
+    wrong = Config(policy=dataclasses.replace(SMALL, hidden_size=32, rnn_type="gru", architecture="ddppo"))
+    found = habitat_ckpt.problems(data, wrong)
+    assert "policy.architecture: checkpoint 'habitat_baselines', this config 'ddppo'" in found
+    assert "policy.hidden_size: checkpoint 16, this config 32" in found
+    assert "policy.rnn_type: checkpoint 'lstm', this config 'gru'" in found
+
+
+def test_not_a_reference_policy(tmp_path):
+    from ddppo.config import KLRefConfig
+    from ddppo.ppo.reference import ReferencePolicy
+
+    hb_file(tmp_path / "ckpt.1.pth", {})
+    with pytest.raises(ckpt.CheckpointError, match="is a habitat-baselines checkpoint; a reference must be"):
+        ReferencePolicy(KLRefConfig(checkpoint=str(tmp_path / "ckpt.1.pth")), SPACE, gymnasium.spaces.Discrete(4), 2,
+                        torch.device("cpu"))

@@ -1,0 +1,96 @@
+"""policy.architecture=habitat_baselines without habitat-baselines installed: sizes, the previous action carried
+in the recurrent state, one step at a time vs whole sequences, clear refusals (tests/interop compares it with
+habitat-baselines' own classes where those are installed)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from ddppo import habitat_ckpt
+from ddppo.config import PolicyConfig
+from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
+from ddppo.model.build import make_policy
+
+PAPER = PolicyConfig(architecture="habitat_baselines", hidden_size=512, rnn_type="lstm", rnn_layers=2,
+                     resnet_base_width=32, resnet_layers=[3, 4, 6, 3], resnet_bottleneck=True)
+SMALL = dataclasses.replace(PAPER, hidden_size=16, rnn_layers=1, resnet_base_width=8, resnet_layers=[2, 2, 2, 2],
+                            resnet_bottleneck=False)
+
+
+def spaces(size: int, actions: int = 4) -> tuple[gymnasium.spaces.Dict, gymnasium.spaces.Discrete]:
+    return (gymnasium.spaces.Dict({"depth": gymnasium.spaces.Box(0.0, 1.0, (size, size, 1), np.float32),
+                                   GOAL_KEY: gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)}),
+            gymnasium.spaces.Discrete(actions))
+
+
+def test_paper_policy_has_habitat_baselines_size_and_names():
+    """habitat-baselines 0.3.320260507's PointNavResNetPolicy at 256x256 depth: 12,454,917 parameters in 179
+    tensors (counted with its own classes, see tests/interop)."""
+    policy = make_policy(*spaces(256), PAPER)
+    sd = policy.state_dict()
+    assert isinstance(policy, HabitatBaselinesPolicy)
+    assert (len(sd), sum(p.numel() for p in policy.parameters())) == (179, 12_454_917)
+    assert habitat_ckpt.parameter_count(sd) == 12_454_917
+    assert tuple(sd["net.visual_fc.1.weight"].shape) == (512, 2048)  # compression: 128 x 4 x 4 flattened
+    assert tuple(sd["net.tgt_embeding.weight"].shape) == (32, 3)
+    assert tuple(sd["net.prev_action_embedding.weight"].shape) == (5, 32)
+    assert habitat_ckpt.summary(sd) == {
+        "policy.hidden_size": 512, "policy.rnn_type": "lstm", "policy.rnn_layers": 2, "policy.resnet_base_width": 32,
+        "policy.resnet_layers": [3, 4, 6, 3], "policy.resnet_bottleneck": True, "image channels": 1, "actions": 4}
+    assert tuple(policy.initial_hidden(3).shape) == (5, 3, 512)  # h0 h1 c0 c1, then the previous action
+
+
+def test_key_mapping_both_ways():
+    sd = make_policy(*spaces(32), SMALL).state_dict()
+    old = {f"actor_critic.{k}": v for k, v in sd.items()}
+    assert habitat_ckpt.from_habitat_keys(old) == sd
+    assert habitat_ckpt.from_habitat_keys(habitat_ckpt.to_habitat_keys(sd)) == sd
+    assert habitat_ckpt.is_habitat_state_dict(old) and not habitat_ckpt.is_habitat_state_dict({"actor.weight": 0})
+
+
+def test_steps_match_the_whole_sequence_with_resets():
+    """act() step by step (previous action fed back through the state) == evaluate() over the sequence."""
+    torch.manual_seed(0)
+    policy = make_policy(*spaces(32), SMALL).eval()
+    T, N = 5, 3
+    obs = {"depth": torch.rand(T, N, 32, 32, 1), GOAL_KEY: torch.rand(T, N, 2) * 3}
+    start = torch.zeros(T, N)
+    start[0], start[3, 1] = 1, 1
+    hidden, logps, values, actions = policy.initial_hidden(N), [], [], []
+    for t in range(T):
+        a, lp, v, hidden = policy.act({k: o[t] for k, o in obs.items()}, hidden, start[t])
+        assert torch.equal(hidden[-1, :, 0], a.float())
+        logps.append(lp), values.append(v), actions.append(a)
+    with torch.no_grad():
+        lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_hidden(N), start, torch.stack(actions))
+    assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5)
+    assert torch.allclose(v_seq, torch.stack(values), atol=1e-5)
+    # the KL reference's path (sequence_params with the actions taken) gives the same distributions and state
+    params, after = policy.sequence_params(obs, policy.initial_hidden(N), start, torch.stack(actions))
+    assert torch.allclose(params.gather(-1, torch.stack(actions).unsqueeze(-1)).squeeze(-1), lp_seq, atol=1e-5)
+    assert torch.allclose(after, hidden, atol=1e-5)
+    # the previous action matters: another one changes the distribution (so it is really fed in)
+    other = hidden.clone()
+    other[-1, :, 0] = (other[-1, :, 0] + 1) % 4
+    o = {k: v[-1] for k, v in obs.items()}
+    with torch.no_grad():
+        p1 = policy.dist_params(policy._features({k: v[None] for k, v in o.items()}, hidden, torch.zeros(1, N))[0])
+        p2 = policy.dist_params(policy._features({k: v[None] for k, v in o.items()}, other, torch.zeros(1, N))[0])
+    assert not torch.allclose(p1, p2)
+
+
+def test_environment_without_its_inputs_is_refused_naming_what_is_missing():
+    grid = gymnasium.spaces.Dict({"pointgoal": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
+                                  "view": gymnasium.spaces.Box(0, 255, (7, 7, 3), np.uint8)})
+    with pytest.raises(ValueError, match="pointgoal_with_gps_compass"):
+        make_policy(grid, gymnasium.spaces.Discrete(4), SMALL)
+    rgbd = gymnasium.spaces.Dict({**spaces(32)[0].spaces, "rgb": gymnasium.spaces.Box(0, 255, (32, 32, 3), np.uint8)})
+    with pytest.raises(ValueError, match="no 'rgb' observation"):
+        make_policy(rgbd, gymnasium.spaces.Discrete(4), SMALL)
+    with pytest.raises(ValueError, match="resnet50"):
+        make_policy(*spaces(32), dataclasses.replace(SMALL, resnet_layers=[1, 1, 1, 1]))
