@@ -58,6 +58,10 @@ class DistConfig:
                                      metadata=doc("timeout for rendezvous and the first update (env start-up can be "
                                                   "slow)"))
     device: str = field(default="auto", metadata=doc("auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda"))
+    bucket_mb: float = field(default=25.0,
+                             metadata=doc("gradient all-reduce bucket size in MiB: each bucket is sent as soon as "
+                                          "backward has filled it, overlapping communication with the rest of "
+                                          "backward (smaller: earlier overlap, more collectives)"))
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ def problems(cfg: Config) -> list[str]:
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
               "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s", "checkpoint.interval_updates",
               "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s",
-              "dist.startup_timeout_s", "ppo.max_skipped_updates")
+              "dist.startup_timeout_s", "ppo.max_skipped_updates", "dist.bucket_mb")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
                 "ppo.entropy_coef", "ppo.max_grad_norm"):
         if get_key(cfg, key) < 0:

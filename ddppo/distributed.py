@@ -7,7 +7,8 @@ Collectives per update, identical on every rank and in the same order:
   1. `rollout_barrier`         - end of collection (its wait time is the straggler wait)
   2. `all_reduce_sums`         - advantage statistics (sum, sum of squares, count), once, before the
                                  epochs (when ppo.normalize_advantage with GAE, the same on every rank)
-  3. `all_reduce_gradients`    - once per minibatch (epochs x num_mini_batch)
+  3. `all_reduce_async`        - gradient buckets, once per minibatch (epochs x num_mini_batch), launched
+                                 from autograd hooks as backward fills them, in bucket order (gradsync.py)
   4. `all_gather_stats`        - episode stats, losses, timings and the stop flag
 (+ `gather_objects` on checkpoint updates, which every rank knows in advance).
 Waits that are not collectives (ranks arriving minutes apart, e.g. evaluation's `wait_for_ranks`) go through
@@ -27,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -127,44 +128,21 @@ class DistContext:
         t = torch.tensor([float(steps_collected)], device=self.comm_device)
         return self._gather(t, "end-of-rollout sync")[:, 0]
 
-    def all_reduce_gradients(self, params: Sequence[torch.nn.Parameter], num_samples: int) -> float:
-        """Average gradients so they equal the gradient of the mean loss over all ranks' samples.
+    def all_reduce_async(self, buf: torch.Tensor, what: str) -> tuple[Any, torch.Tensor]:
+        """Start a sum all-reduce of `buf` over all ranks; (work handle, buffer) for `wait_async`.
 
-        Each rank's `p.grad` must hold the gradient of its mean loss over its own
-        `num_samples` valid samples. One flat all-reduce carries every gradient
-        scaled by its sample count, plus the count; dividing by the summed count
-        gives the gradient of the global sample mean. A rank with no samples (or a
-        parameter with no gradient) contributes zeros. Returns the global count.
-        With one rank the average is the rank's own gradient: nothing to send.
+        The gradient buckets of ddppo/gradsync.py go through here, launched in the same order on every rank.
         """
-        if self.world_size == 1:
-            for p in params:
-                if p.grad is None or num_samples == 0:
-                    p.grad = torch.zeros_like(p)
-            return float(num_samples)
-        flats = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
-                 for p in params]
-        count = torch.tensor([float(num_samples)], device=flats[0].device)
-        buf = torch.cat(flats + [count])
-        if num_samples > 0:
-            buf[:-1].mul_(num_samples)
-        else:
-            buf[:-1].zero_()
         buf = buf.to(self.comm_device)
-        with self.guard("gradient all-reduce"):
-            dist.all_reduce(buf, group=self._group)
-        total = float(buf[-1])
-        buf = buf[:-1].div_(max(total, 1.0))
-        offset = 0
-        for p in params:
-            n = p.numel()
-            chunk = buf[offset:offset + n].view_as(p).to(p.device)
-            if p.grad is None:
-                p.grad = chunk.clone()
-            else:
-                p.grad.copy_(chunk)
-            offset += n
-        return total
+        with self.guard(what):
+            return dist.all_reduce(buf, group=self._group, async_op=True), buf
+
+    def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
+        """The summed buffer of an `all_reduce_async`, once it has arrived."""
+        work, buf = handle
+        with self.guard(what):
+            work.wait()
+        return buf
 
     def all_reduce_sums(self, values: torch.Tensor, what: str) -> torch.Tensor:
         """Element-wise sum over all ranks of a small 1-D vector, in float64, on every rank (CPU).

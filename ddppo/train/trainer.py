@@ -63,7 +63,7 @@ class Trainer:
         self.policy = Policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                              value_head=cfg.ppo.advantage == "gae").to(ctx.device)
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
         self.storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
                                       self.envs.action_space, hidden_shape, ctx.device)
