@@ -174,6 +174,8 @@ class DistContext:
         return out
 
     def _gather(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        if self.world_size == 1:  # nothing to exchange
+            return t.unsqueeze(0)
         out = [torch.empty_like(t) for _ in range(self.world_size)]
         with self.guard(what):
             dist.all_gather(out, t, group=self._group)

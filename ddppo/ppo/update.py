@@ -105,11 +105,20 @@ def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContex
     adv.sub_(mean).div_(std + 1e-8)
 
 
+def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
+    """Adam with the fused kernel (one kernel for every parameter, on CPU and CUDA) where this torch has
+    it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step."""
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # no fused Adam for this device or dtype
+        return torch.optim.Adam(params, lr=lr, eps=eps, foreach=True)
+
+
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0):
         self.policy, self.cfg, self.ctx = policy, cfg, ctx
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, eps=cfg.adam_eps, foreach=True)
+        self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
 
     def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
@@ -157,7 +166,8 @@ class PPOUpdater:
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
                            kl_coef=kl_coef)
             local_count = mb.valid.sum()
-            self.optimizer.zero_grad(set_to_none=True)
+            for p in self.params:  # zero_grad(set_to_none=True) without the optimiser's profiling wrapper
+                p.grad = None
             self.reducer.begin(local_count)
             out.total.backward()  # gradient buckets are all-reduced as backward fills them
         with timer(timing.ALLREDUCE):
