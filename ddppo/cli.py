@@ -51,9 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
-    bench.add_argument("what", choices=["throughput", "memory", "sb3"],
+    bench.add_argument("what", choices=["throughput", "memory", "sb3", "preempt"],
                        help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
-                            "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`)")
+                            "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
+                            "preempt: preemption store traffic, a read every step vs throttled")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
                        help="throughput/memory: a config and overrides to measure (repeatable)")
     bench.add_argument("--rounds", type=int, default=5, help="throughput: interleaved rounds (medians reported)")
@@ -122,6 +123,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from benchmarks import sb3
 
         return sb3.main(args.seeds, args.budget, cartpole, out)
+    if args.what == "preempt":
+        from benchmarks import preempt_store
+
+        return preempt_store.main(out)
     defaults = {"throughput": [(gridnav, []), (cartpole, [])],
                 "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
     cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]

@@ -97,6 +97,10 @@ class PreemptionConfig:
     min_rollout_fraction: float = field(default=0.25,
                                         metadata=doc("...but never before collecting this fraction of "
                                                      "rollout.num_steps"))
+    poll_interval_s: float = field(default=0.01,
+                                   metadata=doc("read the finished-ranks counter in the store at most this often "
+                                                "(0 = before every step): fewer store round trips, at most this "
+                                                "much later a stop"))
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,7 @@ def problems(cfg: Config) -> list[str]:
               "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s",
               "dist.startup_timeout_s", "ppo.max_skipped_updates", "dist.bucket_mb")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
-                "ppo.entropy_coef", "ppo.max_grad_norm"):
+                "ppo.entropy_coef", "ppo.max_grad_norm", "preemption.poll_interval_s"):
         if get_key(cfg, key) < 0:
             p.append(f"{key}={get_key(cfg, key)} must be >= 0")
     kl = cfg.ppo.kl_ref
