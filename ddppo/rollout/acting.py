@@ -84,7 +84,7 @@ class Actor:
     def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
                  label: str = ""):
         self.envs, self.policy, self.device = envs, policy, device
-        self.timer = timer if timer is not None else Timer()
+        self.timer = timer if timer is not None else Timer(device)
         self.label = label  # names the environment (and rank) in errors
         self.bounds = action_bounds(envs.action_space)
         self.obs: dict[str, torch.Tensor] = {}
@@ -103,10 +103,10 @@ class Actor:
         self.obs = obs_to_torch(obs, self.device)
 
     def act(self, deterministic: bool = False) -> Action:
-        with self.timer(timing.POLICY_FORWARD):
+        with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
             action, logp, value, self.hidden = self.policy.act(self.obs, self.hidden, self.start,
                                                                deterministic=deterministic)
-        env_action = action.cpu().numpy()
+            env_action = action.cpu().numpy()
         if self.bounds is not None:
             env_action = np.clip(env_action, *self.bounds)
         return Action(action, logp, value, env_action)
