@@ -22,6 +22,7 @@ import torch
 
 from ddppo import timing
 from ddppo.model.policy import Policy
+from ddppo.rollout.staging import ObsStaging
 from ddppo.timing import Timer
 from envs.base import EnvError, EnvSpec, StepResult, VecEnv
 
@@ -90,6 +91,7 @@ class Actor:
         self.obs: dict[str, torch.Tensor] = {}
         self.start = torch.ones(envs.num_envs, device=device)
         self.hidden = policy.initial_hidden(envs.num_envs, device)
+        self.staging = ObsStaging(device)  # pinned host buffers on CUDA
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
         """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""
@@ -100,7 +102,7 @@ class Actor:
     def set_obs(self, obs: dict[str, np.ndarray], where: str) -> None:
         """Replace the observation the next `act` sees (checked, transferred)."""
         check_finite(obs, where, self.label)
-        self.obs = obs_to_torch(obs, self.device)
+        self.obs = self.staging.to_device(obs)
 
     def act(self, deterministic: bool = False) -> Action:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
