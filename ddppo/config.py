@@ -41,8 +41,9 @@ class RunConfig:
                                  metadata=doc("wall-clock budget of this process in seconds (0 = none); stops with a "
                                               "checkpoint"))
     torch_threads: int = field(default=1,
-                               metadata=doc("intra-op threads per rank (0 = CPU cores / ranks on this node); small RL "
-                                            "nets are fastest with 1"))
+                               metadata=doc("intra-op threads per rank; 0 = the cores the rank owns: the CPUs "
+                                            "its affinity mask allows / ranks on this node, or SLURM_CPUS_PER_TASK "
+                                            "under srun; small RL nets (MLP, gridnav) are fastest with 1"))
     deterministic: bool = field(default=False,
                                 metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU)"))
 

@@ -368,14 +368,32 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     return DistContext(launch, device, backend, store, run_seed, timeout_s)
 
 
+def torch_threads(setting: int, launch: Launch, environ: dict[str, str] | None = None,
+                  usable_cpus: int | None = None) -> int:
+    """Intra-op threads for this rank: `setting` if > 0, else the cores this rank owns.
+
+    The cores a rank owns: the CPUs this process may run on (its affinity mask: a SLURM or cgroup cpuset,
+    taskset), shared by the ranks of this node (torchrun, by hand) unless SLURM gave each task its own
+    (SLURM_CPUS_PER_TASK): cpus // ranks per node, or min(cpus, cpus per task). At least 1.
+    """
+    env = os.environ if environ is None else environ
+    if setting > 0:
+        return setting
+    if usable_cpus is None:
+        usable_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_task = env.get("SLURM_CPUS_PER_TASK", "")
+    if launch.source == "slurm" and per_task.isdigit() and int(per_task) > 0:
+        return max(1, min(usable_cpus, int(per_task)))
+    return max(1, usable_cpus // launch.local_world_size)
+
+
 def run_in_process_group(cfg, launch: Launch, body) -> int:
     """Set threads, join the process group, run `body(ctx) -> exit code`, always leave the group.
 
     A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
     torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint.
     """
-    threads = cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size)
-    torch.set_num_threads(threads)
+    torch.set_num_threads(torch_threads(cfg.run.torch_threads, launch))
     if cfg.run.deterministic:
         torch.use_deterministic_algorithms(True)
     ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
