@@ -4,7 +4,7 @@
 Two real gloo ranks over loopback (rank 0 hosts the TCP store) run the collector's preemption calls around a
 stand-in env step that keeps the CPU busy for `step_ms` (gridnav's step is ~0.7 ms); rank 1's step is 20%
 slower, so it is the one preempted (sync_frac=0.5: 1 of 2 ranks). Rounds alternate the two settings.
-Reported per rollout (medians over rounds, rank 1): store operations, wall time, and steps collected.
+Reported per rollout and rank (medians): store operations, time spent in them, wall time, steps collected.
 """
 
 from __future__ import annotations
@@ -32,12 +32,16 @@ def _rank(rank: int, port: int, rounds: int, rollouts: int, num_steps: int, step
 
     torch.set_num_threads(1)
     ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, 2, rank, 2, "127.0.0.1", port, "torchrun"))
-    ops = [0]
+    ops = [0, 0.0]  # store operations and the seconds spent in them, this rollout
     add = ctx.add_to_counter
 
     def counted(key: str, amount: int) -> int:
-        ops[0] += 1
-        return add(key, amount)
+        t = time.perf_counter()
+        try:
+            return add(key, amount)
+        finally:
+            ops[0] += 1
+            ops[1] += time.perf_counter() - t
 
     ctx.add_to_counter = counted  # type: ignore[method-assign]
     rows = []
@@ -51,7 +55,7 @@ def _rank(rank: int, port: int, rounds: int, rollouts: int, num_steps: int, step
                 for _ in range(rollouts):
                     update += 1
                     ctx.rollout_barrier(0)
-                    ops[0] = 0
+                    ops[0], ops[1] = 0, 0.0
                     t0 = time.perf_counter()
                     steps = 0
                     for t in range(num_steps):
@@ -62,8 +66,8 @@ def _rank(rank: int, port: int, rounds: int, rollouts: int, num_steps: int, step
                     else:
                         pre.finished(update)
                     seconds = time.perf_counter() - t0
-                    rows.append({"round": r, "poll_interval_s": interval, "ops": ops[0], "seconds": seconds,
-                                 "steps": steps})
+                    rows.append({"round": r, "poll_interval_s": interval, "ops": ops[0], "store_s": ops[1],
+                                 "seconds": seconds, "steps": steps})
         ctx.rollout_barrier(0)
         out.put((rank, rows))
     finally:
@@ -85,21 +89,27 @@ def main(out: str, rounds: int = 3, rollouts: int = 10, num_steps: int = 128, st
     results = dict(queue.get(timeout=600) for _ in procs)
     for p in procs:
         p.join(timeout=30)
-    summary = {}
-    for interval in intervals:
-        rows = [row for row in results[1] if row["poll_interval_s"] == interval]
-        summary[str(interval)] = {k: statistics.median(row[k] for row in rows) for k in ("ops", "seconds", "steps")}
-    before, after = summary[str(intervals[0])], summary[str(intervals[1])]
-    ratios = {"ops": after["ops"] / max(before["ops"], 1), "seconds_per_step": (after["seconds"] / after["steps"]) /
-              (before["seconds"] / before["steps"])}
-    lines = [f"preemption store traffic, 2 gloo ranks on loopback, {num_steps} steps x {step_ms} ms (rank 1 "
-             f"20% slower), medians of {rounds} x {rollouts} rollouts, rank 1:",
-             f"{'poll_interval_s':>16} {'store ops':>10} {'s/rollout':>10} {'steps':>6}"]
-    for interval in intervals:
-        x = summary[str(interval)]
-        lines.append(f"{interval:>16g} {x['ops']:>10.0f} {x['seconds']:>10.4f} {x['steps']:>6.0f}")
-    lines.append(f"after/before: store ops {ratios['ops']:.3f}x, time per collected step "
-                 f"{ratios['seconds_per_step']:.3f}x")
+    keys = ("ops", "store_s", "seconds", "steps")
+    summary = {f"rank{rank}": {str(i): {k: statistics.median(row[k] for row in results[rank]
+                                                            if row["poll_interval_s"] == i) for k in keys}
+                               for i in intervals} for rank in (0, 1)}
+    lines = [f"preemption store traffic, 2 gloo ranks on loopback, {num_steps} steps x {step_ms} ms (rank 1 20% "
+             f"slower: preempted), medians over {rounds} x {rollouts} rollouts per setting, interleaved:",
+             f"{'rank':>5} {'poll_interval_s':>16} {'store ops':>10} {'store ms':>9} {'s/rollout':>10} {'steps':>6}"]
+    ratios = {}
+    for rank in (0, 1):
+        for i in intervals:
+            x = summary[f"rank{rank}"][str(i)]
+            lines.append(f"{rank:>5} {i:>16g} {x['ops']:>10.0f} {1e3 * x['store_s']:>9.2f} {x['seconds']:>10.4f} "
+                         f"{x['steps']:>6.0f}")
+        before, after = (summary[f"rank{rank}"][str(i)] for i in intervals)
+        ratios[f"rank{rank}"] = {"store_ops": after["ops"] / max(before["ops"], 1),
+                                 "store_time": after["store_s"] / max(before["store_s"], 1e-12),
+                                 "seconds_per_step": (after["seconds"] / after["steps"]) /
+                                 (before["seconds"] / before["steps"])}
+        r = ratios[f"rank{rank}"]
+        lines.append(f"rank {rank} after/before: store ops {r['store_ops']:.3f}x, time in the store "
+                     f"{r['store_time']:.3f}x, wall time per collected step {r['seconds_per_step']:.3f}x")
     from benchmarks import report
 
     return report(lines, {"summary": summary, "ratios": ratios, "rows": results}, out)
