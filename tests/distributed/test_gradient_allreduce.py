@@ -181,3 +181,54 @@ def test_allreduced_gradient_is_the_union_gradient_with_unequal_sample_counts(wo
         expected = 2.0 * counts[0] / sum(counts)
         assert r["extra"] == pytest.approx([expected] * 3, rel=1e-6)
     assert len({r["params_equal_after"] for r in results}) == 1
+
+
+# ------------------------------------------------ bucket order across ranks
+def order_worker(rank: int, world: int, port: int) -> dict:
+    """Rank 0's backward never reaches the head (bucket 0, the last parameters); rank 1's reaches everything.
+    Buckets must still go in the same order on both, or the sums mix buckets (or gloo refuses mismatched sizes)."""
+    import torch.distributed as dist
+
+    from ddppo.distributed import Launch, init_distributed
+    from ddppo.gradsync import GradientReducer
+
+    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    try:
+        torch.manual_seed(0)
+        body = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16))
+        head = torch.nn.Linear(16, 3)
+        params = list(body.parameters()) + list(head.parameters())
+        reducer = GradientReducer(ctx, params, bucket_mb=0.0002)  # ~210 B: the head (204 B) alone is bucket 0
+        x = torch.randn(5, 6, generator=torch.Generator().manual_seed(rank))
+        count = [5.0, 2.0][rank]
+
+        def backward() -> None:
+            features = body(x)
+            (features.pow(2).mean() if rank == 0 else head(features).pow(2).mean() + features.mean()).backward()
+
+        backward()  # not armed: the reference, every rank's own gradient weighted and summed exactly
+        own = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        gathered = [torch.empty_like(own, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(gathered, own.double() * count)
+        exact = torch.stack(gathered).sum(0) / 7.0
+        for p in params:
+            p.grad = None
+        reducer.begin(torch.tensor(count))
+        backward()
+        launched = reducer._launched
+        total = float(reducer.finish())
+        got = torch.cat([p.grad.reshape(-1) for p in params]).double()
+        return {"buckets": len(reducer.buckets), "head_bucket": reducer.buckets[0], "launched": launched,
+                "total": total, "err": float((got - exact).abs().max() / exact.abs().max())}
+    finally:
+        ctx.close()
+
+
+def test_buckets_go_in_the_same_order_when_one_rank_leaves_the_first_bucket_without_gradients():
+    r0, r1 = spawn_ranks(order_worker, 2, timeout_s=120)
+    assert r0["head_bucket"] == [5, 4] and r0["buckets"] > 2  # the head's weight and bias, last registered
+    assert r0["launched"] == 0  # bucket 0 never filled on rank 0: nothing may go before it
+    assert r1["launched"] == r1["buckets"]  # rank 1's backward filled every bucket
+    for r in (r0, r1):
+        assert r["total"] == 7.0
+        assert r["err"] < 1e-6, r
