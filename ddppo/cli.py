@@ -51,10 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
-    bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout"],
+    bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout", "preempt"],
                        help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
                             "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
-                            "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs")
+                            "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs; "
+                            "preempt: preemption store traffic, a read every step vs throttled")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
                        help="throughput/memory/rollout: a config and overrides to measure (repeatable)")
     bench.add_argument("--rounds", type=int, default=5,
@@ -146,6 +147,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from benchmarks import rollout_modes
 
         return rollout_modes.main(gridnav, out, args.rounds, [(c[0], c[1:]) for c in args.case] if args.case else None)
+    if args.what == "preempt":
+        from benchmarks import preempt_store
+
+        return preempt_store.main(out)
     defaults = {"throughput": [(gridnav, []), (cartpole, [])],
                 "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
     cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]

@@ -41,8 +41,9 @@ class RunConfig:
                                  metadata=doc("wall-clock budget of this process in seconds (0 = none); stops with a "
                                               "checkpoint"))
     torch_threads: int = field(default=1,
-                               metadata=doc("intra-op threads per rank (0 = CPU cores / ranks on this node); small RL "
-                                            "nets are fastest with 1"))
+                               metadata=doc("intra-op threads per rank; 0 = the cores the rank owns: the CPUs "
+                                            "its affinity mask allows / ranks on this node, or SLURM_CPUS_PER_TASK "
+                                            "under srun; small RL nets (MLP, gridnav) are fastest with 1"))
     deterministic: bool = field(default=False,
                                 metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU)"))
 
@@ -58,6 +59,10 @@ class DistConfig:
                                      metadata=doc("timeout for rendezvous and the first update (env start-up can be "
                                                   "slow)"))
     device: str = field(default="auto", metadata=doc("auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda"))
+    bucket_mb: float = field(default=25.0,
+                             metadata=doc("gradient all-reduce bucket size in MiB: each bucket is sent as soon as "
+                                          "backward has filled it, overlapping communication with the rest of "
+                                          "backward (smaller: earlier overlap, more collectives)"))
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,10 @@ class PreemptionConfig:
     min_rollout_fraction: float = field(default=0.25,
                                         metadata=doc("...but never before collecting this fraction of "
                                                      "rollout.num_steps"))
+    poll_interval_s: float = field(default=0.01,
+                                   metadata=doc("read the finished-ranks counter in the store at most this often "
+                                                "(0 = before every step): fewer store round trips, at most this "
+                                                "much later a stop"))
 
 
 @dataclass(frozen=True)
@@ -335,9 +344,9 @@ def problems(cfg: Config) -> list[str]:
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
               "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s", "checkpoint.interval_updates",
               "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s",
-              "dist.startup_timeout_s", "ppo.max_skipped_updates")
+              "dist.startup_timeout_s", "ppo.max_skipped_updates", "dist.bucket_mb")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",
-                "ppo.entropy_coef", "ppo.max_grad_norm"):
+                "ppo.entropy_coef", "ppo.max_grad_norm", "preemption.poll_interval_s"):
         if get_key(cfg, key) < 0:
             p.append(f"{key}={get_key(cfg, key)} must be >= 0")
     kl = cfg.ppo.kl_ref

@@ -7,7 +7,8 @@ Collectives per update, identical on every rank and in the same order:
   1. `rollout_barrier`         - end of collection (its wait time is the straggler wait)
   2. `all_reduce_sums`         - advantage statistics (sum, sum of squares, count), once, before the
                                  epochs (when ppo.normalize_advantage with GAE, the same on every rank)
-  3. `all_reduce_gradients`    - once per minibatch (epochs x num_mini_batch)
+  3. `all_reduce_async`        - gradient buckets, once per minibatch (epochs x num_mini_batch), launched
+                                 from autograd hooks as backward fills them, in bucket order (gradsync.py)
   4. `all_gather_stats`        - episode stats, losses, timings and the stop flag
 (+ `gather_objects` on checkpoint updates, which every rank knows in advance).
 Waits that are not collectives (ranks arriving minutes apart, e.g. evaluation's `wait_for_ranks`) go through
@@ -28,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -129,44 +130,21 @@ class DistContext:
         t = torch.tensor([float(steps_collected)], device=self.comm_device)
         return self._gather(t, "end-of-rollout sync")[:, 0]
 
-    def all_reduce_gradients(self, params: Sequence[torch.nn.Parameter], num_samples: int) -> float:
-        """Average gradients so they equal the gradient of the mean loss over all ranks' samples.
+    def all_reduce_async(self, buf: torch.Tensor, what: str) -> tuple[Any, torch.Tensor]:
+        """Start a sum all-reduce of `buf` over all ranks; (work handle, buffer) for `wait_async`.
 
-        Each rank's `p.grad` must hold the gradient of its mean loss over its own
-        `num_samples` valid samples. One flat all-reduce carries every gradient
-        scaled by its sample count, plus the count; dividing by the summed count
-        gives the gradient of the global sample mean. A rank with no samples (or a
-        parameter with no gradient) contributes zeros. Returns the global count.
-        With one rank the average is the rank's own gradient: nothing to send.
+        The gradient buckets of ddppo/gradsync.py go through here, launched in the same order on every rank.
         """
-        if self.world_size == 1:
-            for p in params:
-                if p.grad is None or num_samples == 0:
-                    p.grad = torch.zeros_like(p)
-            return float(num_samples)
-        flats = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
-                 for p in params]
-        count = torch.tensor([float(num_samples)], device=flats[0].device)
-        buf = torch.cat(flats + [count])
-        if num_samples > 0:
-            buf[:-1].mul_(num_samples)
-        else:
-            buf[:-1].zero_()
         buf = buf.to(self.comm_device)
-        with self.guard("gradient all-reduce"):
-            dist.all_reduce(buf, group=self._group)
-        total = float(buf[-1])
-        buf = buf[:-1].div_(max(total, 1.0))
-        offset = 0
-        for p in params:
-            n = p.numel()
-            chunk = buf[offset:offset + n].view_as(p).to(p.device)
-            if p.grad is None:
-                p.grad = chunk.clone()
-            else:
-                p.grad.copy_(chunk)
-            offset += n
-        return total
+        with self.guard(what):
+            return dist.all_reduce(buf, group=self._group, async_op=True), buf
+
+    def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
+        """The summed buffer of an `all_reduce_async`, once it has arrived."""
+        work, buf = handle
+        with self.guard(what):
+            work.wait()
+        return buf
 
     def all_reduce_sums(self, values: torch.Tensor, what: str) -> torch.Tensor:
         """Element-wise sum over all ranks of a small 1-D vector, in float64, on every rank (CPU).
@@ -198,6 +176,8 @@ class DistContext:
         return out
 
     def _gather(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        if self.world_size == 1:  # nothing to exchange
+            return t.unsqueeze(0)
         out = [torch.empty_like(t) for _ in range(self.world_size)]
         with self.guard(what):
             dist.all_gather(out, t, group=self._group)
@@ -414,14 +394,32 @@ def _leave_during_startup(launch: Launch, err: Exception) -> None:
     os._exit(code)
 
 
+def torch_threads(setting: int, launch: Launch, environ: dict[str, str] | None = None,
+                  usable_cpus: int | None = None) -> int:
+    """Intra-op threads for this rank: `setting` if > 0, else the cores this rank owns.
+
+    The cores a rank owns: the CPUs this process may run on (its affinity mask: a SLURM or cgroup cpuset,
+    taskset), shared by the ranks of this node (torchrun, by hand) unless SLURM gave each task its own
+    (SLURM_CPUS_PER_TASK): cpus // ranks per node, or min(cpus, cpus per task). At least 1.
+    """
+    env = os.environ if environ is None else environ
+    if setting > 0:
+        return setting
+    if usable_cpus is None:
+        usable_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_task = env.get("SLURM_CPUS_PER_TASK", "")
+    if launch.source == "slurm" and per_task.isdigit() and int(per_task) > 0:
+        return max(1, min(usable_cpus, int(per_task)))
+    return max(1, usable_cpus // launch.local_world_size)
+
+
 def run_in_process_group(cfg, launch: Launch, body) -> int:
     """Set threads, join the process group, run `body(ctx) -> exit code`, always leave the group.
 
     A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
     torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint.
     """
-    threads = cfg.run.torch_threads or max(1, (os.cpu_count() or 1) // launch.local_world_size)
-    torch.set_num_threads(threads)
+    torch.set_num_threads(torch_threads(cfg.run.torch_threads, launch))
     if cfg.run.deterministic:
         torch.use_deterministic_algorithms(True)
     try:

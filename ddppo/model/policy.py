@@ -277,6 +277,10 @@ class Policy(nn.Module):
         """`evaluate` plus the distribution parameters (T, N, P), for a KL term."""
         feats, _ = self._features(obs, hidden, start)
         params = self.dist_params(feats)
+        if self.discrete:  # the learner's hot path: what Categorical computes, without building one per minibatch
+            logp = params.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            clamped = params.clamp(min=torch.finfo(params.dtype).min)  # 0 * -inf would be NaN
+            return logp, -(clamped * clamped.exp()).sum(-1), self._value(feats), params
         dist = self.params_to_distribution(params)
         return self._logp(dist, actions), self._entropy(dist), self._value(feats), params
 

@@ -27,7 +27,15 @@ class LossOutput:
     kl_ref: torch.Tensor  # mean exact KL(pi || pi_ref) (0 without a reference policy)
 
     def scalars(self) -> dict[str, float]:
-        return {f.name: float(getattr(self, f.name).detach()) for f in dataclasses.fields(self)}
+        return dict(zip(SCALAR_NAMES, self.vector().tolist()))
+
+    def vector(self) -> torch.Tensor:
+        """Every term as one detached vector (order: SCALAR_NAMES), left on the device: the updater reads
+        a whole update's worth back at once instead of syncing with the device per term and minibatch."""
+        return torch.stack([getattr(self, name).detach().reshape(()) for name in SCALAR_NAMES])
+
+
+SCALAR_NAMES = tuple(f.name for f in dataclasses.fields(LossOutput))
 
 
 def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, entropy: torch.Tensor,
@@ -53,8 +61,11 @@ def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.T
     with torch.no_grad():
         approx_kl = masked_mean(ratio - 1.0 - log_ratio, valid)
         clip_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), valid)
-        vr = ratio[valid > 0]
-        rmin, rmax = (vr.min(), vr.max()) if vr.numel() else (ratio.new_tensor(1.0), ratio.new_tensor(1.0))
+        # extremes over valid samples (1 when there is none), without a data-dependent shape (no host sync)
+        has = valid > 0
+        any_valid = has.any()
+        rmin = torch.where(any_valid, torch.where(has, ratio, float("inf")).amin(), 1.0)
+        rmax = torch.where(any_valid, torch.where(has, ratio, float("-inf")).amax(), 1.0)
         rmean = masked_mean(ratio, valid)
     total = policy + value_coef * value - entropy_coef * ent
     kl = masked_mean(kl_ref, valid) if kl_ref is not None else torch.zeros((), device=total.device)

@@ -22,6 +22,7 @@ import torch
 
 from ddppo import timing
 from ddppo.model.policy import Policy
+from ddppo.rollout.staging import ObsStaging
 from ddppo.timing import Timer
 from envs.base import EnvError, EnvSpec, StepResult, VecEnv
 
@@ -84,12 +85,13 @@ class Actor:
     def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
                  label: str = ""):
         self.envs, self.policy, self.device = envs, policy, device
-        self.timer = timer if timer is not None else Timer()
+        self.timer = timer if timer is not None else Timer(device)
         self.label = label  # names the environment (and rank) in errors
         self.bounds = action_bounds(envs.action_space)
         self.obs: dict[str, torch.Tensor] = {}
         self.start = torch.ones(envs.num_envs, device=device)
         self.hidden = policy.initial_hidden(envs.num_envs, device)
+        self.staging = ObsStaging(device)  # pinned host buffers on CUDA
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
         """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""
@@ -100,13 +102,13 @@ class Actor:
     def set_obs(self, obs: dict[str, np.ndarray], where: str) -> None:
         """Replace the observation the next `act` sees (checked, transferred)."""
         check_finite(obs, where, self.label)
-        self.obs = obs_to_torch(obs, self.device)
+        self.obs = self.staging.to_device(obs)
 
     def act(self, deterministic: bool = False) -> Action:
-        with self.timer(timing.POLICY_FORWARD):
+        with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
             action, logp, value, self.hidden = self.policy.act(self.obs, self.hidden, self.start,
                                                                deterministic=deterministic)
-        env_action = action.cpu().numpy()
+            env_action = action.cpu().numpy()
         if self.bounds is not None:
             env_action = np.clip(env_action, *self.bounds)
         return Action(action, logp, value, env_action)

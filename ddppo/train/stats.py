@@ -77,17 +77,21 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
     col += 2 * n_ep
     loss_table = table[:, col: col + n_loss]
     phase_table = table[:, col + n_loss:]
-    losses = {}
-    for i, k in enumerate(keys):
-        vals = loss_table[:, i]
-        reduce = np.nanmin if k.endswith("ratio_min") else np.nanmax if k.endswith("ratio_max") else np.nanmean
-        losses[k] = float(reduce(vals)) if np.isfinite(vals).any() else float("nan")
+    # every column reduced at once (one numpy call per reduction, not per key: 110 keys at 20 epochs): NaN-ignoring
+    # mean / min / max over ranks, NaN where no rank has a finite value
+    present = ~np.isnan(loss_table)
+    mean = np.where(present, loss_table, 0.0).sum(0) / np.maximum(present.sum(0), 1)
+    low = np.where(present, loss_table, np.inf).min(0)
+    high = np.where(present, loss_table, -np.inf).max(0)
+    defined = np.isfinite(loss_table).any(0)
+    pick = [low if k.endswith("ratio_min") else high if k.endswith("ratio_max") else mean for k in keys]
+    losses = {k: float(col[i]) if defined[i] else float("nan") for i, (k, col) in enumerate(zip(keys, pick))}
+    means, mins, maxs = (phase_table.mean(0).tolist(), phase_table.min(0).tolist(), phase_table.max(0).tolist())
     perf = {}
     for i, phase in enumerate(PHASES):
-        vals = phase_table[:, i]
-        perf[f"perf/{phase}_s"] = float(vals.mean())
-        perf[f"perf/{phase}_s_min"] = float(vals.min())
-        perf[f"perf/{phase}_s_max"] = float(vals.max())
+        perf[f"perf/{phase}_s"] = means[i]
+        perf[f"perf/{phase}_s_min"] = mins[i]
+        perf[f"perf/{phase}_s_max"] = maxs[i]
     perf["perf/update_s"] = float(head[:, 4].max())
     perf["perf/rss_gb_max"] = float(head[:, 5].max())
     perf["perf/memory_fraction_max"] = float(head[:, 6].max())

@@ -45,7 +45,7 @@ STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
 class Trainer:
     def __init__(self, cfg: Config, ctx: DistContext):
         self.cfg, self.ctx = cfg, ctx
-        self.timer = Timer()
+        self.timer = Timer(ctx.device)
         self.start_time = time.monotonic()
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
@@ -66,7 +66,7 @@ class Trainer:
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                                   value_head=cfg.ppo.advantage == "gae").to(ctx.device)
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
         variable = cfg.rollout.mode == "variable"
         capacity = math.ceil(cfg.rollout.num_steps * cfg.rollout.max_env_steps_factor) if variable else None

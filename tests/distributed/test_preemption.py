@@ -59,7 +59,8 @@ def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[s
     from ddppo.rollout.preemption import Preemption
 
     problems: list[str] = []
-    cfg = PreemptionConfig(enabled=True, sync_frac=0.5, min_rollout_fraction=0.25)  # threshold: 1 of 2
+    # threshold: 1 of 2; the counter read at every check (the throttled read is tested on its own)
+    cfg = PreemptionConfig(enabled=True, sync_frac=0.5, min_rollout_fraction=0.25, poll_interval_s=0.0)
     # attempt 1 redoes updates 3 and 4 (a restart from a checkpoint); in it rank 0 is the straggler
     for attempt, updates, finisher in ((0, range(1, 5), 0), (1, range(3, 7), 1)):
         launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", attempt=attempt,

@@ -114,3 +114,17 @@ def test_a_new_job_inherits_no_launch_variable():
     assert not set(env) & set(LAUNCH_VARS) and env["PATH"] == "/bin"
     # everything read_launch reads to decide who this process is, is in the list
     assert read_launch(env).source == "single"
+
+
+def test_torch_threads_are_the_cores_a_rank_owns():
+    from ddppo.distributed import torch_threads
+    from ddppo.launch import Launch
+
+    torchrun = Launch(0, 4, 0, 4, "127.0.0.1", 29500, "torchrun")
+    slurm = Launch(0, 4, 0, 4, "127.0.0.1", 29500, "slurm")
+    assert torch_threads(3, torchrun, {}, usable_cpus=16) == 3  # an explicit setting wins
+    assert torch_threads(0, torchrun, {}, usable_cpus=16) == 4  # 16 CPUs shared by 4 local ranks
+    assert torch_threads(0, torchrun, {}, usable_cpus=2) == 1  # never 0
+    assert torch_threads(0, slurm, {"SLURM_CPUS_PER_TASK": "6"}, usable_cpus=64) == 6  # srun: a cpuset per task
+    assert torch_threads(0, slurm, {"SLURM_CPUS_PER_TASK": "6"}, usable_cpus=4) == 4  # ... within the mask
+    assert torch_threads(0, slurm, {}, usable_cpus=16) == 4  # no per-task count: shared

@@ -209,3 +209,17 @@ def test_deterministic_act():
 def test_unsupported_action_space_rejected():
     with pytest.raises(ValueError, match="unsupported action space"):
         make(action_space=gymnasium.spaces.MultiDiscrete([2, 3]))
+
+
+def test_discrete_logp_and_entropy_equal_the_categorical_distributions():
+    policy = make(rnn_type="none")
+    gen = torch.Generator().manual_seed(3)
+    obs = random_obs(VEC_SPACE, 4, 3, gen)
+    actions = random_actions(DISCRETE, 4, 3, gen)
+    logp, entropy, _, params = policy.evaluate_with_params(obs, policy.initial_hidden(3), torch.ones(4, 3), actions)
+    dist = torch.distributions.Categorical(logits=params)
+    torch.testing.assert_close(logp, dist.log_prob(actions))
+    torch.testing.assert_close(entropy, dist.entropy())
+    peaked = torch.tensor([[0.0, float("-inf"), float("-inf")]])  # a certain action: entropy 0, not NaN
+    clamped = peaked.clamp(min=torch.finfo(peaked.dtype).min)
+    assert float(-(clamped * clamped.exp()).sum(-1)) == 0.0

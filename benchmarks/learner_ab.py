@@ -1,0 +1,76 @@
+"""Learner time per update, this checkout vs another one (e.g. the main branch), interleaved in one run.
+
+    python benchmarks/learner_ab.py --baseline /path/to/other/checkout [--rounds 3] [--steps 20480]
+                                    [--out benchmarks/results/learner_ab.json] [CONFIG OVERRIDE...]
+
+Each round trains the same config (default configs/cartpole.yaml, 1 rank, 1 thread) once with each checkout,
+alternating, as `python -m ddppo train` subprocesses; per update, from metrics.jsonl (first update left out):
+learner seconds (forward/backward + all-reduce + optimiser phases), rollout seconds (policy forward, env step,
+transfer, storage) and update wall time. Medians over rounds; ratios this/baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script: `python benchmarks/learner_ab.py`
+
+from ddppo.rundir import atomic_write  # noqa: E402
+
+LEARN = ("learn_forward_backward", "allreduce", "optimizer")
+ROLLOUT = ("policy_forward", "env_step", "obs_transfer", "storage")
+
+
+def run(checkout: Path, config: str, overrides: list[str], steps: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "PYTHONPATH": str(checkout), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        args = [sys.executable, "-m", "ddppo", "train", config, f"run.dir={tmp}/run", f"run.total_env_steps={steps}",
+                "run.torch_threads=1", "log.tensorboard=false", "checkpoint.interval_updates=100000", *overrides]
+        subprocess.run(args, cwd=checkout, env=env, check=True, capture_output=True, timeout=1800)
+        rows = [json.loads(x) for x in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()][1:]
+    n = len(rows)
+    return {"learner_s": sum(r.get(f"perf/{p}_s", 0.0) for r in rows for p in LEARN) / n,
+            "rollout_s": sum(r.get(f"perf/{p}_s", 0.0) for r in rows for p in ROLLOUT) / n,
+            "update_s": sum(r["perf/update_s"] for r in rows) / n}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", required=True, help="another checkout of ddppo (its root folder)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20480)
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learner_ab.json"))
+    ap.add_argument("case", nargs="*", default=[str(REPO / "configs" / "cartpole.yaml")])
+    args = ap.parse_args()
+    config, overrides = args.case[0], args.case[1:]
+    sides = {"this": REPO, "baseline": Path(args.baseline).resolve()}
+    rows = []
+    for r in range(args.rounds):
+        for name, checkout in sides.items():
+            rows.append({"round": r, "side": name, **run(checkout, config, overrides, args.steps)})
+    med = {name: {k: statistics.median(x[k] for x in rows if x["side"] == name)
+                  for k in ("learner_s", "rollout_s", "update_s")} for name in sides}
+    ratios = {k: med["this"][k] / med["baseline"][k] for k in med["this"]}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"per update, medians of {args.rounds} interleaved rounds, {config} {' '.join(overrides)} "
+          f"(load {load:.1f}):")  # noqa: T201
+    for k in ("learner_s", "rollout_s", "update_s"):
+        print(f"  {k:>10}: this {1e3 * med['this'][k]:8.1f} ms  baseline {1e3 * med['baseline'][k]:8.1f} ms  "
+              f"this/baseline {ratios[k]:.3f}x")  # noqa: T201
+    atomic_write(args.out, json.dumps({"rows": rows, "median": med, "ratios": ratios, "load": load,
+                                          "baseline": str(sides["baseline"]), "time": time.time()}, indent=2))
+    print(f"wrote {args.out}")  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
