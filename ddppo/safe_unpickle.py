@@ -143,6 +143,15 @@ def load(path: str | Path) -> Any:
     Raises UnsafePickleError for calls that could run code, ValueError for anything that is not a
     torch.save zip archive (the message says which)."""
     try:
+        return _load_archive(path)
+    except ValueError:  # UnsafePickleError included
+        raise
+    except Exception as err:  # a damaged archive or pickle: bad CRC, truncated member, missing storage, ...
+        raise ValueError(f"it could not be read safely ({type(err).__name__}: {str(err)[:160]})") from None
+
+
+def _load_archive(path: str | Path) -> Any:
+    try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
         raise ValueError("not a torch.save zip archive (files from torch < 1.6 are not read)") from None
@@ -154,13 +163,7 @@ def load(path: str | Path) -> Any:
         order = f"{prefix}byteorder"
         if order in archive.namelist() and archive.read(order).strip() not in (b"little", b""):
             raise ValueError("a big-endian checkpoint; not supported")
-        unpickler = _Unpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix)
-        try:
-            return unpickler.load()
-        except UnsafePickleError:
-            raise
-        except Exception as err:
-            raise ValueError(f"its pickle could not be read safely ({type(err).__name__}: {str(err)[:160]})") from None
+        return _Unpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix).load()
 
 
 def plain(obj: Any) -> Any:
