@@ -114,9 +114,9 @@ class PreemptionConfig:
                                         metadata=doc("...but never before collecting this fraction of "
                                                      "rollout.num_steps"))
     poll_interval_s: float = field(default=0.01,
-                                   metadata=doc("read the finished-ranks counter in the store at most this often "
-                                                "(0 = before every step): fewer store round trips, at most this "
-                                                "much later a stop"))
+                                   metadata=doc("start a read of the finished-ranks counter at most this often (reads "
+                                                "never block a step; 0 = a new one as soon as the last answered): "
+                                                "fewer store round trips, at most this much later a stop"))
 
 
 @dataclass(frozen=True)
@@ -342,7 +342,8 @@ def problems(cfg: Config) -> list[str]:
     p: list[str] = []
     _positive(p, cfg, "run.total_env_steps", "env.num_envs", "rollout.num_steps", "ppo.lr", "ppo.clip",
               "ppo.epochs", "ppo.num_mini_batch", "ppo.adam_eps", "policy.hidden_size", "policy.rnn_layers",
-              "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s", "checkpoint.interval_updates",
+              "policy.mlp_layers", "log.interval_s", "log.window", "log.bottleneck_interval_s",
+              "checkpoint.interval_updates",
               "checkpoint.keep_last", "eval.num_episodes", "eval.video_fps", "eval.rank_wait_s", "dist.timeout_s",
               "dist.startup_timeout_s", "ppo.max_skipped_updates", "dist.bucket_mb")
     for key in ("run.time_budget_s", "run.torch_threads", "env.num_workers", "ppo.value_coef",

@@ -69,12 +69,16 @@ class _BoundedCaller:
         self._thread: threading.Thread | None = None
 
     def __call__(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        return self.submit(fn).result(timeout=timeout_s)  # one of WAIT_TIMEOUT_ERRORS when the store is silent
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future:
+        """Queue `fn` on the store thread (calls run one at a time, in order) and return at once."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="ddppo-store", daemon=True)
             self._thread.start()
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._jobs.put((fn, future))
-        return future.result(timeout=timeout_s)  # one of WAIT_TIMEOUT_ERRORS when the store does not answer
+        return future
 
     def _work(self) -> None:
         while True:
@@ -83,6 +87,25 @@ class _BoundedCaller:
                 future.set_result(fn())
             except BaseException as err:  # handed to the waiting caller
                 future.set_exception(err)
+
+
+class PendingRead:
+    """A store read running on the store thread while this rank goes on working.
+
+    `value()` is None while the store has not answered, the counter once it has; a read still unanswered
+    after dist.timeout_s, or a failed one, is a PeerLostError, as for a blocking store call."""
+
+    def __init__(self, ctx: DistContext, future: concurrent.futures.Future, what: str):
+        self._ctx, self._future, self._what = ctx, future, what
+        self._deadline = time.monotonic() + ctx._timeout_s
+
+    def value(self) -> int | None:
+        if not self._future.done():
+            if time.monotonic() > self._deadline:
+                raise self._ctx.silent_store_error(f"{self._what} failed")
+            return None
+        with self._ctx.guard(self._what):
+            return int(self._future.result())
 
 
 class DistContext:
@@ -189,14 +212,21 @@ class DistContext:
         with self.guard(what):
             return int(self._bounded_store(lambda: self.store.add(key, amount), f"{what} failed"))
 
+    def start_counter_read(self, key: str) -> PendingRead:
+        """Read a store counter without waiting for the answer (see PendingRead)."""
+        what = f"store counter {key}"
+        return PendingRead(self, self._store_call.submit(lambda: self.store.add(key, 0)), what)
+
     def _bounded_store(self, fn: Callable[[], Any], what: str) -> Any:
         """`fn()` (a store call) bounded by dist.timeout_s; a store that does not answer is a PeerLostError."""
         try:
             return self._store_call(fn, self._timeout_s)
         except WAIT_TIMEOUT_ERRORS:
-            raise PeerLostError(f"rank {self.rank}: {what}: the rendezvous store did not answer within "
-                                f"dist.timeout_s={self._timeout_s:g} s (its host, rank 0 or the launcher, may be "
-                                f"hung)") from None
+            raise self.silent_store_error(what) from None
+
+    def silent_store_error(self, what: str) -> PeerLostError:
+        return PeerLostError(f"rank {self.rank}: {what}: the rendezvous store did not answer within "
+                             f"dist.timeout_s={self._timeout_s:g} s (its host, rank 0 or the launcher, may be hung)")
 
     def wait_for_ranks(self, key: str, deadline_s: float, what: str, note_every_s: float = 300.0) -> None:
         """Return once every rank has called this with `key`. The wait runs through the store, not a

@@ -9,8 +9,8 @@ steps and end by truncation.
 Each batched step sleeps `step_sleep_s` (times `slow_factor` on `slow_ranks`;
 times a factor exp(N(0, step_sleep_sigma^2)) redrawn at each episode, for
 heterogeneous env speeds; plus `reset_sleep_s` when an episode ends) and, with
-`step_compute` > 0, multiplies two (step_compute, step_compute) matrices to burn CPU. `fail_at_step` > 0 raises an error at that batched step
-(counted since construction), for tests of error handling. `nan_reward_at_step` > 0
+`step_compute` > 0, multiplies two (step_compute, step_compute) matrices to burn CPU. `fail_at_step` > 0
+raises an error at that batched step (counted since construction), for tests of error handling. `nan_reward_at_step` > 0
 makes the rewards NaN for `nan_reward_steps` batched steps from that step on (on
 `nan_reward_ranks`, or every rank), for tests of non-finite updates. `nan_obs_at_step` > 0
 makes env 0's observation after that batched step NaN, for tests of non-finite observations.

@@ -84,8 +84,12 @@ class _Stats:
         return {k: v / counts[k] if counts[k] else v for k, v in sums.items()}
 
 
-def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
-    var = target.var()
+def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Tensor) -> float:
+    """1 - Var(target - pred) / Var(target) over the collected steps only (`valid` masks the padding of
+    preempted and variable-length rollouts, which would otherwise count as perfectly predicted zeros)."""
+    mask = valid.bool()
+    pred, target = pred[mask], target[mask]
+    var = target.var() if target.numel() > 1 else target.new_zeros(())
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
@@ -144,7 +148,8 @@ class PPOUpdater:
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef)
         stats = acc.result()
         if L > 0 and cfg.advantage == "gae":
-            stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L])
+            stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
+                                                             storage.valid[:L])
         return UpdateResult(stats, skipped)
 
     def _minibatch_step(self, mb: MiniBatch, epoch: int, acc: _Stats, timer, kl_coef: float) -> int:

@@ -6,13 +6,15 @@ the number of ranks that finished their full rollout this update is
 key that includes the update index, so nothing is ever reset and no update can
 read another update's count.
 
-The counter is read at most once every `poll_interval_s` (and always at the first step where a
-rank may stop), not before every step: a fast rank's store traffic falls from one round trip per
-step (~47 us against a ~0.7 ms gridnav step on loopback, more across nodes, all served by rank 0's
-store) to one per interval, and a straggler, whose steps are slower than the interval, still looks
-before every step. A rank stops at most one interval (plus a step) later than it could; the
-guarantees are unchanged: the key names the update, so a stale read is impossible and nothing is
-reset, and every store call is bounded by dist.timeout_s (a silent store is a PeerLostError).
+The counter is read without waiting: a read goes to the store thread and the rank keeps stepping; the
+answer is looked at before a later step, and a new read starts once the last one answered and
+`poll_interval_s` has passed since it started; the first read starts one step before the first step at
+which the rank may stop, so a straggler still stops right at the minimum. No step ever waits for the
+store: a rank's cost falls from one blocking round trip per step (~47 us against a ~0.7 ms gridnav step on loopback, 20-200 ms per
+step across a slow link) to nothing on its step path, and the store serves one read per interval per rank.
+Otherwise a rank stops at most one round trip plus one interval (plus a step) later than it could. The guarantees
+are unchanged: the key names the update, so a stale read of another update is impossible and nothing is
+reset; a read unanswered after dist.timeout_s (or a failed one) is a PeerLostError.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 import time
 
 from ddppo.config import PreemptionConfig
-from ddppo.distributed import DistContext
+from ddppo.distributed import DistContext, PendingRead
 
 
 class Preemption:
@@ -32,27 +34,37 @@ class Preemption:
         # with a threshold of world_size the last rank to finish is the one asking: never preempts
         self.active = cfg.enabled and ctx.world_size > 1 and self.threshold < ctx.world_size
         self.poll_interval_s = cfg.poll_interval_s
-        self._next_poll: tuple[int, float] = (-1, 0.0)  # (update, monotonic time) of the next store read
+        self._read: PendingRead | None = None  # the counter read in flight (or answered, not yet looked at)
+        self._read_update = -1
+        self._next_poll = 0.0  # monotonic time before which no new read starts
 
     @staticmethod
     def key(update: int) -> str:
         return f"preempt/done/{update}"
 
     def should_stop(self, update: int, step: int) -> bool:
-        """Checked before every step of the rollout."""
+        """Checked before every step of the rollout; never waits for the store."""
         if not self.active:
             return False
         if step == 0 and self.ctx.is_main and update > 2:
             # every rank has passed update - 1's end-of-rollout sync, so nobody reads update - 2's
             # counter any more; deleted here, whether or not rank 0 itself finishes, to keep the store small
             self.ctx.delete_key(self.key(update - 2))
-        if step < self.min_steps:
+        if step < self.min_steps - 1:  # the first read starts a step early: answered by the first step that may stop
             return False
+        if self._read is not None and self._read_update == update and step >= self.min_steps:
+            count = self._read.value()
+            if count is None:
+                return False  # still in flight: keep stepping
+            self._read = None
+            if count >= self.threshold:
+                return True
         now = time.monotonic()
-        if self._next_poll[0] == update and now < self._next_poll[1]:
-            return False
-        self._next_poll = (update, now + self.poll_interval_s)
-        return self.ctx.add_to_counter(self.key(update), 0) >= self.threshold
+        if self._read is None or self._read_update != update:  # an older update's read is dropped unlooked-at
+            if self._read_update != update or now >= self._next_poll:
+                self._read, self._read_update = self.ctx.start_counter_read(self.key(update)), update
+                self._next_poll = now + self.poll_interval_s
+        return False
 
     def finished(self, update: int) -> None:
         """This rank collected its full rollout."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from collections import deque
 
@@ -63,6 +64,7 @@ class Trainer:
         cfg, ctx = self.cfg, self.ctx
         torch.manual_seed(ctx.seed)
         np.random.seed(ctx.seed % 2**32)
+        random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                                   value_head=cfg.ppo.advantage == "gae").to(ctx.device)
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags

@@ -71,3 +71,5 @@ def test_stop_and_resume_is_bit_identical(tmp_path):
     for pid, state in ca["optimizer"]["state"].items():
         for name, value in state.items():
             assert torch.equal(torch.as_tensor(value), torch.as_tensor(cb["optimizer"]["state"][pid][name])), name
+    # the RNG states too (python's random is seeded like torch's and numpy's, not left to OS entropy)
+    assert ca["rank_states"][0]["rng"]["python"] == cb["rank_states"][0]["rng"]["python"]

@@ -15,7 +15,9 @@ def test_unpack_reduces_each_column_as_the_per_key_reference():
     rng = np.random.default_rng(0)
     keys = loss_keys(3)
     world = 3
-    head = np.tile([8.0, 0.0, 0.0, 0.0, 1.0, 0.1, 0.2], (world, 1))
+    # steps, preempted, stop_flags, skipped, update_time, rss_gb, memory_fraction, env_steps, then the
+    # per-rollout diagnostics (DIAG_KEYS)
+    head = np.tile([8.0, 0.0, 0.0, 0.0, 1.0, 0.1, 0.2, 32.0] + [1.0] * (len(_HEAD) - 8), (world, 1))
     episodes = rng.random((world, 2 * len(EPISODE_KEYS)))
     losses = rng.standard_normal((world, len(keys)))
     losses[0, 0] = np.nan  # one rank without the term
