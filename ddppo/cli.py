@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
                             "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
                             "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs; "
-                            "preempt: preemption store traffic, a read every step vs throttled")
+                            "preempt: preemption check cost, a blocking read every step vs async reads")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
                        help="throughput/memory/rollout: a config and overrides to measure (repeatable)")
     bench.add_argument("--rounds", type=int, default=5,
