@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import testutil
 from testutil import REPO, TINY, as_overrides, cli_env  # noqa: F401  (re-exported to the tests)
 
 GRIDNAV_YAML = REPO / "configs" / "gridnav.yaml"
@@ -127,13 +128,9 @@ import time  # noqa: E402
 
 from local_slurm import ClusterUnavailable, LocalSlurm, install_packages  # noqa: E402
 
-REQUIRED = os.environ.get("DDPPO_REQUIRE_SLURM") == "1"
-
 
 def unavailable(reason: str):
-    if REQUIRED:
-        pytest.fail(f"DDPPO_REQUIRE_SLURM=1 but no local SLURM: {reason}", pytrace=False)
-    pytest.skip(f"no local SLURM: {reason} (set DDPPO_REQUIRE_SLURM=1 to make this a failure)")
+    testutil.unavailable("DDPPO_REQUIRE_SLURM", "no local SLURM", reason)
 
 
 @pytest.fixture(scope="session")

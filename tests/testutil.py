@@ -34,3 +34,13 @@ def cli_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
+
+
+def unavailable(require_var: str, missing: str, reason: str) -> None:
+    """A test feature this machine lacks: skip with one reason line, or fail where `require_var`=1 makes the
+    feature mandatory (CI sets DDPPO_REQUIRE_SLURM and DDPPO_REQUIRE_NETNS)."""
+    import pytest
+
+    if os.environ.get(require_var) == "1":
+        pytest.fail(f"{require_var}=1 but {missing}: {reason}", pytrace=False)
+    pytest.skip(f"{missing}: {reason} (set {require_var}=1 to make this a failure)")

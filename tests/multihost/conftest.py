@@ -7,7 +7,6 @@ when missing, as tests/slurm does for slurm-wlm.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,14 +15,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import netns  # noqa: E402
-
-REQUIRED = os.environ.get("DDPPO_REQUIRE_NETNS") == "1"
+import testutil  # noqa: E402
 
 
 def unavailable(reason: str):
-    if REQUIRED:
-        pytest.fail(f"DDPPO_REQUIRE_NETNS=1 but no test hosts: {reason}", pytrace=False)
-    pytest.skip(f"no network namespaces: {reason} (set DDPPO_REQUIRE_NETNS=1 to make this a failure)")
+    testutil.unavailable("DDPPO_REQUIRE_NETNS", "no network namespaces", reason)
 
 
 @pytest.fixture(scope="session")
