@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script: `python benchmarks/scaling.py`
 
-from ddppo.launch import without_launch_vars  # noqa: E402
+from ddppo.distributed.launch import without_launch_vars  # noqa: E402
 from ddppo.rundir import RunDir, atomic_write  # noqa: E402
 
 # (a): the per-rank config of configs/gridnav.yaml, shortened; one intra-op thread per rank (1 rank per core)

@@ -1,10 +1,14 @@
 """ddppo: decentralised distributed PPO. Where each kind of code belongs (imports run down this list, never up):
 
-infrastructure (ddppo/*.py)  shared by every application; knows no training or evaluation logic
-    config.py       the schema (one dataclass per section; field help + shape flags as metadata), load_config
-    distributed.py  DistContext: process group, every collective and every cross-rank wait (all bounded)
-    launch.py       what the launcher says (rank, world, rendezvous) and the launcher variables of child processes
-    rendezvous.py   joining the job: the socket interface, a watched rendezvous, one-line failures
+infrastructure   shared by every application; knows no training or evaluation logic
+    config/         schema.py (one dataclass per section; help, shape, choices, range as field metadata),
+                    checks.py (declared ranges, cross-field rules), loading.py (YAML <- dotlist), describe.py
+    distributed/    context.py (DistContext: the only door to collectives, every wait bounded, failures named),
+                    store.py (bounded store calls), startup.py (device, store, group, threads), rendezvous.py
+                    (joining the job, one-line failures), launch.py (launcher variables), buckets.py (gradient
+                    buckets all-reduced as backward fills them)
+    interop/        other trainers' files: safe_unpickle.py, habitat_checkpoint.py (habitat-baselines
+                    checkpoints in), export.py (out), cli.py (`ddppo export`)
     rundir.py       the one owner of a run directory's files; the one atomic write and torn-line-tolerant reader
     checkpoint.py   what a checkpoint holds; atomic save, keep-last, weights_only loading
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
@@ -17,7 +21,7 @@ ppo/        the PPO loss, the update (one gradient all-reduce per minibatch), th
 train/      the training application: Trainer (the loop, saved state), stats, bottleneck report, resume, metrics
 eval/       the evaluation application: command (which checkpoints, outputs), runner (episodes), probes, stats, video
 sweep/      sweep specs, local/SLURM launchers, summaries
-cli.py      `ddppo train|config|eval|sweep|bench`
+cli.py      `ddppo train|config|eval|sweep|bench|export`
 
 Outside this package: envs/ (environments; never imports ddppo), benchmarks/ (`ddppo bench` and benchmark
 scripts). tests/infra/test_import_graph.py checks the order.

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ddppo import habitat_ckpt
+from ddppo.interop import habitat_checkpoint
 from ddppo.errors import CheckpointError  # noqa: F401  (re-exported: callers use ckpt.CheckpointError)
 from ddppo.rundir import RunDir, atomic_write, checkpoint_update
 
@@ -212,7 +212,7 @@ def _foreign(path: Path, map_location: str | torch.device, not_ddppo: str) -> di
     "model", "counters", and "habitat_baselines" (its sizes) in place of "config_yaml"; else CheckpointError
     `not_ddppo`, or the refusal of a file that asks to run code."""
     try:
-        imported = habitat_ckpt.read(path)
+        imported = habitat_checkpoint.read(path)
     except CheckpointError as err:
         if "refused" in str(err):  # say both: not ddppo's, and what the habitat-baselines reader refused
             raise CheckpointError(f"{not_ddppo}; {str(err).split(' is refused: ')[-1]}") from None

@@ -1,4 +1,4 @@
-"""`ddppo train|config|eval|sweep|bench`: a thin entry point.
+"""`ddppo train|config|eval|sweep|bench|export`: a thin entry point (sweep and export register themselves).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
 signal during start-up is not lost. User errors (config, environment,
@@ -16,6 +16,7 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
+from ddppo.interop import cli as interop_cli  # noqa: E402  (light: argparse only)
 from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
 
 log = logging.getLogger("ddppo")
@@ -76,25 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="", metavar="DIR", help="output directory (default RUN_DIR/eval)")
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
-    exp = sub.add_parser("export", help="write a run's checkpoint in another trainer's format",
-                         description="habitat-baselines: a ckpt.N.pth its PointNavResNetPolicy loads with "
-                                     "load_state_dict(strict=True) (runs trained with "
-                                     "policy.architecture=habitat_baselines).")
-    exp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `ddppo train`")
-    exp.add_argument("--format", required=True, choices=["habitat-baselines"], help="target format")
-    exp.add_argument("-o", "--out", required=True, metavar="FILE", help="output file, e.g. ckpt.0.pth")
-    exp.add_argument("--checkpoint", default="latest", metavar="PATH|latest", help="which checkpoint (default newest)")
-    exp.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    interop_cli.add_parser(sub)
     return parser
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from ddppo.export import export_habitat_baselines
-
-    logging.basicConfig(level=logging.WARNING)
-    path = export_habitat_baselines(args.run_dir, args.out, args.checkpoint, args.force)
-    sys.stdout.write(f"wrote {path} (habitat-baselines format)\n")
-    return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -194,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
-                "eval": cmd_eval, "export": cmd_export}
+                "eval": cmd_eval, "export": interop_cli.run}
     try:
         try:
             rc = handlers[args.command](args)

@@ -28,7 +28,7 @@ def as_overrides(values: dict) -> list[str]:
 
 
 def cli_env() -> dict[str, str]:
-    from ddppo.launch import without_launch_vars
+    from ddppo.distributed.launch import without_launch_vars
 
     env = without_launch_vars()  # never inherit a launcher's identity from the shell that runs pytest
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

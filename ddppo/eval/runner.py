@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo import habitat_ckpt, signals
+from ddppo.interop import habitat_checkpoint, signals
 from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
@@ -138,7 +138,7 @@ class Evaluator:
                 return None
             raise ckpt.CheckpointError(err or f"{path} could not be read on another rank")
         if "habitat_baselines" in data:
-            habitat_ckpt.check(data, self.cfg, self.policy, f"checkpoint {path}")
+            habitat_checkpoint.check(data, self.cfg, self.policy, f"checkpoint {path}")
         else:
             trained = from_yaml_text(data["config_yaml"], f"checkpoint {path}")
             check_compatible(trained, self.cfg, self.policy, data["model"], f"checkpoint {path}")

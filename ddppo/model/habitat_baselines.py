@@ -1,7 +1,7 @@
 """habitat-baselines' DD-PPO PointNav policy (`PointNavResNetPolicy`), rebuilt so its state_dict is the same.
 
 Every module is named as in habitat-baselines, so parameter names and shapes match one for one and a
-state_dict moves between the two unchanged (ddppo/habitat_ckpt.py only adds or strips prefixes):
+state_dict moves between the two unchanged (ddppo/interop/habitat_checkpoint.py only adds or strips prefixes):
 
   net.visual_encoder.backbone   GroupNorm ResNet (conv1, layer1-4 of blocks with `convs` and `downsample`),
                                 base width `policy.resnet_base_width`, GroupNorm groups = base width // 2

@@ -33,7 +33,7 @@ import torch
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo import timing
-from ddppo.gradsync import GradientReducer
+from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import MiniBatch, RolloutStorage

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 import ddppo
 from ddppo import signals
-from ddppo.launch import without_launch_vars
+from ddppo.distributed.launch import without_launch_vars
 from ddppo.rundir import RunDir
 from ddppo.config import ConfigError, diff_keys, get_key
 from ddppo.sweep import runs as disk

@@ -25,7 +25,7 @@ import logging
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo import habitat_ckpt
+from ddppo.interop import habitat_checkpoint
 from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext
 from ddppo.rollout.collector import RolloutCollector
@@ -113,7 +113,7 @@ def restore(cfg: Config, ctx: DistContext, policy: torch.nn.Module, optimizer: t
         return None
     data = ckpt.load(value, map_location=ctx.device)
     if "habitat_baselines" in data:  # weights only: fine-tuning a habitat-baselines policy
-        habitat_ckpt.check(data, cfg, policy, f"checkpoint {value}")
+        habitat_checkpoint.check(data, cfg, policy, f"checkpoint {value}")
         policy.load_state_dict(data["model"])
         log.info("initialised weights from the habitat-baselines checkpoint %s", value)
         return None

@@ -1,7 +1,7 @@
 """Trainer.train(): collect -> returns -> PPO update -> reduce stats -> log / checkpoint / agree on stop.
 
 Every rank runs this same loop. Per update, every rank performs the same
-collectives in the same order (see ddppo/distributed.py), whatever happened
+collectives in the same order (see ddppo/distributed/), whatever happened
 locally: a preempted rollout, a skipped update, a signal.
 """
 

@@ -35,7 +35,7 @@ def free_port() -> int:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    from ddppo.launch import without_launch_vars
+    from ddppo.distributed.launch import without_launch_vars
 
     env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

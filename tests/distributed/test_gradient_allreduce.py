@@ -81,7 +81,7 @@ def allreduce_worker(rank: int, world: int, port: int, bucket_mb: float) -> dict
     import torch.distributed as dist
 
     from ddppo.distributed import Launch, init_distributed
-    from ddppo.gradsync import GradientReducer
+    from ddppo.distributed.buckets import GradientReducer
 
     ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
     try:
@@ -190,7 +190,7 @@ def order_worker(rank: int, world: int, port: int) -> dict:
     import torch.distributed as dist
 
     from ddppo.distributed import Launch, init_distributed
-    from ddppo.gradsync import GradientReducer
+    from ddppo.distributed.buckets import GradientReducer
 
     ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddppo import config as C
+from ddppo.config import loading
 from ddppo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,7 +170,7 @@ def test_schema_merges_into_every_section_on_any_omegaconf():
                 found += read_only(node[key], f"{prefix}{key}.")
         return found
 
-    assert read_only(C._schema()) == []
+    assert read_only(loading._schema()) == []
     overrides = ["run.dir=elsewhere", "dist.timeout_s=9", "env.gridnav.map_size=9", "ppo.kl_ref.beta=0.5",
                  "policy.resnet_layers=[3,4,6,3]", "env.synthetic.slow_ranks=[1]", "eval.video_fps=4"]
     cfg = C.load_config(GRIDNAV, overrides)

@@ -27,8 +27,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddppo.distributed import (DistContext, Launch, PeerLostError, _BoundedCaller, _native_stdout_to_stderr,
-                               _store_backend_kwargs, _store_listen_fd, init_distributed)
+from ddppo.distributed import DistContext, Launch, PeerLostError, init_distributed
+from ddppo.distributed.context import native_stdout_to_stderr
+from ddppo.distributed.startup import _store_backend_kwargs, _store_listen_fd
+from ddppo.distributed.store import BoundedCaller
 
 
 def _context(world_size: int, store=None, timeout_s: float = 0.3) -> DistContext:
@@ -53,7 +55,7 @@ def test_bounded_caller_raises_the_futures_timeout():
     release = threading.Event()
     try:
         with pytest.raises(concurrent.futures.TimeoutError):
-            _BoundedCaller()(lambda: release.wait(30), 0.05)
+            BoundedCaller()(lambda: release.wait(30), 0.05)
     finally:
         release.set()
 
@@ -109,7 +111,7 @@ def test_legacy_store_only_for_a_listen_fd_before_torch_2_8(monkeypatch, version
 
 
 def test_native_stdout_goes_to_stderr_while_a_group_is_created(capfd):
-    with _native_stdout_to_stderr():
+    with native_stdout_to_stderr():
         os.write(1, b"[Gloo] native chatter\n")
     os.write(1, b"result\n")
     out, err = capfd.readouterr()

@@ -15,6 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("ddppo", "envs", "benchmarks")
+INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
 LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("benchmarks",),
           ("cli",)]
 
@@ -90,6 +91,8 @@ def group_of(module: str) -> str | None:
         return "benchmarks"
     if parts[0] != "ddppo":
         return None
+    if len(parts) > 2 and parts[1] in INFRASTRUCTURE_PACKAGES:
+        return "infrastructure"
     if len(parts) == 1 or parts[1] in ("cli", "__main__"):
         return "cli" if len(parts) > 1 else "infrastructure"
     return parts[1] if len(parts) > 2 or parts[1] in {g for layer in LAYERS for g in layer} else "infrastructure"

@@ -3,7 +3,7 @@
 import pytest
 
 from ddppo.distributed import rank_seed
-from ddppo.launch import LAUNCH_VARS, Launch, expand_first_host, read_launch, without_launch_vars
+from ddppo.distributed.launch import LAUNCH_VARS, Launch, expand_first_host, read_launch, without_launch_vars
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
             "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29511", "TORCHELASTIC_RESTART_COUNT": "2",
@@ -118,7 +118,7 @@ def test_a_new_job_inherits_no_launch_variable():
 
 def test_torch_threads_are_the_cores_a_rank_owns():
     from ddppo.distributed import torch_threads
-    from ddppo.launch import Launch
+    from ddppo.distributed.launch import Launch
 
     torchrun = Launch(0, 4, 0, 4, "127.0.0.1", 29500, "torchrun")
     slurm = Launch(0, 4, 0, 4, "127.0.0.1", 29500, "slurm")

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from ddppo import rendezvous, signals
-from ddppo.launch import Launch
+from ddppo import signals
+from ddppo.distributed import rendezvous
+from ddppo.distributed.launch import Launch
 
 LAUNCH = Launch(rank=1, world_size=2, local_rank=0, local_world_size=1, master_addr="10.0.0.1", master_port=29555,
                 source="torchrun")
@@ -91,7 +92,7 @@ def test_a_rank_without_a_store_says_so_while_it_waits(monkeypatch, caplog):
     launch = dataclasses.replace(LAUNCH, master_addr="127.0.0.1", master_port=9)  # nothing listens on port 9
     arrives = threading.Event()
     threading.Timer(1.0, arrives.set).start()
-    with caplog.at_level("WARNING", logger="ddppo.rendezvous"):
+    with caplog.at_level("WARNING", logger="ddppo.distributed.rendezvous"):
         assert rendezvous.watched(launch, "t/", 5.0, lambda: arrives.wait(30) and None, lambda store: "in") == "in"
     notes = [r.getMessage() for r in caplog.records if "no rendezvous store" in r.getMessage()]
     assert notes and "MASTER_ADDR=127.0.0.1 MASTER_PORT=9" in notes[0], caplog.text

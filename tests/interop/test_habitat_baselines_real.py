@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo import habitat_ckpt
+from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
 from hb_real import load_habitat_baselines

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo import habitat_ckpt
+from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import Config, PolicyConfig
 from ddppo.model.build import make_policy
 from ddppo.model.habitat_baselines import GOAL_KEY

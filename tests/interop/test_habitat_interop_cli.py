@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from ddppo import habitat_ckpt
+from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from testutil import REPO, as_overrides, cli_env
 
 pytestmark = pytest.mark.multiprocess
@@ -92,7 +92,7 @@ def test_train_export_finetune_evaluate(data, tmp_path):
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):
     from ddppo import checkpoint as ckpt
     from ddppo.config import Config, ConfigError, to_yaml
-    from ddppo.export import export_habitat_baselines
+    from ddppo.interop.export import export_habitat_baselines
 
     run = tmp_path / "run"
     ckpt.save(run, 1, ckpt.payload({"actor.weight": torch.zeros(4, 8)}, {}, {"update": 1, "env_steps": 8},

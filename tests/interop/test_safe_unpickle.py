@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo import safe_unpickle
+from ddppo.interop import safe_unpickle
 
 import interop_evil as evil  # tests/interop/interop_evil.py
 

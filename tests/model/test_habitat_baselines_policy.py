@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from ddppo import habitat_ckpt
+from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
 from ddppo.model.build import make_policy

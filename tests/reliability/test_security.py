@@ -171,7 +171,7 @@ def test_every_load_in_the_code_is_weights_only_and_yaml_is_safe():
                         "yaml.full_load", "dill.load", "joblib.load") or name.endswith("Unpickler"):
                 offenders.append(where)
     assert not offenders, offenders
-    from ddppo import safe_unpickle  # the one exception overrides find_class (tests/interop/test_safe_unpickle.py)
+    from ddppo.interop import safe_unpickle  # the one exception overrides find_class (tests/interop/test_safe_unpickle.py)
 
     assert "find_class" in vars(safe_unpickle._Unpickler) and "persistent_load" in vars(safe_unpickle._Unpickler)
 

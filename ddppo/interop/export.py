@@ -10,7 +10,7 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import ConfigError, from_yaml_text
 from ddppo.errors import CheckpointError
-from ddppo.habitat_ckpt import export_payload
+from ddppo.interop.habitat_checkpoint import export_payload
 from ddppo.rundir import atomic_write
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch.distributed as dist
 
 from ddppo import signals
-from ddppo.launch import Launch
+from ddppo.distributed.launch import Launch
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from typing import Sequence
 
 import torch
 
-from ddppo.distributed import DistContext
+from ddppo.distributed.context import DistContext
 
 
 def plan_buckets(params: Sequence[torch.nn.Parameter], bucket_bytes: int) -> list[list[int]]:

@@ -3,7 +3,7 @@
 habitat-baselines' trainer saves `{"state_dict", "config", "extra_state": {"step", ...}}` (older releases:
 keys prefixed `actor_critic.`, a yacs config). The policy's parameter names are the same in ddppo's
 habitat_baselines architecture (ddppo/model/habitat_baselines.py), so `from_habitat_keys` /
-`to_habitat_keys` below are the one key mapping. Files are read with ddppo/safe_unpickle.py: nothing in them
+`to_habitat_keys` below are the one key mapping. Files are read with ddppo/interop/safe_unpickle.py: nothing in them
 is executed and habitat need not be installed.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ddppo import safe_unpickle
+from ddppo.interop import safe_unpickle
 from ddppo.errors import CheckpointError
 
 OLD_PREFIX = "actor_critic."

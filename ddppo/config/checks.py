@@ -1,0 +1,67 @@
+"""Validation: each field's declared choices and range, then the cross-field rules. Every problem is collected
+and named (key, value, fix) before one ConfigError is raised by the loader."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from envs.fields import field_problems
+from envs.registry import known_names, section_for
+from ddppo.config.schema import Config
+
+
+def declared_problems(obj, prefix: str = "") -> list[str]:
+    """Every field of `obj` (the whole config, a section) outside the choices or range its metadata declares."""
+    leaves = [f for f in dataclasses.fields(obj) if not dataclasses.is_dataclass(getattr(obj, f.name))]
+    out = field_problems(obj, leaves, prefix)
+    for f in dataclasses.fields(obj):
+        if dataclasses.is_dataclass(getattr(obj, f.name)):
+            out += declared_problems(getattr(obj, f.name), f"{prefix}{f.name}.")
+    return out
+
+
+def _rollout_mode_problems(cfg: Config) -> list[str]:
+    """rollout.mode=variable needs asynchronous worker processes and refuses what assumes lockstep rollouts."""
+    r, p = cfg.rollout, []
+    if r.mode != "variable":
+        return p
+    if cfg.env.num_workers == 0:
+        p.append("rollout.mode=variable steps envs asynchronously in worker processes: set env.num_workers > 0 "
+                 "(env.num_workers=env.num_envs lets every env run at its own speed)")
+    if cfg.ppo.advantage == "grpo":
+        p.append("rollout.mode=variable cannot run ppo.advantage=grpo: grouped episodes step in lockstep; "
+                 "use rollout.mode=fixed")
+    if cfg.ppo.kl_ref.checkpoint:
+        p.append("rollout.mode=variable cannot run ppo.kl_ref.checkpoint: the reference policy carries its recurrent "
+                 "state across equal-length rollouts; use rollout.mode=fixed")
+    return p
+
+
+def problems(cfg: Config) -> list[str]:
+    """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
+    p = declared_problems(cfg)
+    kl = cfg.ppo.kl_ref
+    if kl.checkpoint and not (kl.beta >= 0 and kl.target_kl > 0 and kl.tolerance > 1 and kl.rate > 1):
+        p.append(f"ppo.kl_ref: beta={kl.beta} must be >= 0, target_kl={kl.target_kl} > 0, "
+                 f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
+    if cfg.ppo.advantage == "grpo":
+        if cfg.ppo.group_size < 4:
+            p.append(f"ppo.group_size={cfg.ppo.group_size} must be >= 4 with ppo.advantage=grpo: the within-group "
+                     f"mean and std of fewer returns are too noisy to be a baseline")
+        elif cfg.env.num_envs % cfg.ppo.group_size:
+            p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
+                     f"(groups never span ranks)")
+    p.extend(_rollout_mode_problems(cfg))
+    if cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0 and cfg.env.num_envs % cfg.ppo.num_mini_batch:
+        p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must divide env.num_envs={cfg.env.num_envs} "
+                 f"(minibatches are split by environment)")
+    if cfg.env.num_workers > 0 and cfg.env.num_envs % cfg.env.num_workers:
+        p.append(f"env.num_workers={cfg.env.num_workers} must divide env.num_envs={cfg.env.num_envs}")
+    if any(not isinstance(n, int) or n <= 0 for n in cfg.policy.resnet_layers) or not cfg.policy.resnet_layers:
+        p.append(f"policy.resnet_layers={list(cfg.policy.resnet_layers)} must be a non-empty list of positive ints")
+    section = section_for(cfg.env.name)
+    if section is None:
+        p.append(f"env.name={cfg.env.name!r} is not a known environment; use one of {', '.join(known_names())}")
+    else:
+        p.extend(f"env.{section}.{msg}" for msg in getattr(cfg.env, section).problems())
+    return p

@@ -1,0 +1,206 @@
+"""Loading: schema defaults <- YAML file <- CLI dotlist, merged with OmegaConf structured configs (unknown keys
+and wrong types fail with the dotted key named), checked, and frozen. Also the config as YAML text and back."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ddppo.config.checks import problems
+from ddppo.config.schema import Config, ConfigError
+
+
+def _schema() -> DictConfig:
+    """The schema as a writable typed DictConfig, for layers to be merged onto.
+
+    `OmegaConf.structured` flags the node of every frozen dataclass (the root and
+    each section) read-only. omegaconf 2.4's merge writes through those flags, but
+    2.3's lifts only the root's, so merging `run.dir` failed with "Cannot set value
+    of read-only config node". Clearing the flag on every node makes the merge
+    behave the same on both; the `Config` built from it stays a frozen dataclass.
+    """
+    schema = OmegaConf.structured(Config)
+    _set_writable(schema)
+    return schema
+
+
+def _set_writable(node: DictConfig) -> None:
+    OmegaConf.set_readonly(node, False)
+    for key in node:
+        child = node[key]
+        if isinstance(child, DictConfig):
+            _set_writable(child)
+
+
+def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:
+    key = getattr(err, "full_key", None)
+    msg = str(err).split("\n")[0]
+    where = f"{key}: " if key else ""
+    return ConfigError(f"{source}: {where}{msg}. Run `ddppo config CONFIG` to see every valid key.")
+
+
+def _section_problems(layer: Any, schema: Any, prefix: str = "") -> list[str]:
+    """Keys of a (plain) layer that give a value where the schema has a section of keys."""
+    if not isinstance(layer, dict):
+        return []
+    out = []
+    for key, value in layer.items():
+        default = getattr(schema, key, None) if isinstance(key, str) else None
+        if not dataclasses.is_dataclass(default):
+            continue  # a leaf, or an unknown key (the merge names it)
+        if isinstance(value, dict):
+            out += _section_problems(value, default, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={value!r} must be a section of keys (e.g. {prefix}{key}."
+                       f"{dataclasses.fields(default)[0].name}=...), not a single value")
+    return out
+
+
+def _non_finite(obj: Any, prefix: str = "") -> list[str]:
+    """Float fields holding nan or inf (no option means anything with them)."""
+    out = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out += _non_finite(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            out.append(f"{prefix}{f.name}={value} must be a finite number")
+    return out
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently, so a
+    repeated `ppo:` section would drop the first one's keys)."""
+
+    def construct_mapping(self, node, deep=False):
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if key in first:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first[key]}); give each key once",
+                    key_node.start_mark)
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: what is wrong and where."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
+
+
+def yaml_layer(text: str, what: str) -> DictConfig:
+    """YAML text of config sections as an OmegaConf layer (not yet checked against the schema); ConfigError
+    naming `what` if it is not YAML or not a mapping. The one way config YAML is parsed: files, stored configs
+    (run dirs, checkpoints) and sweep base configs."""
+    try:
+        data = yaml.load(text, UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} is not valid YAML: {yaml_problem(err)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} must hold a mapping of sections (run:, env:, ppo:, ...), "
+                          f"not a {type(data).__name__}")
+    return OmegaConf.create(data)
+
+
+def read_yaml(path: str | Path) -> DictConfig:
+    """A YAML config file as a layer (see `yaml_layer`)."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise ConfigError(f"config file {str(path)!r} {what}; pass a YAML file such as configs/gridnav.yaml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not a YAML text file (not UTF-8 text); "
+                          f"pass a YAML file such as configs/gridnav.yaml") from None
+    except OSError as err:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {err.strerror or err}") from None
+    return yaml_layer(text, f"config file {str(path)!r}")
+
+
+def parse_overrides(overrides: Sequence[str]) -> DictConfig:
+    """`["ppo.lr=1e-4", ...]` -> a DictConfig; a malformed item is a ConfigError."""
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise ConfigError(f"override {item!r} is not of the form key=value (e.g. ppo.lr=1e-4)")
+    for item in overrides:  # one at a time first, so a value that is not YAML is named
+        try:
+            OmegaConf.from_dotlist([item])
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML ({yaml_problem(err)}); quote it, "
+                              f"e.g. 'key=\"...\"'") from None
+        except OmegaConfBaseException:
+            pass  # reported below, with all of them
+    try:
+        return OmegaConf.from_dotlist(list(overrides))
+    except OmegaConfBaseException as err:
+        raise _wrap(err, "overrides") from None
+
+
+def build_config(*layers: tuple[str, DictConfig]) -> Config:
+    """Merge named layers onto the schema, convert to a frozen Config and check it."""
+    merged = _schema()
+    for source, layer in layers:
+        wrong = _section_problems(OmegaConf.to_container(layer), Config())
+        if wrong:
+            raise ConfigError(f"{source}: " + "; ".join(wrong))
+        try:
+            merged = OmegaConf.merge(merged, layer)
+        except OmegaConfBaseException as err:
+            raise _wrap(err, source) from None
+    try:
+        cfg: Config = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        raise _wrap(err, "config") from None
+    found = _non_finite(cfg) + problems(cfg)
+    if found:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(found))
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+    """Schema <- YAML file (optional) <- dotlist overrides; validated and frozen."""
+    layers = []
+    if path is not None:
+        layers.append((str(path), read_yaml(path)))
+    if overrides:
+        layers.append(("overrides", parse_overrides(overrides)))
+    return build_config(*layers)
+
+
+def to_yaml(cfg: Config) -> str:
+    """The fully resolved config as YAML text (what run.dir/config.yaml holds)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def from_yaml_text(text: str, source: str) -> Config:
+    """Parse a resolved config written by `to_yaml` (checkpoints, run dirs)."""
+    return build_config((source, yaml_layer(text, f"{source}: stored config")))
+
+
+def diff_keys(a: Config, b: Config) -> list[str]:
+    """Dotted keys whose values differ between two configs."""
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, prefix: str) -> None:
+        if dataclasses.is_dataclass(x) and dataclasses.is_dataclass(y):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name), getattr(y, f.name), f"{prefix}{f.name}.")
+        elif x != y and not (isinstance(x, float) and isinstance(y, float) and math.isclose(x, y)):
+            out.append(prefix[:-1])
+
+    walk(a, b, "")
+    return out

@@ -1,0 +1,291 @@
+"""The config schema: one frozen dataclass per section; each field's help, shape flag, allowed values
+and range live in its metadata (envs/fields.py `doc`), the one source for validation and `--explain`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from envs.fields import SHAPE, doc
+from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
+from envs.registry import section_for
+
+
+class ConfigError(ValueError):
+    """A config problem the user can fix; the message names key, value and fix."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where the run lives and how long it lasts."""
+
+    dir: str = field(default="runs/gridnav",
+                     metadata=doc("run directory: config.yaml, metrics.jsonl, tb/, checkpoints/ (the unit of resume)"))
+    seed: int = field(default=0, metadata=doc("base seed; rank r uses a seed derived from (seed, r)"))
+    total_env_steps: int = field(default=2_000_000,
+                                 metadata=doc("env steps summed over all ranks; training stops after reaching it",
+                                              gt=0))
+    time_budget_s: float = field(default=0.0,
+                                 metadata=doc("wall-clock budget of this process in seconds (0 = none); stops with a "
+                                              "checkpoint", ge=0))
+    torch_threads: int = field(default=1,
+                               metadata=doc("intra-op threads per rank; 0 = the cores the rank owns: the CPUs "
+                                            "its affinity mask allows / ranks on this node, or SLURM_CPUS_PER_TASK "
+                                            "under srun; small RL nets (MLP, gridnav) are fastest with 1", ge=0))
+    deterministic: bool = field(default=False,
+                                metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU)"))
+
+
+@dataclass(frozen=True)
+class DistConfig:
+    """Process group settings."""
+
+    backend: str = field(default="auto", metadata=doc("auto (nccl where CUDA is available, else gloo) | gloo | nccl",
+                                                    choices=("auto", "gloo", "nccl")))
+    timeout_s: float = field(default=300.0,
+                             metadata=doc("collective timeout once training runs; a lost rank is reported after this",
+                                          gt=0))
+    startup_timeout_s: float = field(default=1800.0,
+                                     metadata=doc("timeout for rendezvous and the first update (env start-up can be "
+                                                  "slow)", gt=0))
+    device: str = field(default="auto", metadata=doc("auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda",
+                                                     choices=('auto', 'cpu', 'cuda')))
+    bucket_mb: float = field(default=25.0,
+                             metadata=doc("gradient all-reduce bucket size in MiB: each bucket is sent as soon as "
+                                          "backward has filled it, overlapping communication with the rest of "
+                                          "backward (smaller: earlier overlap, more collectives)", gt=0))
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment, how many copies per rank, and its own options."""
+
+    name: str = field(default="gridnav",
+                      metadata=doc("gridnav | gym:<gymnasium id> | habitat_pointnav | synthetic", shape=True))
+    num_envs: int = field(default=16, metadata=doc("environments per rank", gt=0))
+    num_workers: int = field(default=0,
+                             metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared "
+                                          "memory)", ge=0))
+    gridnav: GridNavOptions = field(default_factory=GridNavOptions, metadata=doc("options of env.name=gridnav"))
+    gym: GymOptions = field(default_factory=GymOptions, metadata=doc("options of env.name=gym:<id>"))
+    habitat: HabitatOptions = field(default_factory=HabitatOptions,
+                                    metadata=doc("options of env.name=habitat_pointnav"))
+    synthetic: SyntheticOptions = field(default_factory=SyntheticOptions, metadata=doc("options of env.name=synthetic"))
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Rollout collection."""
+
+    num_steps: int = field(default=128, metadata=doc("steps per env per rollout (the most a rank collects per update)",
+                                                     gt=0))
+    mode: str = field(default="fixed",
+                      metadata=doc("fixed (every env takes num_steps steps in lockstep) | variable (envs step "
+                                   "asynchronously in env.num_workers workers, the policy acts on whichever are "
+                                   "ready, each env contributes a variable number of steps until the rank has "
+                                   "num_envs x num_steps)", choices=('fixed', 'variable')))
+    overlap: bool = field(default=False,
+                          metadata=doc("fixed, with env.num_workers >= 2: double-buffered halves of the workers step "
+                                       "while the policy acts on the other half (overlaps env stepping and "
+                                       "inference); every env still takes num_steps steps"))
+    max_env_steps_factor: float = field(default=2.0,
+                                        metadata=doc("variable: an env collects at most this x num_steps steps per "
+                                                     "rollout (the storage holds that many per env)", ge=1))
+    batch_wait_s: float = field(default=0.002,
+                                metadata=doc("variable: once one env is ready, wait at most this long for the other "
+                                             "stepping envs before acting on those ready (the batch-fill bound)", ge=0))
+
+
+@dataclass(frozen=True)
+class PreemptionConfig:
+    """Straggler preemption (DD-PPO)."""
+
+    enabled: bool = field(default=True, metadata=doc("let ranks stop collecting early once enough ranks finished"))
+    sync_frac: float = field(default=0.6, metadata=doc("stop once this fraction of ranks has finished its rollout",
+                                                       gt=0, le=1, hint="1 disables preemption"))
+    min_rollout_fraction: float = field(default=0.25,
+                                        metadata=doc("...but never before collecting this fraction of "
+                                                     "rollout.num_steps", gt=0, le=1))
+    poll_interval_s: float = field(default=0.01,
+                                   metadata=doc("start a read of the finished-ranks counter at most this often (reads "
+                                                "never block a step; 0 = a new one as soon as the last answered): "
+                                                "fewer store round trips, at most this much later a stop", ge=0))
+
+
+@dataclass(frozen=True)
+class KLRefConfig:
+    """A KL(pi || pi_ref) penalty towards a frozen reference policy (fine-tuning)."""
+
+    checkpoint: str = field(default="", metadata=doc("checkpoint of the reference policy (\"\" = no KL term)"))
+    beta: float = field(default=0.1, metadata=doc("initial KL coefficient"))
+    adaptive: bool = field(default=True, metadata=doc("adapt beta once per update towards target_kl"))
+    target_kl: float = field(default=0.01, metadata=doc("adaptive: the KL per update that beta aims for"))
+    tolerance: float = field(default=1.5,
+                             metadata=doc("adaptive: raise beta when KL > target*tolerance, lower it when KL < "
+                                          "target/tolerance"))
+    rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """The PPO objective and optimiser."""
+
+    lr: float = field(default=2.5e-4, metadata=doc("Adam learning rate", gt=0))
+    lr_schedule: str = field(default="constant", metadata=doc("constant | linear (decays to 0 at run.total_env_steps)",
+                                                              choices=('constant', 'linear')))
+    adam_eps: float = field(default=1e-5, metadata=doc("Adam epsilon", gt=0))
+    clip: float = field(default=0.2, metadata=doc("PPO ratio clip", gt=0))
+    clip_value_loss: bool = field(default=True,
+                                  metadata=doc("clip the value update to +/- clip around the rollout values"))
+    epochs: int = field(default=4, metadata=doc("passes over each rollout", gt=0))
+    num_mini_batch: int = field(default=2,
+                                metadata=doc("minibatches per epoch, split by environment (must divide env.num_envs)",
+                                             gt=0))
+    value_coef: float = field(default=0.5, metadata=doc("value loss weight", ge=0))
+    entropy_coef: float = field(default=0.01, metadata=doc("entropy bonus weight", ge=0))
+    max_grad_norm: float = field(default=0.5, metadata=doc("global grad-norm clip after the all-reduce (0 = off)",
+                                                           ge=0))
+    gamma: float = field(default=0.99, metadata=doc("discount", ge=0, le=1))
+    gae_lambda: float = field(default=0.95, metadata=doc("GAE lambda", ge=0, le=1))
+    normalize_advantage: bool = field(default=True,
+                                      metadata=doc("standardise advantages over every rank's valid steps (GAE)"))
+    max_skipped_updates: int = field(default=5,
+                                     metadata=doc("stop the run after this many consecutive non-finite updates", gt=0))
+    kl_ref: KLRefConfig = field(default_factory=KLRefConfig, metadata=doc("KL penalty towards a reference policy"))
+    advantage: str = field(default="gae",
+                           metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within "
+                                        "groups)", shape=True, choices=('gae', 'grpo')))
+    group_size: int = field(default=8,
+                            metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Network architecture."""
+
+    architecture: str = field(default="ddppo",
+                              metadata=doc("ddppo (an encoder per observation key, fused) | habitat_baselines "
+                                           "(habitat-baselines' DD-PPO PointNavResNetPolicy, parameter for parameter: "
+                                           "image(s) + pointgoal_with_gps_compass, Discrete actions; its checkpoints "
+                                           "load unchanged)", shape=True, choices=('ddppo', 'habitat_baselines')))
+    hidden_size: int = field(default=128,
+                             metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
+    mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))
+    rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
+    rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
+    image_encoder: str = field(default="cnn",
+                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) for image "
+                                            "observations", shape=True, choices=('cnn', 'resnet')))
+    resnet_base_width: int = field(default=32, metadata=doc("ResNet base channel width", shape=True))
+    resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2],
+                                metadata=doc("ResNet blocks per stage", shape=True))
+    resnet_bottleneck: bool = field(default=False,
+                                    metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in "
+                                                 "DD-PPO)", shape=True))
+    init_log_std: float = field(default=0.0, metadata=doc("initial log std of Gaussian heads (Box actions)"))
+
+
+@dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases logging (rank 0; extra `wandb`): the same tags and env-step as TensorBoard."""
+
+    enabled: bool = field(default=False, metadata=doc("log to Weights & Biases too (needs `pip install wandb`)"))
+    project: str = field(default="ddppo", metadata=doc("W&B project"))
+    entity: str = field(default="", metadata=doc("W&B entity (user or team; \"\" = your default)"))
+    group: str = field(default="", metadata=doc("W&B run group (e.g. a sweep's name; \"\" = none)"))
+    tags: list = field(default_factory=list, metadata=doc("W&B run tags"))
+    mode: str = field(default="online",
+                      metadata=doc("online | offline (files under run.dir/wandb, `wandb sync` later) | disabled",
+                                   choices=('online', 'offline', 'disabled')))
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Console, TensorBoard and metrics.jsonl."""
+
+    interval_s: float = field(default=10.0, metadata=doc("seconds between console progress lines", gt=0))
+    tensorboard: bool = field(default=True, metadata=doc("write TensorBoard events to run.dir/tb (rank 0)"))
+    level: str = field(default="INFO", metadata=doc("logging level", choices=('DEBUG', 'INFO', 'WARNING', 'ERROR')))
+    window: int = field(default=10,
+                        metadata=doc("updates averaged for the console line and train/* and perf/fps (windowed)", gt=0))
+    bottleneck_interval_s: float = field(default=300.0,
+                                         metadata=doc("seconds between console lines naming the dominant bottleneck",
+                                                      gt=0))
+    wandb: WandbConfig = field(default_factory=WandbConfig, metadata=doc("Weights & Biases logging"))
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Checkpoints in run.dir/checkpoints."""
+
+    interval_updates: int = field(default=50, metadata=doc("save every this many updates (and always at the end)",
+                                                           gt=0))
+    keep_last: int = field(default=3, metadata=doc("keep this many newest checkpoints", gt=0))
+    resume: bool = field(default=True, metadata=doc("resume from the newest valid checkpoint in run.dir"))
+    path: str = field(default="", metadata=doc("start from this checkpoint instead (weights, optimiser and counters)"))
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """`ddppo eval`: held-out episodes on a checkpoint."""
+
+    num_episodes: int = field(default=100,
+                              metadata=doc("episodes per checkpoint, over all ranks (ignored where a dataset split is "
+                                           "run whole)", gt=0))
+    deterministic: bool = field(default=True,
+                                metadata=doc("greedy actions (argmax / Gaussian mean); false samples like training"))
+    seed_offset: int = field(default=1000003,
+                             metadata=doc("eval envs use seeds derived from run.seed + this, apart from training's"))
+    video_fps: int = field(default=8, metadata=doc("frames per second of --video files", gt=0))
+    rank_wait_s: float = field(default=1800.0,
+                               metadata=doc("how long ranks that finished their episodes wait for the others, then "
+                                            "fail", gt=0))
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole experiment."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    @property
+    def env_options(self) -> dict[str, Any]:
+        """The option section of the chosen environment, as a plain dict."""
+        return dataclasses.asdict(getattr(self.env, section_for(self.env.name)))
+
+    @property
+    def steps_per_rank_update(self) -> int:
+        """Env steps one rank collects in a full (not preempted) rollout."""
+        return self.env.num_envs * self.rollout.num_steps
+
+
+def fields_of(cls: type | None = None, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field]]:
+    """Every leaf option of the schema as (dotted key, dataclass field), in schema order."""
+    for f in dataclasses.fields(cls or Config):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            yield from fields_of(type(default), f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", f
+
+
+# Keys whose change alters a tensor shape of the model or the optimiser state (fields marked shape=True):
+# a resume that changes them is refused.
+SHAPE_KEYS = tuple(key for key, f in fields_of() if f.metadata.get(SHAPE))
+
+
+def get_key(cfg: Any, dotted: str) -> Any:
+    """`get_key(cfg, "ppo.lr")` -> cfg.ppo.lr."""
+    for part in dotted.split("."):
+        cfg = cfg[part] if isinstance(cfg, dict) else getattr(cfg, part)
+    return cfg

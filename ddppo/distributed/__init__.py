@@ -1,0 +1,29 @@
+"""The distributed context: rank discovery, process groups, and every collective.
+
+One code path: a single process is a process group of size 1 (backed by an
+in-memory store), so the trainer never branches on "distributed or not".
+
+Collectives per update, identical on every rank and in the same order:
+  1. `rollout_barrier`         - end of collection (its wait time is the straggler wait)
+  2. `all_reduce_sums`         - advantage statistics (sum, sum of squares, count), once, before the
+                                 epochs (when ppo.normalize_advantage with GAE, the same on every rank)
+  3. `all_reduce_async`        - gradient buckets, once per minibatch (epochs x num_mini_batch), launched
+                                 from autograd hooks as backward fills them, in bucket order (gradsync.py)
+  4. `all_gather_stats`        - episode stats, losses, timings and the stop flag
+(+ `gather_objects` on checkpoint updates, which every rank knows in advance).
+Waits that are not collectives (ranks arriving minutes apart, e.g. evaluation's `wait_for_ranks`) go through
+the store, every call bounded by dist.timeout_s and the whole wait by a deadline.
+What the launcher says (rank, world, rendezvous address) is read in launch.py.
+
+The package: context.py (DistContext, the guard, PeerLostError), store.py (bounded store calls),
+startup.py (device, store, process group, threads), rendezvous.py (joining, one-line failures), launch.py (what
+the launcher says), buckets.py (gradient buckets all-reduced as backward fills them).
+"""
+
+from ddppo.distributed.context import DistContext, PeerLostError, PendingRead, rank_seed
+from ddppo.distributed.launch import Launch, expand_first_host, read_launch, without_launch_vars
+from ddppo.distributed.startup import choose_device, init_distributed, run_in_process_group, torch_threads
+
+__all__ = ["DistContext", "Launch", "PeerLostError", "PendingRead", "choose_device", "expand_first_host",
+           "init_distributed", "rank_seed", "read_launch", "run_in_process_group", "torch_threads",
+           "without_launch_vars"]

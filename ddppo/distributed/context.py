@@ -1,0 +1,271 @@
+"""DistContext: this rank's place in the job and the only door to collectives; every failure names the rank."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import datetime
+import logging
+import os
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ddppo.distributed.launch import Launch
+from ddppo.distributed.store import WAIT_TIMEOUT_ERRORS, BoundedCaller
+
+log = logging.getLogger("ddppo.distributed")
+
+
+class PeerLostError(RuntimeError):
+    """A collective failed because another rank died or stopped answering."""
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """A well-mixed per-rank seed derived from the run seed."""
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+
+
+@contextlib.contextmanager
+def native_stdout_to_stderr() -> Iterator[None]:
+    """Send what native code writes to stdout (file descriptor 1) to stderr while creating a group.
+
+    torch 2.8's gloo (the newest torch for Python 3.9) prints "[Gloo] Rank r is connected to n peer
+    ranks..." on stdout for every group it creates; stdout is for results (`ddppo eval`, `ddppo config`),
+    diagnostics go to stderr."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class PendingRead:
+    """A store read running on the store thread while this rank goes on working.
+
+    `value()` is None while the store has not answered, the counter once it has; a read still unanswered
+    after dist.timeout_s, or a failed one, is a PeerLostError, as for a blocking store call."""
+
+    def __init__(self, ctx: DistContext, future: concurrent.futures.Future, what: str):
+        self._ctx, self._future, self._what = ctx, future, what
+        self._deadline = time.monotonic() + ctx._timeout_s
+
+    def value(self) -> int | None:
+        if not self._future.done():
+            if time.monotonic() > self._deadline:
+                raise self._ctx.silent_store_error(f"{self._what} failed")
+            return None
+        with self._ctx.guard(self._what):
+            return int(self._future.result())
+
+
+class DistContext:
+    """This rank's place in the job and the collectives it takes part in."""
+
+    def __init__(self, launch: Launch, device: torch.device, backend: str, store: dist.Store,
+                 run_seed: int, timeout_s: float):
+        self.launch = launch
+        self.rank = launch.rank
+        self.world_size = launch.world_size
+        self.local_rank = launch.local_rank
+        self.device = device
+        self.backend = backend
+        self.store = store
+        self.seed = rank_seed(run_seed, launch.rank)
+        self._timeout_s = timeout_s
+        self._group: Any = None  # default group (start-up timeout) until `mark_started`
+        self._store_call = BoundedCaller()
+        # collectives go through CPU tensors on gloo, device tensors on nccl
+        self.comm_device = device if backend == "nccl" else torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # ------------------------------------------------------------------ setup
+    def mark_started(self) -> None:
+        """Switch to the shorter training timeout once the first update has run."""
+        if self._group is None:
+            with native_stdout_to_stderr():
+                self._group = dist.new_group(backend=self.backend,
+                                             timeout=datetime.timedelta(seconds=self._timeout_s))
+
+    def broadcast_module(self, module: torch.nn.Module) -> None:
+        """Copy every parameter and buffer from rank 0 (at start and after resume)."""
+        with self.guard("broadcast of the parameters"):
+            for tensor in list(module.parameters()) + list(module.buffers()):
+                buf = tensor.data.to(self.comm_device)
+                dist.broadcast(buf, src=0, group=self._group)
+                tensor.data.copy_(buf)
+
+    # ------------------------------------------------------------ collectives
+    def rollout_barrier(self, steps_collected: int) -> torch.Tensor:
+        """End of collection on every rank; returns each rank's collected step count."""
+        t = torch.tensor([float(steps_collected)], device=self.comm_device)
+        return self._gather(t, "end-of-rollout sync")[:, 0]
+
+    def all_reduce_async(self, buf: torch.Tensor, what: str) -> tuple[Any, torch.Tensor]:
+        """Start a sum all-reduce of `buf` over all ranks; (work handle, buffer) for `wait_async`.
+
+        The gradient buckets of ddppo/distributed/buckets.py go through here, launched in the same order on every rank.
+        """
+        buf = buf.to(self.comm_device)
+        with self.guard(what):
+            return dist.all_reduce(buf, group=self._group, async_op=True), buf
+
+    def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
+        """The summed buffer of an `all_reduce_async`, once it has arrived."""
+        work, buf = handle
+        with self.guard(what):
+            work.wait()
+        return buf
+
+    def all_reduce_sums(self, values: torch.Tensor, what: str) -> torch.Tensor:
+        """Element-wise sum over all ranks of a small 1-D vector, in float64, on every rank (CPU).
+
+        One all-reduce; with one rank the vector itself (nothing to send).
+        """
+        t = values.detach().to(self.comm_device, torch.float64)
+        if self.world_size > 1:
+            with self.guard(what):
+                dist.all_reduce(t, group=self._group)
+        return t.cpu()
+
+    def all_gather_stats(self, values: torch.Tensor) -> torch.Tensor:
+        """Every rank's 1-D float64 stats vector, stacked (world_size, K), on every rank."""
+        return self._gather(values.to(self.comm_device, torch.float64), "stats all-gather").cpu()
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's picklable `obj`, on every rank (start-up decisions such as which checkpoint)."""
+        box = [obj]
+        with self.guard("broadcast of a start-up decision"):
+            dist.broadcast_object_list(box, src=0, group=self._group)
+        return box[0]
+
+    def gather_objects(self, obj: Any) -> list[Any] | None:
+        """Picklable per-rank objects gathered on rank 0 (None elsewhere)."""
+        out = [None] * self.world_size if self.is_main else None
+        with self.guard("gather of per-rank state"):
+            dist.gather_object(obj, out, dst=0, group=self._group)
+        return out
+
+    def _gather(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        if self.world_size == 1:  # nothing to exchange
+            return t.unsqueeze(0)
+        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        with self.guard(what):
+            dist.all_gather(out, t, group=self._group)
+        return torch.stack(out)
+
+    # ------------------------------------------------------- preemption store
+    def add_to_counter(self, key: str, amount: int) -> int:
+        what = f"store counter {key}"
+        with self.guard(what):
+            return int(self._bounded_store(lambda: self.store.add(key, amount), f"{what} failed"))
+
+    def start_counter_read(self, key: str) -> PendingRead:
+        """Read a store counter without waiting for the answer (see PendingRead)."""
+        what = f"store counter {key}"
+        return PendingRead(self, self._store_call.submit(lambda: self.store.add(key, 0)), what)
+
+    def _bounded_store(self, fn: Callable[[], Any], what: str) -> Any:
+        """`fn()` (a store call) bounded by dist.timeout_s; a store that does not answer is a PeerLostError."""
+        try:
+            return self._store_call(fn, self._timeout_s)
+        except WAIT_TIMEOUT_ERRORS:
+            raise self.silent_store_error(what) from None
+
+    def silent_store_error(self, what: str) -> PeerLostError:
+        return PeerLostError(f"rank {self.rank}: {what}: the rendezvous store did not answer within "
+                             f"dist.timeout_s={self._timeout_s:g} s (its host, rank 0 or the launcher, may be hung)")
+
+    def wait_for_ranks(self, key: str, deadline_s: float, what: str, note_every_s: float = 300.0) -> None:
+        """Return once every rank has called this with `key`. The wait runs through the store, not a
+        collective, since ranks may arrive minutes apart (longer than a collective's timeout); each store call
+        is bounded by dist.timeout_s and the whole wait by `deadline_s`: past it, PeerLostError names the
+        ranks that never arrived (a hung or dead rank cannot block the others forever)."""
+        if self.world_size == 1:
+            return
+
+        with self.guard(what):
+            self._bounded_store(lambda: self.store.set(f"{key}/{self.rank}", "1"), what)
+            start = last_note = time.monotonic()
+            while True:
+                missing = self._bounded_store(
+                    lambda: [r for r in range(self.world_size) if not self.store.check([f"{key}/{r}"])], what)
+                if not missing:
+                    return
+                now = time.monotonic()
+                if now - start > deadline_s:
+                    raise PeerLostError(f"rank {self.rank}: {what}: rank(s) {missing} did not arrive within "
+                                        f"{deadline_s:g} s (hung or lost)")
+                if now - last_note > note_every_s:
+                    log.info("%s: waiting for rank(s) %s", what, missing)
+                    last_note = now
+                time.sleep(0.2)
+
+    def delete_key(self, key: str) -> None:
+        with contextlib.suppress(Exception):
+            self._store_call(lambda: self.store.delete_key(key), self._timeout_s)
+
+    # ----------------------------------------------------------------- faults
+    @contextlib.contextmanager
+    def guard(self, what: str) -> Iterator[None]:
+        """Turn a failed collective into PeerLostError naming the lost rank(s) when it can."""
+        try:
+            yield
+        except PeerLostError:
+            raise
+        except (RuntimeError, dist.DistError, *WAIT_TIMEOUT_ERRORS) as err:  # DistBackendError, timeouts, closed
+            if self.world_size == 1:
+                raise
+            raise PeerLostError(f"rank {self.rank}: {what} failed: {self._lost_ranks()} "
+                                f"({str(err).splitlines()[0][:300]})") from err
+
+    def _lost_ranks(self) -> str:
+        """Ask the survivors to check in through the store; whoever does not is lost."""
+        wait_s = min(10.0, self._timeout_s)
+        try:
+            missing = self._store_call(lambda: self._check_in(wait_s), wait_s + 1.0)
+        except Exception:  # unreachable (dead host) or not answering (hung host)
+            return ("a peer rank was lost, and the rendezvous store is unreachable "
+                    "(rank 0, which hosts it, may be the one that died or hangs)")
+        if missing:
+            return f"peer rank(s) {missing} lost (they did not check in after the failure)"
+        return "a peer rank failed"
+
+    def _check_in(self, wait_s: float) -> list[int]:
+        """Check in under this 10 s window and the next; ranks that do not within `wait_s` are returned.
+
+        Survivors whose failures straddle a window boundary still meet in the later window.
+        """
+        window = time.time_ns() // 10**10
+        keys = (f"alive/{window}", f"alive/{window + 1}")
+        for key in keys:
+            self.store.set(f"{key}/{self.rank}", "1")
+        deadline = time.monotonic() + wait_s
+        missing = list(range(self.world_size))
+        while missing:
+            missing = [r for r in missing if not any(self.store.check([f"{k}/{r}"]) for k in keys)]
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        return missing
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+
+

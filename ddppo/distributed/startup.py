@@ -1,0 +1,159 @@
+"""Joining the job: device choice, the store, the process group, torch threads, and leaving cleanly."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+import ddppo.distributed.rendezvous as rendezvous
+from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
+from ddppo.distributed.launch import Launch, read_launch
+
+log = logging.getLogger("ddppo.distributed")
+
+
+def choose_device(setting: str, local_rank: int) -> torch.device:
+    if setting == "cpu" or (setting == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("dist.device=cuda but CUDA is not available; use dist.device=auto or cpu")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def _store_listen_fd(launch: Launch) -> int | None:
+    """A single-node job's store listens only on the address MASTER_ADDR resolves to (every rank, on this
+    one host, resolves it alike), not on all interfaces as TCPStore does by itself; a multi-node job's
+    store keeps listening everywhere, since other hosts must reach it (None), and so does a job started by
+    hand without LOCAL_WORLD_SIZE (its ranks may be anywhere)."""
+    if not launch.single_node:
+        return None
+    try:
+        family, _, _, _, addr = socket.getaddrinfo(launch.master_addr, launch.master_port,
+                                                   type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return None  # TCPStore reports the unresolvable address itself
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(max(128, launch.world_size))
+    except OSError as err:
+        sock.close()
+        raise RuntimeError(f"cannot host the rendezvous store at MASTER_ADDR={launch.master_addr} "
+                           f"MASTER_PORT={launch.master_port}: {err}") from None
+    return sock.detach()  # the store owns the socket from here
+
+
+def _store_backend_kwargs(listen_fd: int | None) -> dict[str, Any]:
+    """torch 2.4-2.7's libuv store (their default) refuses a listening socket with NotImplementedError;
+    their legacy store takes it, and from torch 2.8 on the libuv store does too."""
+    if listen_fd is not None and torch.__version__ < (2, 8):
+        return {"use_libuv": False}
+    return {}
+
+
+def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
+                     run_seed: int, launch: Launch | None = None) -> DistContext:
+    """Rendezvous and create the process group; returns this rank's context."""
+    launch = launch or read_launch()
+    device = choose_device(device_setting, launch.local_rank)
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    if backend == "nccl" and device.type != "cuda":
+        raise RuntimeError("dist.backend=nccl needs CUDA devices; use dist.backend=auto or gloo on CPU")
+    startup = datetime.timedelta(seconds=startup_timeout_s)
+
+    def build_store() -> dist.Store:
+        if launch.world_size == 1:
+            return dist.HashStore()
+        is_server = launch.rank == 0 and not launch.agent_store
+        listen_fd = _store_listen_fd(launch) if is_server else None
+        return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_server,
+                             timeout=startup, wait_for_workers=False, master_listen_fd=listen_fd,
+                             **_store_backend_kwargs(listen_fd))
+
+    def join(base: dist.Store) -> dist.Store:
+        # namespaced per attempt: keys of a crashed attempt can never be read by the next
+        store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
+        if launch.world_size > 1:
+            rendezvous.choose_socket_interface(launch, backend, store)
+        kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
+        with native_stdout_to_stderr():
+            dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
+                                    world_size=launch.world_size, timeout=startup, **kwargs)
+        return store
+
+    # store and group are made on a helper thread, watched from here (signals, lost ranks, one-line errors)
+    store = rendezvous.watched(launch, f"ddppo/{launch.attempt}/rdzv/", timeout_s, build_store, join)
+    log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
+             launch.local_rank, launch.source, backend, device)
+    return DistContext(launch, device, backend, store, run_seed, timeout_s)
+
+
+def _leave_during_startup(launch: Launch, err: Exception) -> None:
+    """One line on stderr, then exit at once: the rendezvous thread may still be blocked in native code.
+    A failed rendezvous exits 1; a signal 128 + its number, as if it had killed the process."""
+    if isinstance(err, rendezvous.RendezvousInterrupted):
+        name = signal.Signals(err.signum).name
+        line = (f"rank {launch.rank}: {name} during the rendezvous at MASTER_ADDR={launch.master_addr} "
+                f"MASTER_PORT={launch.master_port}; exiting (nothing to save yet)")
+        code = 128 + err.signum
+    else:
+        line, code = str(err), 1
+    logging.shutdown()
+    sys.stderr.write(f"ddppo: {line}\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def torch_threads(setting: int, launch: Launch, environ: dict[str, str] | None = None,
+                  usable_cpus: int | None = None) -> int:
+    """Intra-op threads for this rank: `setting` if > 0, else the cores this rank owns.
+
+    The cores a rank owns: the CPUs this process may run on (its affinity mask: a SLURM or cgroup cpuset,
+    taskset), shared by the ranks of this node (torchrun, by hand) unless SLURM gave each task its own
+    (SLURM_CPUS_PER_TASK): cpus // ranks per node, or min(cpus, cpus per task). At least 1.
+    """
+    env = os.environ if environ is None else environ
+    if setting > 0:
+        return setting
+    if usable_cpus is None:
+        usable_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_task = env.get("SLURM_CPUS_PER_TASK", "")
+    if launch.source == "slurm" and per_task.isdigit() and int(per_task) > 0:
+        return max(1, min(usable_cpus, int(per_task)))
+    return max(1, usable_cpus // launch.local_world_size)
+
+
+def run_in_process_group(cfg, launch: Launch, body) -> int:
+    """Set threads, join the process group, run `body(ctx) -> exit code`, always leave the group.
+
+    A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
+    torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint.
+    """
+    torch.set_num_threads(torch_threads(cfg.run.torch_threads, launch))
+    if cfg.run.deterministic:
+        torch.use_deterministic_algorithms(True)
+    try:
+        ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
+                               cfg.run.seed, launch)
+    except (rendezvous.RendezvousError, rendezvous.RendezvousInterrupted) as err:
+        _leave_during_startup(launch, err)
+    try:
+        return body(ctx)
+    except PeerLostError as err:
+        log.error("%s; exiting (torchrun --max-restarts or a SLURM requeue resumes from the last checkpoint)", err)
+        logging.shutdown()
+        os._exit(1)
+    finally:
+        ctx.close()
