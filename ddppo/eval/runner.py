@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.interop import habitat_checkpoint, signals
+from ddppo import signals
+from ddppo.interop import habitat_checkpoint
 from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for

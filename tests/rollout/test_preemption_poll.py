@@ -116,7 +116,7 @@ class SilentCtx:
 
 
 def test_a_read_the_store_never_answers_is_a_lost_peer_after_the_timeout(monkeypatch):
-    from ddppo import distributed
+    from ddppo.distributed import context as distributed
 
     now = [0.0]
     monkeypatch.setattr(distributed.time, "monotonic", lambda: now[0])
