@@ -61,8 +61,8 @@ def _round(trainer: Any, first_update: int, updates: int, window: list, diags: l
         steps += n
         window.append(perf)
         diags.append(diag)
-    if trainer.collector.variable is not None:
-        trainer.collector.variable.drain()
+    if hasattr(trainer.collector, "drain"):  # the variable collector: receive the steps in flight
+        trainer.collector.drain()
     return steps / (time.perf_counter() - start)
 
 

@@ -16,7 +16,9 @@ infrastructure   shared by every application; knows no training or evaluation lo
     errors.py       errors a user can act on
 model/      the policy network (encoders, recurrent core, heads)
 rollout/    acting.py: the one acting path (act -> clip -> step -> check/transfer), shared by training and
-            evaluation; collector, storage, GAE, GRPO, straggler preemption
+            evaluation; staging (every host-to-device copy of a step); collector.py: the strategy interface,
+            built by factory.py as lockstep.py, overlapped.py or variable.py (workers.py: their shared
+            worker-API half); storage, GAE, GRPO, straggler preemption
 ppo/        the PPO loss, the update (one gradient all-reduce per minibatch), the KL reference policy
 train/      the training application: Trainer (the loop, saved state), stats, bottleneck report, resume, metrics
 eval/       the evaluation application: command (which checkpoints, outputs), runner (episodes), probes, stats, video

@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import traceback
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterable, Protocol, runtime_checkable
 
 import gymnasium
 import numpy as np
@@ -89,6 +89,57 @@ class VecEnv(Protocol):
         """Put the envs back where `state_dict` found them. An env class that cannot (gymnasium)
         restores only its counters and sets `restores_state = False` (see `restores_state`)."""
         ...
+
+
+@dataclasses.dataclass
+class WorkerStep:
+    """One worker's finished step: envs lo:hi of the batch (arrays may be views the worker reuses on its next
+    step: copy what must outlive that)."""
+
+    worker: int
+    lo: int
+    hi: int
+    result: StepResult  # rows of this worker only; episodes' env_index counts from 0 of the whole batch
+
+
+@runtime_checkable
+class AsyncVecEnv(VecEnv, Protocol):
+    """A VecEnv whose envs step in workers that can be sent and received one at a time (envs.vector's
+    SubprocVecEnv). The overlapped and variable rollouts are built on this API alone."""
+
+    @property
+    def bounds(self) -> list[tuple[int, int]]:
+        """(lo, hi) rows of the batch each worker steps."""
+        ...
+
+    @property
+    def in_flight(self) -> frozenset[int]:
+        """Workers sent a step whose result has not been received."""
+        ...
+
+    @property
+    def timeout_s(self) -> float:
+        """How long a worker may take for one step before it is reported as hung."""
+        ...
+
+    def send(self, w: int, actions: np.ndarray) -> None:
+        """Start a step of worker `w`'s envs with `actions` (its rows only); returns at once."""
+        ...
+
+    def recv(self, min_ready: int = 1, wait_s: float = 0.0,
+             workers: Iterable[int] | None = None) -> list[WorkerStep]:
+        """Finished steps of in-flight workers (of `workers` only, if given), in worker order: at least one, and
+        up to `min_ready` if they finish within `wait_s` of the first."""
+        ...
+
+    def recv_all(self) -> list[WorkerStep]:
+        """Every step in flight, received (the workers are idle afterwards)."""
+        ...
+
+
+def worker_count(env: Any) -> int:
+    """How many asynchronous workers `env` steps in (0: it is no AsyncVecEnv)."""
+    return len(env.bounds) if isinstance(env, AsyncVecEnv) else 0
 
 
 RESEED = 0x5EED  # entropy tag of the streams reset(seed=...) derives, apart from the run-start ones

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
-                       StepResult, VecEnv, fresh_reset, restores_state)
+                       StepResult, VecEnv, WorkerStep, fresh_reset, restores_state)
 from envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
@@ -62,16 +62,6 @@ def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
 
 def _split(n: int, parts: int) -> list[int]:
     return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
-
-
-@dataclasses.dataclass
-class WorkerStep:
-    """One worker's finished step: envs lo:hi of the batch (arrays are shared-memory views, see the module)."""
-
-    worker: int
-    lo: int
-    hi: int
-    result: StepResult  # rows of this worker only; episodes' env_index counts from 0 of the whole batch
 
 
 class SubprocVecEnv:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from envs.fields import field_problems
-from envs.registry import known_names, section_for
-from ddppo.config.schema import Config
+from envs.registry import GROUPED_EPISODES, known_names, section_for
+from ddppo.config.schema import Config, RolloutConfig
 
 
 def declared_problems(obj, prefix: str = "") -> list[str]:
@@ -20,20 +20,53 @@ def declared_problems(obj, prefix: str = "") -> list[str]:
     return out
 
 
-def _rollout_mode_problems(cfg: Config) -> list[str]:
-    """rollout.mode=variable needs asynchronous worker processes and refuses what assumes lockstep rollouts."""
-    r, p = cfg.rollout, []
-    if r.mode != "variable":
-        return p
-    if cfg.env.num_workers == 0:
+def strategy_problems(r: RolloutConfig, num_workers: int) -> list[str]:
+    """What no rollout strategy can run with `num_workers` asynchronous env workers (0: in-process envs); the
+    rollout factory applies the same rules to the envs it is given."""
+    p = []
+    if r.mode == "variable" and num_workers == 0:
         p.append("rollout.mode=variable steps envs asynchronously in worker processes: set env.num_workers > 0 "
                  "(env.num_workers=env.num_envs lets every env run at its own speed)")
+    if r.overlap and r.mode == "variable":
+        p.append("rollout.overlap=true applies to rollout.mode=fixed only (variable mode overlaps stepping and "
+                 "inference by itself): set rollout.overlap=false")
+    elif r.overlap and num_workers < 2:
+        p.append(f"rollout.overlap=true needs env.num_workers >= 2 (two halves of the workers step in turn; "
+                 f"got {num_workers}): set env.num_workers=2 or more, or rollout.overlap=false")
+    return p
+
+
+def _rollout_mode_problems(cfg: Config) -> list[str]:
+    """The rollout strategies' own limits, and what variable mode refuses because it assumes lockstep rollouts."""
+    r, p = cfg.rollout, strategy_problems(cfg.rollout, cfg.env.num_workers)
+    if r.mode != "variable":
+        return p
     if cfg.ppo.advantage == "grpo":
         p.append("rollout.mode=variable cannot run ppo.advantage=grpo: grouped episodes step in lockstep; "
                  "use rollout.mode=fixed")
     if cfg.ppo.kl_ref.checkpoint:
         p.append("rollout.mode=variable cannot run ppo.kl_ref.checkpoint: the reference policy carries its recurrent "
                  "state across equal-length rollouts; use rollout.mode=fixed")
+    return p
+
+
+def _grpo_problems(cfg: Config) -> list[str]:
+    """ppo.advantage=grpo needs grouped episodes, which only some envs run, and in-process only."""
+    if cfg.ppo.advantage != "grpo":
+        return []
+    p = []
+    if cfg.ppo.group_size < 4:
+        p.append(f"ppo.group_size={cfg.ppo.group_size} must be >= 4 with ppo.advantage=grpo: the within-group "
+                 f"mean and std of fewer returns are too noisy to be a baseline")
+    elif cfg.env.num_envs % cfg.ppo.group_size:
+        p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
+                 f"(groups never span ranks)")
+    if cfg.env.name not in GROUPED_EPISODES:
+        p.append(f"ppo.advantage=grpo needs grouped episodes, which env.name={cfg.env.name!r} does not run: use "
+                 f"env.name={' or '.join(GROUPED_EPISODES)}, or ppo.advantage=gae")
+    if cfg.env.num_workers > 0:
+        p.append(f"ppo.advantage=grpo needs in-process envs (a group's members step together; got "
+                 f"env.num_workers={cfg.env.num_workers}): set env.num_workers=0")
     return p
 
 
@@ -44,13 +77,7 @@ def problems(cfg: Config) -> list[str]:
     if kl.checkpoint and not (kl.beta >= 0 and kl.target_kl > 0 and kl.tolerance > 1 and kl.rate > 1):
         p.append(f"ppo.kl_ref: beta={kl.beta} must be >= 0, target_kl={kl.target_kl} > 0, "
                  f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
-    if cfg.ppo.advantage == "grpo":
-        if cfg.ppo.group_size < 4:
-            p.append(f"ppo.group_size={cfg.ppo.group_size} must be >= 4 with ppo.advantage=grpo: the within-group "
-                     f"mean and std of fewer returns are too noisy to be a baseline")
-        elif cfg.env.num_envs % cfg.ppo.group_size:
-            p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
-                     f"(groups never span ranks)")
+    p.extend(_grpo_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     if cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0 and cfg.env.num_envs % cfg.ppo.num_mini_batch:
         p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must divide env.num_envs={cfg.env.num_envs} "

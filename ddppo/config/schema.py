@@ -86,7 +86,7 @@ class RolloutConfig:
                                    "ready, each env contributes a variable number of steps until the rank has "
                                    "num_envs x num_steps)", choices=('fixed', 'variable')))
     overlap: bool = field(default=False,
-                          metadata=doc("fixed, with env.num_workers >= 2: double-buffered halves of the workers step "
+                          metadata=doc("fixed, needs env.num_workers >= 2: double-buffered halves of the workers step "
                                        "while the policy acts on the other half (overlaps env stepping and "
                                        "inference); every env still takes num_steps steps"))
     max_env_steps_factor: float = field(default=2.0,
@@ -95,6 +95,15 @@ class RolloutConfig:
     batch_wait_s: float = field(default=0.002,
                                 metadata=doc("variable: once one env is ready, wait at most this long for the other "
                                              "stepping envs before acting on those ready (the batch-fill bound)", ge=0))
+    idle_envs: str = field(default="step",
+                           metadata=doc("variable: the envs idle when a rollout ends: step (each is sent a step acted "
+                                        "on by the ending rollout's policy, so envs step while the learner runs) | "
+                                        "wait (habitat-baselines VER: only actions in flight continue, the idle envs "
+                                        "are acted on by the new policy)", choices=("step", "wait")))
+    importance_weights: bool = field(default=False,
+                                     metadata=doc("variable: weight env n's samples by min(1, (num_steps + 1) / "
+                                                  "(its steps + 1)) in the loss (habitat-baselines VER), so fast envs "
+                                                  "do not dominate it"))
 
 
 @dataclass(frozen=True)

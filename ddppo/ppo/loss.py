@@ -7,8 +7,11 @@ import dataclasses
 import torch
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """sum(weight * x) over the samples where mask > 0, divided by their count (1 if none). Masked-out samples
+    are selected away, never multiplied by 0 (they may hold NaN: NaN * 0 is NaN)."""
+    w = mask if weight is None else mask * weight
+    return torch.where(mask > 0, x * w, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1.0)
 
 
 @dataclasses.dataclass
@@ -41,23 +44,26 @@ SCALAR_NAMES = tuple(f.name for f in dataclasses.fields(LossOutput))
 def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, entropy: torch.Tensor,
              values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, valid: torch.Tensor, *,
              clip: float, clip_value_loss: bool, value_coef: float, entropy_coef: float,
-             kl_ref: torch.Tensor | None = None, kl_coef: float = 0.0) -> LossOutput:
+             kl_ref: torch.Tensor | None = None, kl_coef: float = 0.0,
+             weight: torch.Tensor | None = None) -> LossOutput:
     """total = policy + value_coef * value - entropy_coef * entropy (+ kl_coef * KL to a reference), masked means.
 
     `kl_ref` is the per-sample exact KL(pi_theta || pi_ref) computed from both
     distributions' parameters (categorical: sum over actions; Gaussian: closed form).
+    `weight` (broadcast against the samples; VER's importance weights) weighs the policy, value and entropy
+    terms as habitat-baselines' VER does: mean(weight * term) over the valid samples; diagnostics stay unweighted.
     """
     log_ratio = new_logp - old_logp
     ratio = log_ratio.exp()
     surrogate = torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
-    policy = -masked_mean(surrogate, valid)
+    policy = -masked_mean(surrogate, valid, weight)
     if clip_value_loss:
         clipped = old_values + (values - old_values).clamp(-clip, clip)
         value_err = torch.max((values - returns) ** 2, (clipped - returns) ** 2)
     else:
         value_err = (values - returns) ** 2
-    value = 0.5 * masked_mean(value_err, valid)
-    ent = masked_mean(entropy, valid)
+    value = 0.5 * masked_mean(value_err, valid, weight)
+    ent = masked_mean(entropy, valid, weight)
     with torch.no_grad():
         approx_kl = masked_mean(ratio - 1.0 - log_ratio, valid)
         clip_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), valid)

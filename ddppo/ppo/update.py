@@ -99,8 +99,9 @@ def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContex
     Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
     the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
     """
-    a, m = adv.double(), valid.double()
-    local = torch.stack([(a * m).sum(), (a * a * m).sum(), m.sum()])
+    m = valid.double()
+    a = torch.where(valid > 0, adv.double(), torch.zeros_like(m))  # selected, not multiplied: padding may be NaN
+    local = torch.stack([a.sum(), (a * a).sum(), m.sum()])
     total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
     if count <= 0:
         return
@@ -169,7 +170,7 @@ class PPOUpdater:
             out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
                            mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
-                           kl_coef=kl_coef)
+                           kl_coef=kl_coef, weight=None if mb.weight is None else mb.weight[None, :])
             local_count = mb.valid.sum()
             for p in self.params:  # zero_grad(set_to_none=True) without the optimiser's profiling wrapper
                 p.grad = None

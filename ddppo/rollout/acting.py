@@ -4,7 +4,8 @@
     clip      actions of a Box space clipped to its bounds before the env sees them
     step      env.step, timed
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
-              policy's device; reward, done and the next episode-start flags with it
+              policy's device with reward, done and the next episode-start flags, in one staged copy
+              (rollout/staging.py)
 
 The `Actor` holds what carries from one step to the next (observation, start flags, recurrent state); the
 collector adds storage, preemption and truncation bootstraps around it, the evaluator episode quotas and videos.
@@ -22,7 +23,7 @@ import torch
 
 from ddppo import timing
 from ddppo.model.policy import Policy
-from ddppo.rollout.staging import ObsStaging
+from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
 from envs.base import EnvError, EnvSpec, StepResult, VecEnv
 
@@ -56,6 +57,7 @@ def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_in
 
 
 def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    """Unstaged copies, off the rollout's step path (tests, one-off values); a rollout uses `Actor.staging`."""
     return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
 
 
@@ -91,7 +93,7 @@ class Actor:
         self.obs: dict[str, torch.Tensor] = {}
         self.start = torch.ones(envs.num_envs, device=device)
         self.hidden = policy.initial_hidden(envs.num_envs, device)
-        self.staging = ObsStaging(device)  # pinned host buffers on CUDA
+        self.staging = HostStaging(device)  # every host-to-device copy of a step (pinned buffers on CUDA)
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
         """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""
@@ -118,13 +120,11 @@ class Actor:
         with self.timer(timing.ENV_STEP):
             res = self.envs.step(env_action)
         with self.timer(timing.OBS_TRANSFER):
-            self.set_obs(res.obs, where)
-            reward = torch.from_numpy(res.reward.astype(np.float32)).to(self.device)
-            done = torch.from_numpy(res.done.astype(np.float32)).to(self.device)
-            self.start = done if res.started is None else torch.from_numpy(
-                res.started.astype(np.float32)).to(self.device)
-            idle = None if res.idle is None else torch.from_numpy(res.idle.astype(np.float32)).to(self.device)
-        return Step(res, reward, done, idle)
+            check_finite(res.obs, where, self.label)
+            self.obs, flags = self.staging.step_to_device(res.obs, {"reward": res.reward, "done": res.done,
+                                                                    "started": res.started, "idle": res.idle})
+            self.start = flags.get("started", flags["done"])
+        return Step(res, flags["reward"], flags["done"], flags.get("idle"))
 
     def detach(self) -> None:
         """Own the current observation and start flags (copies), so the envs' next step cannot change them."""

@@ -1,7 +1,15 @@
-"""Rollout collection: the acting path (rollout/acting.py) into the storage, with preemption checked every step.
+"""Rollout collection: the interface every strategy implements, and what they share.
+
+`RolloutCollector` is the one interface the trainer sees: `collect(update)`, `state_dict()`,
+`load_state_dict(state)` (and `resume`, `last_value`). Three strategies implement it, each in its own module,
+built by `rollout/factory.py` from the rollout config:
+
+    lockstep    rollout/lockstep.py    every env takes num_steps steps together (rollout.mode=fixed)
+    overlapped  rollout/overlapped.py  the same steps, two halves of the workers in turn (rollout.overlap)
+    variable    rollout/variable.py    envs step at their own speed in workers (rollout.mode=variable, VER)
 
 The collector owns what carries over from one rollout to the next: the current
-observation, episode-start flags and recurrent state. A preempted rollout simply
+observation, episode-start flags and recurrent state (held by its Actor). A preempted rollout simply
 ends early; the next one starts from wherever the environments are.
 
 Resume (`resume`): environments that restore their saved state (gridnav,
@@ -35,7 +43,6 @@ from ddppo.rollout.acting import Actor, check_finite, obs_to_torch  # noqa: F401
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.rollout.async_rollout import AsyncRollout, rollout_diag
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +67,13 @@ DIAG_KEYS = ("env_steps_min", "env_steps_mean", "env_steps_max", "slowest_step_s
 
 
 class RolloutCollector:
-    """Fixed mode: every env takes `num_steps` steps in lockstep, or, with `overlap` and two or more env
-    workers, in two double-buffered halves. Variable mode (`variable_batch_wait_s` set). Both asynchronous
-    loops live in ddppo/rollout/async_rollout.py, on the envs' asynchronous worker API; in variable mode the
-    storage's per-env capacity may exceed `num_steps`."""
+    """The interface of a rollout strategy and the carry-over they share; a subclass implements `_collect`
+    (and, when it carries more than the Actor's state, `_extra_state` / `_load_extra_state` / `_forget`)."""
+
+    carries: str | None = None  # the key of what `_extra_state` saves (one of CARRIES), None: nothing
 
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
-                 timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
-                 variable_batch_wait_s: float | None = None, overlap: bool = False):
+                 timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None):
         self.envs, self.policy, self.storage = envs, policy, storage
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.num_steps = storage.num_steps if num_steps is None else num_steps
@@ -75,13 +81,6 @@ class RolloutCollector:
         self.actor = Actor(envs, policy, device, timer, label)
         self.actor.begin(envs.reset())
         self.actor.detach()
-        self.variable = None
-        if variable_batch_wait_s is not None:
-            self.variable = AsyncRollout(self, variable_batch_wait_s)
-        # fixed mode, double-buffered: two halves of the workers step in turn while the policy acts on the other
-        self.overlap = None
-        if overlap and self.variable is None and getattr(envs, "num_workers", 0) >= 2:
-            self.overlap = AsyncRollout(self, 0.0)
 
     # what the next rollout starts from (held by the actor)
     @property
@@ -97,10 +96,24 @@ class RolloutCollector:
         return self.actor.hidden
 
     # --------------------------------------------------------------- carry-over
+    def _extra_state(self) -> dict[str, Any] | None:
+        """What this strategy carries besides the Actor's state (saved under `carries`); taken before the
+        envs' state."""
+        return None
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        """Inverse of `_extra_state`."""
+
+    def _forget(self) -> None:
+        """Drop what `_extra_state` would carry (the envs start fresh episodes)."""
+
     def state_dict(self) -> dict[str, Any]:
-        extra = {} if self.variable is None else {"variable": self.variable.state_dict()}  # first: envs idle
-        return {"obs": {k: v.cpu().clone() for k, v in self.obs.items()}, "start": self.start.cpu().clone(),
-                "hidden": self.hidden.cpu().clone(), "env": self.envs.state_dict(), **extra}
+        extra = self._extra_state()  # first: it may receive the steps in flight, leaving the envs idle
+        out = {"obs": {k: v.cpu().clone() for k, v in self.obs.items()}, "start": self.start.cpu().clone(),
+               "hidden": self.hidden.cpu().clone(), "env": self.envs.state_dict()}
+        if self.carries is not None:
+            out[self.carries] = extra
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where `state_dict` was taken; ValueError (nothing changed) if it does not fit."""
@@ -112,12 +125,12 @@ class RolloutCollector:
         wrong = [f"{k} {got} (expected {want})" for k, (want, got) in shapes.items() if want != got]
         if wrong:
             raise ValueError("saved rollout state does not fit: " + ", ".join(wrong))
-        if (self.variable is None) != ("variable" not in state):
+        if {k for k in CARRIES if k in state} != ({self.carries} - {None}):
             raise ValueError("saved rollout state is of the other rollout.mode")
-        if self.variable is not None:
-            self.variable.load_state_dict(state["variable"])
+        if self.carries is not None:
+            self._load_extra_state(state[self.carries])
         self.envs.load_state_dict(state["env"])
-        # copies: variable mode updates these in place
+        # copies: the variable rollout updates these in place
         self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
         self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device, copy=True)
@@ -142,57 +155,30 @@ class RolloutCollector:
 
     def fresh_episodes(self, update: int) -> None:
         """New episodes in every env, seeded from `update`, marked as starts, recurrent state zeroed."""
-        if self.variable is not None:
-            self.variable.forget()
+        self._forget()
         self.actor.begin(fresh_reset(self.envs, update))
         self.actor.detach()
 
     # ------------------------------------------------------------------ collect
     def collect(self, update: int) -> CollectResult:
+        """One rollout into the storage, from where the last one left the envs."""
         s = self.storage
         s.set_first(self.actor.obs, self.actor.start, self.actor.hidden)
+        self.preemption.begin(update)
         sums = np.zeros(len(EPISODE_KEYS))
         counts = np.zeros(len(EPISODE_KEYS))
         t0 = time.perf_counter()
-        if self.variable is not None:
-            preempted = self.variable.collect(update, sums, counts)
-            lengths = s.lengths if s.lengths is not None else torch.zeros(self.envs.num_envs, dtype=torch.long)
-            diag = self.variable.diagnostics(time.perf_counter() - t0, lengths)
-        elif self.overlap is not None:
-            preempted = self.overlap.collect_double_buffered(update, sums, counts)
-            lengths = s.lengths
-            diag = self.overlap.diagnostics(time.perf_counter() - t0, lengths)
-        else:
-            preempted, slowest = self._collect_fixed(update, sums, counts)
-            lengths = torch.full((self.envs.num_envs,), s.step, dtype=torch.long)
-            share = slowest / max(time.perf_counter() - t0, 1e-9)
-            diag = rollout_diag(lengths, share, share)
+        preempted, lengths, slowest = self._collect(update, sums, counts)
+        share = slowest / max(time.perf_counter() - t0, 1e-9)
+        diag = rollout_diag(lengths, float(share.max()), float(share.mean()))
         if not preempted:
             self.preemption.finished(update)
         total = int(lengths.sum())
         return CollectResult(total / self.envs.num_envs, preempted, sums, counts, total, diag)
 
-    def _collect_fixed(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, float]:
-        """Lockstep collection; (preempted, the slowest batched env step in seconds)."""
-        s, timer, actor = self.storage, self.timer, self.actor
-        slowest = 0.0
-        for t in range(self.num_steps):
-            if self.preemption.should_stop(update, t):
-                actor.detach()
-                return True, slowest
-            a = actor.act()
-            t_step = time.perf_counter()
-            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout")
-            slowest = max(slowest, time.perf_counter() - t_step)
-            res = step.result
-            if res.truncated.any() and self.policy.critic is not None:
-                with timer(timing.POLICY_FORWARD):
-                    step.reward += self.truncation_bootstrap(res, actor.hidden)
-            with timer(timing.STORAGE):
-                s.insert(a.action, a.logp, a.value, step.reward, step.done, actor.obs, actor.start, step.idle)
-                self.add_episodes(res.episodes, sums, counts)
-        actor.detach()
-        return False, slowest
+    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
+        """(preempted, steps per env (CPU long), each env's slowest step in seconds)."""
+        raise NotImplementedError
 
     @staticmethod
     def add_episodes(episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
@@ -213,7 +199,8 @@ class RolloutCollector:
             final_rows = {k: v[rows] for k, v in res.final_obs.items()}
             envs = rows if env_index is None else env_index[rows]
             check_finite(final_rows, "in the final observation of a truncated episode", self.label, envs)
-            final = obs_to_torch(final_rows, self.device)
+            final = self.actor.staging.to_device({f"final/{k}": v for k, v in final_rows.items()})
+            final = {k[len("final/"):]: v for k, v in final.items()}
             v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v
         return extra
@@ -221,3 +208,12 @@ class RolloutCollector:
     def last_value(self) -> torch.Tensor:
         """V(observation the next rollout starts from): the GAE bootstrap."""
         return self.policy.value(self.obs, self.hidden, self.start)
+
+
+CARRIES = ("variable",)  # keys of a rank's saved state that strategies carry besides the Actor's state
+
+
+def rollout_diag(lengths: torch.Tensor, share_max: float, share_mean: float) -> dict[str, float]:
+    f = lengths.double()
+    return {"env_steps_min": float(f.min()), "env_steps_mean": float(f.mean()), "env_steps_max": float(f.max()),
+            "slowest_step_share_max": share_max, "slowest_step_share_mean": share_mean}

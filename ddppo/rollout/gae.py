@@ -15,7 +15,11 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma:
     gamma * V(final observation), added at collection time).
     lengths: (N,) steps env n collected (variable-length segments, <= T): only its
     first lengths[n] steps count, values[lengths[n], n] bootstraps them, and later
-    steps get advantage 0. None: every env collected T steps.
+    steps get advantage 0 and return 0. None: every env collected T steps.
+
+    The steps past an env's length hold an older rollout's data, which may be NaN (a NaN
+    reward): they are selected away (torch.where), never multiplied by a zero mask
+    (NaN * 0 is NaN, and would flow back into every valid step of the segment).
     """
     T = rewards.shape[0]
     advantages = torch.zeros_like(rewards)
@@ -27,6 +31,10 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma:
         delta = rewards[t] + gamma * values[t + 1] * not_done[t] - values[t]
         last = delta + gamma * lam * not_done[t] * last
         if lengths is not None:
-            last = last * (t < lengths)
+            last = torch.where(t < lengths, last, torch.zeros_like(last))
         advantages[t] = last
-    return advantages, advantages + values[:T]
+    returns = advantages + values[:T]
+    if lengths is not None:
+        collected = torch.arange(T, device=rewards.device)[:, None] < lengths
+        returns = torch.where(collected, returns, torch.zeros_like(returns))
+    return advantages, returns

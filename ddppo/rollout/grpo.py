@@ -33,7 +33,7 @@ def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tens
     seg_start = torch.zeros(N // g, dtype=torch.long)  # first step of each group's current episode in this rollout
     active = ~idle.bool()
     for t in range(L):
-        ret += rewards[t].double() * active[t]
+        ret += torch.where(active[t], rewards[t].double(), torch.zeros((), dtype=torch.float64))  # idle: no-op
         ended |= dones[t].bool() & active[t]
         complete = torch.nonzero(ended.view(-1, g).all(1), as_tuple=False).flatten()
         for c in complete.tolist():

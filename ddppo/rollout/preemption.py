@@ -42,14 +42,17 @@ class Preemption:
     def key(update: int) -> str:
         return f"preempt/done/{update}"
 
+    def begin(self, update: int) -> None:
+        """Called as every rollout starts (each collector does, whatever its mode): rank 0 deletes the counter
+        of update - 2. Every rank has passed update - 1's end-of-rollout sync, so nobody reads it any more;
+        deleted whether or not rank 0 itself finishes, so the store holds at most two counters."""
+        if self.active and self.ctx.is_main and update > 2:
+            self.ctx.delete_key(self.key(update - 2))
+
     def should_stop(self, update: int, step: int) -> bool:
         """Checked before every step of the rollout; never waits for the store."""
         if not self.active:
             return False
-        if step == 0 and self.ctx.is_main and update > 2:
-            # every rank has passed update - 1's end-of-rollout sync, so nobody reads update - 2's
-            # counter any more; deleted here, whether or not rank 0 itself finishes, to keep the store small
-            self.ctx.delete_key(self.key(update - 2))
         if step < self.min_steps - 1:  # the first read starts a step early: answered by the first step that may stop
             return False
         if self._read is not None and self._read_update == update and step >= self.min_steps:

@@ -1,11 +1,16 @@
-"""Host-to-device observation copies through pinned staging buffers (CUDA); a plain view on CPU.
+"""Every per-step host-to-device copy of a rollout goes through one `HostStaging` (pinned buffers on CUDA).
 
 A copy from pageable memory with `non_blocking=True` is synchronous in effect: the driver first copies into
-its own pinned buffer. Here each observation key has one page-locked host buffer, reused every step: the
-envs' arrays are copied into it (a host memcpy) and the device copy is then truly asynchronous. Before a
-buffer is overwritten, the previous step's copies are waited for (a CUDA event; normally long done, since
-the policy has acted on them and its action came back to the host since).
-On CPU there is nothing to stage: the observation tensors are views of the envs' arrays, as before.
+its own pinned buffer. Here each array a step moves (every observation key, the rewards, done and
+episode-start flags, grouped episodes' idle flags, a truncated episode's final observation) has one
+page-locked host buffer, reused every step: the envs' arrays are copied into it (a host memcpy) and the device
+copy is then truly asynchronous. A buffer holds the most rows asked of it so far and hands out its first rows,
+so the variable rollout's batches of any size reuse it. Before a buffer is overwritten, the previous copies
+are waited for (a CUDA event; normally long done, since the policy has acted on them since).
+
+The lockstep, overlapped and variable collectors and the evaluator all move their data with
+`Actor.staging.to_device`; nothing of a rollout is copied host-to-device elsewhere.
+On CPU there is nothing to stage: the tensors are views of the envs' arrays (float64 rewards aside).
 """
 
 from __future__ import annotations
@@ -14,34 +19,54 @@ import numpy as np
 import torch
 
 
-class ObsStaging:
+def stages(device: torch.device) -> bool:
+    """Whether copies to `device` are staged (a CUDA device)."""
+    return device.type == "cuda"
+
+
+class HostStaging:
     def __init__(self, device: torch.device, pin: bool | None = None):
         self.device = device
-        self.enabled = device.type == "cuda" if pin is None else pin
+        self.enabled = stages(device) if pin is None else pin
         self.pinned = self.enabled and torch.cuda.is_available()  # page-locking needs a CUDA driver
         self.buffers: dict[str, torch.Tensor] = {}
         self._copied: torch.cuda.Event | None = None
 
-    def stage(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """`obs` copied into this key's reused host buffer (a new one when the shape or dtype changes)."""
+    def stage(self, arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """`arrays` copied into each key's reused host buffer (a new, larger one when it does not fit)."""
         if self._copied is not None:
-            self._copied.synchronize()  # the previous step's device copies have read the buffers
+            self._copied.synchronize()  # the previous copies have read the buffers
             self._copied = None
         out = {}
-        for key, value in obs.items():
-            src = torch.from_numpy(np.asarray(value))
+        for key, value in arrays.items():
+            src = torch.from_numpy(np.ascontiguousarray(value))
             buf = self.buffers.get(key)
-            if buf is None or buf.shape != src.shape or buf.dtype != src.dtype:
-                buf = self.buffers[key] = torch.empty(src.shape, dtype=src.dtype, pin_memory=self.pinned)
-            out[key] = buf.copy_(src)
+            rows = src.shape[0] if src.dim() else 1
+            if buf is None or buf.shape[1:] != src.shape[1:] or buf.dtype != src.dtype or buf.shape[0] < rows:
+                size = max(rows, buf.shape[0] if buf is not None and buf.shape[1:] == src.shape[1:] else 0)
+                buf = self.buffers[key] = torch.empty((size, *src.shape[1:]), dtype=src.dtype,
+                                                      pin_memory=self.pinned)
+            out[key] = buf[:rows].view(src.shape).copy_(src)
         return out
 
-    def to_device(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """The observation on the device (CUDA: staged, copied asynchronously; CPU: views of `obs`)."""
+    def to_device(self, arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """The arrays on the device (staged and copied asynchronously; unstaged: views of `arrays`)."""
         if not self.enabled:
-            return {k: torch.from_numpy(np.asarray(v)).to(self.device) for k, v in obs.items()}
-        moved = {k: v.to(self.device, non_blocking=True) for k, v in self.stage(obs).items()}
+            return {k: torch.from_numpy(np.asarray(v)).to(self.device) for k, v in arrays.items()}
+        # copy=True: a staged tensor never aliases its buffer (the CPU stand-in of the CUDA path in tests)
+        moved = {k: v.to(self.device, non_blocking=True, copy=True) for k, v in self.stage(arrays).items()}
         if self.device.type == "cuda":
             self._copied = torch.cuda.Event()
             self._copied.record()
         return moved
+
+    def step_to_device(self, obs: dict[str, np.ndarray], flags: dict[str, np.ndarray | None],
+                       prefix: str = "obs/") -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """One step's observation and float32 flags (reward, done, ...: None ones skipped) in one staged copy."""
+        arrays = {prefix + k: v for k, v in obs.items()}
+        # copies (np.array): the flags are written to in place (truncation bootstraps) and the envs reuse theirs
+        arrays.update({k: np.array(v, dtype=np.float32) for k, v in flags.items() if v is not None})
+        moved = self.to_device(arrays)
+        n = len(prefix)
+        return {k[n:]: v for k, v in moved.items() if k.startswith(prefix)}, \
+            {k: v for k, v in moved.items() if not k.startswith(prefix)}

@@ -11,6 +11,13 @@ the rest of its column is masked out, its returns bootstrap from
 `values[lengths[n], n]`, and `step` is the longest segment. Minibatches stay
 split by environment, so their number (and every rank's collectives) does not
 depend on the lengths.
+
+Masked-out steps may hold anything (an older rollout's data, a NaN reward): a mask never multiplies
+them. GAE selects them away (torch.where), advantages and returns there are exactly 0, and the loss takes
+masked means with torch.where (ppo/loss.py), so a NaN outside the valid steps poisons nothing.
+
+Sample weights (`env_weight`, variable mode with rollout.importance_weights): one weight per env for the
+rollout's samples, handed to the loss with each minibatch; None (every other mode) weighs all alike.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class MiniBatch:
     returns: torch.Tensor  # (L, n)
     valid: torch.Tensor  # (L, n) float mask
     ref_params: torch.Tensor | None = None  # (L, n, P) reference policy's distribution parameters, when used
+    weight: torch.Tensor | None = None  # (n,) per-env sample weight (VER importance weights), None: all 1
 
 
 def torch_dtype(space: gymnasium.spaces.Space) -> torch.dtype:
@@ -70,6 +78,7 @@ class RolloutStorage:
         self.returns = torch.zeros(T, N, device=device)
         self.step = 0  # steps collected so far in this rollout (L; the longest segment when lengths is set)
         self.lengths: torch.Tensor | None = None  # (N,) per-env segment lengths (variable mode), on the CPU
+        self.env_weight: torch.Tensor | None = None  # (N,) per-env sample weights of this rollout, or None
 
     @property
     def valid(self) -> torch.Tensor:
@@ -77,7 +86,8 @@ class RolloutStorage:
         mask = torch.zeros(self.num_steps, self.num_envs, device=self.device)
         mask[: self.step] = self.loss_mask[: self.step]
         if self.lengths is not None:
-            mask *= torch.arange(self.num_steps, device=self.device)[:, None] < self.lengths.to(self.device)
+            collected = torch.arange(self.num_steps, device=self.device)[:, None] < self.lengths.to(self.device)
+            mask = torch.where(collected, mask, torch.zeros_like(mask))
         return mask
 
     def nbytes(self) -> int:
@@ -93,6 +103,7 @@ class RolloutStorage:
         self.hidden0.copy_(hidden)
         self.step = 0
         self.lengths = None
+        self.env_weight = None
 
     def insert(self, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor, reward: torch.Tensor,
                done: torch.Tensor, next_obs: dict[str, torch.Tensor], next_start: torch.Tensor | None = None,
@@ -160,7 +171,7 @@ class RolloutStorage:
         self.advantages.zero_()
         self.returns.zero_()
         self.advantages[:L] = adv
-        self.returns[:L] = ret if self.lengths is None else ret * self.valid[:L]
+        self.returns[:L] = ret  # 0 past each env's length (gae)
 
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
                     ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:
@@ -184,4 +195,5 @@ class RolloutStorage:
                 returns=self.returns[:L, idx],
                 valid=valid[:L, idx],
                 ref_params=None if ref_params is None else ref_params[:, idx],
+                weight=None if self.env_weight is None else self.env_weight[idx],
             )

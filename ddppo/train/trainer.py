@@ -8,7 +8,6 @@ locally: a preempted rollout, a skipped update, a signal.
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 from collections import deque
@@ -30,7 +29,8 @@ from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
 from ddppo.train.state import check_run_dir, restore, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
-from ddppo.rollout.collector import EPISODE_KEYS, RolloutCollector
+from ddppo.rollout.collector import EPISODE_KEYS
+from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.grpo import grpo_advantages
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
@@ -70,17 +70,11 @@ class Trainer:
         self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
-        variable = cfg.rollout.mode == "variable"
-        capacity = math.ceil(cfg.rollout.num_steps * cfg.rollout.max_env_steps_factor) if variable else None
-        self.storage = RolloutStorage(capacity or cfg.rollout.num_steps, spec.num_envs, self.envs.observation_space,
+        self.storage = RolloutStorage(storage_steps(cfg.rollout), spec.num_envs, self.envs.observation_space,
                                       self.envs.action_space, hidden_shape, ctx.device)
-        self.collector = RolloutCollector(self.envs, self.policy, self.storage,
-                                          Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
-                                          cfg.ppo.gamma, ctx.device,
-                                          label=f"env.name={cfg.env.name} (rank {ctx.rank})",
-                                          num_steps=cfg.rollout.num_steps,
-                                          variable_batch_wait_s=cfg.rollout.batch_wait_s if variable else None,
-                                          overlap=cfg.rollout.overlap)
+        self.collector = make_collector(cfg.rollout, self.envs, self.policy, self.storage,
+                                        Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
+                                        cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})")
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,

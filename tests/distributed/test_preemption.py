@@ -52,7 +52,8 @@ def test_slow_rank_is_preempted_after_the_minimum_and_fast_ranks_collect_in_full
 
 # ----------------------------------------------------- counter namespacing
 def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[str]:
-    """Drives Preemption as the collector does: should_stop(update, t) before each step, finished() at the end."""
+    """Drives Preemption as the collector does: begin(update), should_stop(update, t) before each step,
+    finished() at the end."""
     import torch.distributed as dist
 
     from ddppo.config import PreemptionConfig
@@ -72,6 +73,7 @@ def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[s
         where = f"attempt {attempt}"
         for update in updates:
             ctx.rollout_barrier(0)
+            pre.begin(update)  # as every collector does when its rollout starts
             if pre.should_stop(update, 0):  # every rank starts its rollout
                 problems.append(f"{where} update {update}: stopped at step 0")
             ctx.rollout_barrier(0)

@@ -26,8 +26,8 @@ def test_variable_mode_resumes_mid_run(tmp_path, cli, caplog):
         try:
             assert (trainer.update, trainer.env_steps) == (2, 64)
             assert "fresh episodes" not in caplog.text and "does not fit" not in caplog.text, caplog.text
-            unstored = trainer.collector.variable.unstored  # the saved steps that were in flight
-            pending = trainer.collector.variable.pending["action"].clone()
+            unstored = trainer.collector.unstored  # the saved steps that were in flight
+            pending = trainer.collector.pending["action"].clone()
             assert trainer.train() == 0
             assert (trainer.update, trainer.env_steps) == (4, 128)
         finally:

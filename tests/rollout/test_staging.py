@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ddppo.rollout.staging import ObsStaging
+from ddppo.rollout.staging import HostStaging
 
 
 def obs(seed: int, shape=(4, 3)) -> dict[str, np.ndarray]:
@@ -14,7 +14,7 @@ def obs(seed: int, shape=(4, 3)) -> dict[str, np.ndarray]:
 
 
 def test_cpu_device_hands_out_views_of_the_env_arrays():
-    s = ObsStaging(torch.device("cpu"))
+    s = HostStaging(torch.device("cpu"))
     assert not s.enabled
     o = obs(0)
     out = s.to_device(o)
@@ -23,7 +23,7 @@ def test_cpu_device_hands_out_views_of_the_env_arrays():
 
 
 def test_staging_copies_into_one_reused_buffer_per_key():
-    s = ObsStaging(torch.device("cpu"), pin=True)  # the CUDA path's staging, exercised on CPU
+    s = HostStaging(torch.device("cpu"), pin=True)  # the CUDA path's staging, exercised on CPU
     assert s.pinned == torch.cuda.is_available()
     first = s.stage(obs(1))
     ptrs = {k: v.data_ptr() for k, v in first.items()}

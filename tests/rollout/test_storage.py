@@ -9,7 +9,7 @@ import torch
 from ddppo.config import PolicyConfig
 from ddppo.timing import Timer
 from ddppo.model.policy import Policy
-from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.lockstep import LockstepCollector
 from ddppo.rollout.gae import gae
 from ddppo.rollout.storage import RolloutStorage
 from envs.base import EpisodeInfo, StepResult
@@ -190,6 +190,9 @@ class StopAt:
     def __init__(self, at=None):
         self.at, self.finished_updates = at, []
 
+    def begin(self, update):
+        pass
+
     def should_stop(self, update, step):
         return self.at is not None and step >= self.at
 
@@ -203,7 +206,7 @@ def make_collector(T, preemption, gamma=0.9, rnn="none"):
     policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type=rnn))
     storage = RolloutStorage(T, env.num_envs, env.observation_space, env.action_space,
                              tuple(policy.initial_hidden(env.num_envs).shape), torch.device("cpu"))
-    return RolloutCollector(env, policy, storage, preemption, Timer(), gamma, torch.device("cpu")), policy, storage
+    return LockstepCollector(env, policy, storage, preemption, Timer(), gamma, torch.device("cpu")), policy, storage
 
 
 def test_collector_preempted_rollout_and_carry_over():

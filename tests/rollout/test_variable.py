@@ -1,4 +1,4 @@
-"""Variable-experience collection (ddppo/rollout/async_rollout.py) with real env workers of different speeds:
+"""Variable-experience collection (ddppo/rollout/variable.py, overlapped.py) with real env workers of different speeds:
 the step budget, recurrent state per env within and across segments, and the carry-over through a
 checkpoint (steps in flight are received, saved and stored first after loading)."""
 
@@ -7,7 +7,8 @@ import torch
 
 from ddppo.config import PolicyConfig
 from ddppo.model.policy import Policy
-from ddppo.rollout.collector import RolloutCollector
+from ddppo.config import RolloutConfig
+from ddppo.rollout.factory import make_collector
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
 from envs.registry import EnvSpec, make_vec_env
@@ -19,6 +20,9 @@ SKEWED = {"step_sleep_s": 0.002, "step_sleep_sigma": 1.5, "episode_length": 5}
 
 class NeverStop:
     at = None
+
+    def begin(self, update):
+        pass
 
     def should_stop(self, update, step):
         return self.at is not None and step >= self.at
@@ -42,9 +46,9 @@ def make():
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(T if overlap else CAP, N, envs.observation_space, envs.action_space,
                                  tuple(policy.initial_hidden(N).shape), torch.device("cpu"))
-        collector = RolloutCollector(envs, policy, storage, preemption or NeverStop(), Timer(), 0.9,
-                                     torch.device("cpu"), num_steps=T, variable_batch_wait_s=None if overlap else 0.0,
-                                     overlap=overlap)
+        cfg = RolloutConfig(num_steps=T, mode="fixed" if overlap else "variable", overlap=overlap, batch_wait_s=0.0)
+        collector = make_collector(cfg, envs, policy, storage, preemption or NeverStop(), Timer(), 0.9,
+                                   torch.device("cpu"))
         return collector, policy, storage
 
     yield build
@@ -101,7 +105,7 @@ def test_steps_in_flight_survive_a_checkpoint(make):
     a, _, _ = make()
     a.collect(1)
     # every env is sent its next step as the rollout ends (or holds a finished one not yet stored)
-    assert set(a.envs.in_flight) | {w.worker for w in a.variable.unstored} == set(range(N))
+    assert set(a.envs.in_flight) | {w.worker for w in a.unstored} == set(range(N))
     state = a.state_dict()  # receives every step in flight first
     assert not a.envs.in_flight
     unstored = state["variable"]["unstored"]

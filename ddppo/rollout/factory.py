@@ -1,0 +1,41 @@
+"""The one place a rollout strategy is chosen: `make_collector` builds the lockstep, overlapped or variable
+collector from the rollout config, and refuses the combinations none of them can run: the rules of
+ddppo/config/checks.py `strategy_problems`, which config validation applies earlier (one-line user errors),
+here applied to the envs actually built."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ddppo.config import RolloutConfig
+from ddppo.config.checks import strategy_problems
+from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.lockstep import LockstepCollector
+from ddppo.rollout.overlapped import OverlappedCollector
+from ddppo.rollout.variable import VariableCollector
+from envs.base import VecEnv, worker_count
+
+
+def storage_steps(cfg: RolloutConfig) -> int:
+    """Steps per env the rollout storage holds: num_steps, or the variable mode's per-env capacity."""
+    if cfg.mode == "variable":
+        return math.ceil(cfg.num_steps * cfg.max_env_steps_factor)
+    return cfg.num_steps
+
+
+def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, storage: Any, preemption: Any, timer: Any,
+                   gamma: float, device: torch.device, label: str = "") -> RolloutCollector:
+    """The collector `cfg` asks for; ValueError naming the key if it cannot run on `envs`."""
+    problems = strategy_problems(cfg, worker_count(envs))
+    if problems:
+        raise ValueError("; ".join(problems))
+    args = (envs, policy, storage, preemption, timer, gamma, device, label, cfg.num_steps)
+    if cfg.mode == "variable":
+        return VariableCollector(*args, batch_wait_s=cfg.batch_wait_s, idle_envs=cfg.idle_envs,
+                                 weighted=cfg.importance_weights)
+    if cfg.overlap:
+        return OverlappedCollector(*args)
+    return LockstepCollector(*args)
