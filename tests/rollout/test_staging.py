@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from ddppo.rollout.staging import HostStaging
@@ -38,3 +39,101 @@ def test_staging_copies_into_one_reused_buffer_per_key():
     assert third["vec"].shape == (5, 3) and third["vec"].data_ptr() != ptrs["vec"]
     if torch.cuda.is_available():
         assert all(b.is_pinned() for b in s.buffers.values())
+
+
+def test_a_buffer_holds_the_most_rows_asked_and_smaller_batches_reuse_it():
+    s = HostStaging(torch.device("cpu"), pin=True)
+    big = s.stage({"reward": np.arange(8, dtype=np.float32)})["reward"]
+    small = s.stage({"reward": np.arange(3, dtype=np.float32)})["reward"]  # a variable-mode batch of 3 envs
+    assert small.tolist() == [0.0, 1.0, 2.0] and small.data_ptr() == big.data_ptr()
+
+
+def test_pinning_follows_the_device_and_the_driver(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a CUDA machine (nothing is allocated here)
+    assert HostStaging(torch.device("cuda", 0)).pinned
+    assert not HostStaging(torch.device("cpu")).enabled
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert HostStaging(torch.device("cuda", 0)).enabled and not HostStaging(torch.device("cuda", 0)).pinned
+
+
+# ----------------------------------------------------- every mode's copies go through the stager
+class NeverStop:
+    def begin(self, update):
+        pass
+
+    def should_stop(self, update, step):
+        return False
+
+    def finished(self, update):
+        pass
+
+
+def _collector(mode: str, workers: int):
+    from ddppo.config import PolicyConfig, RolloutConfig
+    from ddppo.model.policy import Policy
+    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.storage import RolloutStorage
+    from ddppo.timing import Timer
+    from envs.registry import EnvSpec, make_vec_env
+
+    cfg = RolloutConfig(num_steps=6, mode="variable" if mode == "variable" else "fixed", overlap=mode == "overlapped",
+                        batch_wait_s=0.0)
+    # episodes of 4 steps end by truncation: the final observations' copies are staged too
+    envs = make_vec_env("synthetic", {"episode_length": 4}, EnvSpec(num_envs=4, seed=0, num_workers=workers))
+    torch.manual_seed(0)
+    policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+    storage = RolloutStorage(storage_steps(cfg), 4, envs.observation_space, envs.action_space,
+                             tuple(policy.initial_hidden(4).shape), torch.device("cpu"))
+    return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu")), envs
+
+
+@pytest.mark.parametrize("mode, workers", [("lockstep", 0), ("overlapped", 2), ("variable", 4)])
+def test_every_host_to_device_copy_of_every_mode_goes_through_the_stager(monkeypatch, mode, workers):
+    """The CUDA path's bookkeeping on CPU: staging forced on (as `stages` says for a CUDA device), the rows
+    each key's buffer received counted. Every stored step's reward and done flag and its observation, and the
+    final observations that truncations bootstrap from, must have passed through the stager."""
+    from ddppo.rollout import staging
+
+    monkeypatch.setattr(staging, "stages", lambda device: True)
+    staged: dict[str, int] = {}
+    real_stage = staging.HostStaging.stage
+
+    def counting_stage(self, arrays):
+        for k, v in arrays.items():
+            staged[k] = staged.get(k, 0) + len(v)
+        return real_stage(self, arrays)
+
+    monkeypatch.setattr(staging.HostStaging, "stage", counting_stage)
+    collector, envs = _collector(mode, workers)
+    try:
+        start = dict(staged)
+        res = [collector.collect(u) for u in (1, 2)]
+    finally:
+        envs.close()
+    steps = sum(r.env_steps for r in res)
+    grew = {k: staged.get(k, 0) - start.get(k, 0) for k in staged}
+    # variable mode's steps in flight at the rollout end are received (and staged) in the next rollout
+    assert grew["reward"] >= steps and grew["done"] >= steps and grew["obs/obs"] >= steps, (grew, steps)
+    assert grew.get("final/obs", 0) > 0  # truncated episodes' bootstraps
+    assert collector.actor.staging.enabled
+
+
+def test_staged_lockstep_collection_equals_the_unstaged_one(monkeypatch):
+    from ddppo.rollout import staging
+
+    plain, envs = _collector("lockstep", 0)
+    try:
+        plain.collect(1)
+        want = (plain.storage.rewards.clone(), plain.storage.obs["obs"].clone(), plain.storage.dones.clone())
+    finally:
+        envs.close()
+    monkeypatch.setattr(staging, "stages", lambda device: True)
+    staged, envs = _collector("lockstep", 0)
+    try:
+        staged.collect(1)
+        got = (staged.storage.rewards, staged.storage.obs["obs"], staged.storage.dones)
+    finally:
+        envs.close()
+    assert staged.actor.staging.enabled and not plain.actor.staging.enabled
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
