@@ -1,0 +1,119 @@
+"""NaN-safe masking: data outside the valid steps (an older rollout's data in variable mode's padding, which
+may be a NaN/inf reward) never reaches an advantage, a return, a loss term or the advantage statistics. A mask
+never multiplies data (NaN * 0 is NaN): GAE, storage, loss and update select with torch.where.
+
+The last test is the variable-mode reproduction: a stale NaN reward left in padding slots must not poison the
+next rollout's update (before the fix, GAE carried it into every valid step of the segment and the update was
+skipped until the slot was overwritten)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ddppo.ppo.loss import masked_mean, ppo_loss
+from ddppo.ppo.update import normalize_advantages
+from ddppo.rollout.gae import gae
+
+NAN = float("nan")
+
+
+def test_gae_selects_away_a_nan_past_an_env_length():
+    rewards = torch.tensor([[1.0, 1.0], [1.0, 1.0], [NAN, 1.0], [float("inf"), 1.0]])  # env 0: 2 valid steps
+    values = torch.zeros(5, 2)
+    adv, ret = gae(rewards, values, torch.zeros(4, 2), 0.9, 0.95, torch.tensor([2, 4]))
+    assert torch.isfinite(adv).all() and torch.isfinite(ret).all()
+    assert adv[2:, 0].tolist() == [0.0, 0.0] and ret[2:, 0].tolist() == [0.0, 0.0]
+    clean, _ = gae(torch.where(torch.isfinite(rewards), rewards, 0.0), values, torch.zeros(4, 2), 0.9, 0.95,
+                   torch.tensor([2, 4]))
+    assert torch.equal(adv, clean)  # what was in the padding does not matter
+
+
+def test_a_nan_in_a_valid_step_still_propagates():
+    rewards = torch.tensor([[NAN], [1.0]])
+    adv, _ = gae(rewards, torch.zeros(3, 1), torch.zeros(2, 1), 0.9, 0.95, torch.tensor([2]))
+    assert torch.isnan(adv[0]).all()  # a NaN reward the rollout collected makes a skipped update
+
+
+def test_masked_mean_ignores_nan_and_inf_outside_the_mask():
+    x = torch.tensor([1.0, 3.0, NAN, float("-inf")])
+    mask = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    assert masked_mean(x, mask).item() == 2.0
+    assert masked_mean(x, mask, torch.tensor([0.5, 1.0, 1.0, 1.0])).item() == 1.75  # sum(w x) / count
+
+
+def test_the_loss_is_finite_with_nan_padding():
+    n = 6
+    valid = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    pad = torch.where(valid > 0, torch.zeros(n), torch.full((n,), NAN))
+    out = ppo_loss(torch.zeros(n), torch.zeros(n), torch.ones(n) + pad, torch.ones(n) + pad, torch.zeros(n),
+                   torch.zeros(n) + pad, torch.ones(n) + pad, valid, clip=0.2, clip_value_loss=True, value_coef=0.5,
+                   entropy_coef=0.01)
+    assert all(math.isfinite(v) for v in out.scalars().values()), out.scalars()
+
+
+class OneRank:
+    def all_reduce_sums(self, t: torch.Tensor, what: str) -> torch.Tensor:
+        return t
+
+
+def test_advantage_statistics_ignore_nan_padding():
+    adv = torch.tensor([[1.0, NAN], [3.0, float("inf")]])
+    valid = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    normalize_advantages(adv, valid, OneRank())
+    assert adv[:, 0].tolist() == pytest.approx([-1.0, 1.0], abs=1e-6)
+
+
+class NeverStop:
+    def begin(self, update):
+        pass
+
+    def should_stop(self, update, step):
+        return False
+
+    def finished(self, update):
+        pass
+
+
+@pytest.mark.timeout(120)
+def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_update():
+    from ddppo.config import PolicyConfig, PPOConfig, RolloutConfig
+    from ddppo.distributed import init_distributed
+    from ddppo.model.policy import Policy
+    from ddppo.ppo.update import PPOUpdater
+    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.storage import RolloutStorage
+    from ddppo.timing import Timer
+    from envs.registry import EnvSpec, make_vec_env
+
+    n, cfg = 4, RolloutConfig(num_steps=6, mode="variable", batch_wait_s=0.0, max_env_steps_factor=3.0)
+    envs = make_vec_env("synthetic", {"step_sleep_s": 0.002, "step_sleep_sigma": 1.0, "episode_length": 5},
+                        EnvSpec(num_envs=n, seed=0, num_workers=n))
+    ctx = init_distributed("gloo", "cpu", 60, 60, 0)
+    try:
+        torch.manual_seed(0)
+        policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+        storage = RolloutStorage(storage_steps(cfg), n, envs.observation_space, envs.action_space,
+                                 tuple(policy.initial_hidden(n).shape), torch.device("cpu"))
+        collector = make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"))
+        updater = PPOUpdater(policy, PPOConfig(epochs=1, num_mini_batch=2), ctx)
+        timer = Timer()
+        for update in (1, 2, 3):
+            collector.collect(update)
+            # a NaN reward an earlier rollout left in every slot this one did not write (the storage is reused)
+            lengths = storage.lengths
+            padding = torch.arange(storage.num_steps)[:, None] >= lengths
+            assert padding.any()
+            storage.rewards[padding] = NAN
+            storage.compute_returns(collector.last_value(), 0.99, 0.95)
+            valid = storage.valid.bool()
+            assert torch.isfinite(storage.advantages[valid]).all(), f"update {update}: padding poisoned GAE"
+            assert torch.isfinite(storage.returns).all()
+            result = updater.update(storage, timer)
+            assert result.skipped_steps == 0, f"update {update}: skipped for a NaN outside its valid steps"
+        assert all(torch.isfinite(p).all() for p in policy.parameters())
+    finally:
+        envs.close()
+        ctx.close()
