@@ -1,0 +1,126 @@
+"""habitat-baselines VER's two rules in variable mode (ddppo/rollout/variable.py): importance weights that
+down-weight fast envs' samples, min(1, (T + 1) / (L_n + 1)), applied as mean(weight * term) over the valid
+samples; and the idle-env rule at a rollout's end (`step`: every idle env is sent an old-policy step; `wait`:
+only the actions in flight continue, the idle envs are acted on by the new policy)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ddppo.config import PolicyConfig, RolloutConfig
+from ddppo.model.policy import Policy
+from ddppo.ppo.loss import ppo_loss
+from ddppo.rollout.factory import make_collector, storage_steps
+from ddppo.rollout.storage import RolloutStorage
+from ddppo.rollout.variable import importance_weights
+from ddppo.timing import Timer
+from envs.registry import EnvSpec, make_vec_env
+
+N, T = 4, 6
+
+
+def test_importance_weights_down_weight_envs_with_more_than_their_share():
+    w = importance_weights(torch.tensor([6, 13, 3, 0]), 6)
+    assert w.tolist() == pytest.approx([1.0, 7 / 14, 1.0, 1.0])  # only the fast env (13 > 6 steps) counts less
+
+
+def test_the_loss_weighs_policy_value_and_entropy_terms_as_ver_does():
+    g = torch.Generator().manual_seed(0)
+    L, n = 5, 3
+    new_logp, old_logp, adv, ent, values, old_values, returns = (torch.randn(L, n, generator=g) for _ in range(7))
+    valid = torch.ones(L, n)
+    valid[3:, 0] = 0.0
+    weight = torch.tensor([1.0, 0.25, 0.5])[None, :]
+    kw = dict(clip=0.2, clip_value_loss=False, value_coef=0.5, entropy_coef=0.01)
+    out = ppo_loss(new_logp, old_logp, adv, ent, values, old_values, returns, valid, weight=weight, **kw)
+    plain = ppo_loss(new_logp, old_logp, adv, ent, values, old_values, returns, valid, **kw)
+    ratio = (new_logp - old_logp).exp()
+    surrogate = torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
+    m = valid.bool()
+    mean_w = lambda x: (x * weight.expand(L, n))[m].sum() / m.sum()  # noqa: E731  VER: mean(weight * term)
+    torch.testing.assert_close(out.policy, -mean_w(surrogate))
+    torch.testing.assert_close(out.value, 0.5 * mean_w((values - returns) ** 2))
+    torch.testing.assert_close(out.entropy, mean_w(ent))
+    assert out.approx_kl == plain.approx_kl and out.clip_fraction == plain.clip_fraction  # diagnostics unweighted
+
+
+class NeverStop:
+    def begin(self, update):
+        pass
+
+    def should_stop(self, update, step):
+        return False
+
+    def finished(self, update):
+        pass
+
+
+@pytest.fixture
+def make():
+    made = []
+
+    def build(idle_envs: str = "step", weighted: bool = False):
+        cfg = RolloutConfig(num_steps=T, mode="variable", batch_wait_s=0.0, idle_envs=idle_envs,
+                            importance_weights=weighted)
+        # a skewed spread of env speeds: segments of different lengths
+        envs = make_vec_env("synthetic", {"step_sleep_s": 0.002, "step_sleep_sigma": 1.5, "episode_length": 5},
+                            EnvSpec(num_envs=N, seed=0, num_workers=N))
+        made.append(envs)
+        torch.manual_seed(0)
+        policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+        storage = RolloutStorage(storage_steps(cfg), N, envs.observation_space, envs.action_space,
+                                 tuple(policy.initial_hidden(N).shape), torch.device("cpu"))
+        return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu")), policy
+
+    yield build
+    for envs in made:
+        envs.close()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_collector_hands_the_weights_to_the_minibatches_when_asked(make, weighted):
+    collector, _ = make(weighted=weighted)
+    collector.collect(1)
+    s = collector.storage
+    batches = list(s.minibatches(2))
+    if not weighted:
+        assert s.env_weight is None and all(mb.weight is None for mb in batches)
+        return
+    assert torch.equal(s.env_weight, importance_weights(s.lengths, T))
+    assert sorted(w for mb in batches for w in mb.weight.tolist()) == sorted(s.env_weight.tolist())
+    s.set_first(collector.obs, collector.start, collector.hidden)  # the next rollout starts unweighted
+    assert s.env_weight is None
+
+
+def _first_step_policy(policy, s, n):
+    """The log-probability of env n's first stored action under `policy` (from the stored state)."""
+    with torch.no_grad():
+        logp, _, _ = policy.evaluate({"obs": s.obs["obs"][:1, n:n + 1]}, s.hidden0[:, n:n + 1],
+                                     s.episode_start[:1, n:n + 1], s.actions[:1, n:n + 1])
+    return logp[0, 0]
+
+
+@pytest.mark.parametrize("rule", ["step", "wait"])
+def test_idle_envs_at_the_rollout_end_step_with_the_old_policy_or_wait_for_the_new_one(make, rule):
+    collector, policy = make(idle_envs=rule)
+    collector.collect(1)
+    envs = collector.envs
+    busy = set(envs.in_flight) | {w.worker for w in collector.unstored}
+    idle = set(range(N)) - busy
+    if rule == "step":
+        assert not idle  # every env was sent an old-policy step
+    else:
+        assert idle  # at least the envs of the rollout's last batch wait for the learner
+    old = {n: p.clone() for n, p in policy.state_dict().items()}
+    with torch.no_grad():  # "the learner": a new policy
+        for p in policy.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    collector.collect(2)
+    s = collector.storage
+    new_policy = policy
+    old_policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+    old_policy.load_state_dict(old)
+    for n in range(N):
+        acted_by = new_policy if n in idle else old_policy
+        torch.testing.assert_close(s.logp[0, n], _first_step_policy(acted_by, s, n))
