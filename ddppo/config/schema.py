@@ -34,7 +34,8 @@ class RunConfig:
                                             "its affinity mask allows / ranks on this node, or SLURM_CPUS_PER_TASK "
                                             "under srun; small RL nets (MLP, gridnav) are fastest with 1", ge=0))
     deterministic: bool = field(default=False,
-                                metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU)"))
+                                metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU in "
+                                             "rollout.mode=fixed; variable mode's batches depend on timing)"))
 
 
 @dataclass(frozen=True)

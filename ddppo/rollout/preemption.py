@@ -10,11 +10,16 @@ The counter is read without waiting: a read goes to the store thread and the ran
 answer is looked at before a later step, and a new read starts once the last one answered and
 `poll_interval_s` has passed since it started; the first read starts one step before the first step at
 which the rank may stop, so a straggler still stops right at the minimum. No step ever waits for the
-store: a rank's cost falls from one blocking round trip per step (~47 us against a ~0.7 ms gridnav step on loopback, 20-200 ms per
-step across a slow link) to nothing on its step path, and the store serves one read per interval per rank.
+store: a rank's cost falls from one blocking round trip per step (~47 us against a ~0.7 ms gridnav step on
+loopback, 20-200 ms per step across a slow link) to nothing on its step path, and the store serves one read per
+interval per rank.
 Otherwise a rank stops at most one round trip plus one interval (plus a step) later than it could. The guarantees
 are unchanged: the key names the update, so a stale read of another update is impossible and nothing is
 reset; a read unanswered after dist.timeout_s (or a failed one) is a PeerLostError.
+
+Cleanup: every collector calls `begin(update)` as its rollout starts, whatever its mode, and rank 0 then
+deletes update - 2's counter, so the store holds at most the two newest (the overlapped and variable loops
+never check step 0, where the deletion used to happen: they leaked one key per update).
 """
 
 from __future__ import annotations
