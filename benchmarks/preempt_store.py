@@ -84,6 +84,7 @@ def _rank(rank: int, port: int, rounds: int, rollouts: int, num_steps: int, step
                     ctx.store = real_store
                     ctx.rollout_barrier(0)
                     ctx.store = _SlowStore(real_store, rtt_s, ops)
+                    pre.begin(update)  # as a collector's rollout starts (rank 0 deletes update - 2's counter)
                     ops[0], check_s = 0, 0.0
                     t0 = time.perf_counter()
                     steps = 0
