@@ -37,7 +37,6 @@ import numpy as np
 import torch
 
 from envs.base import StepResult, VecEnv, fresh_reset, restores_state
-from ddppo import timing
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, check_finite, obs_to_torch  # noqa: F401  (re-exported)
 from ddppo.timing import Timer
