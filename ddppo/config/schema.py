@@ -101,7 +101,7 @@ class RolloutConfig:
                                         "on by the ending rollout's policy, so envs step while the learner runs) | "
                                         "wait (habitat-baselines VER: only actions in flight continue, the idle envs "
                                         "are acted on by the new policy)", choices=("step", "wait")))
-    importance_weights: bool = field(default=False,
+    importance_weights: bool = field(default=True,
                                      metadata=doc("variable: weight env n's samples by min(1, (num_steps + 1) / "
                                                   "(its steps + 1)) in the loss (habitat-baselines VER), so fast envs "
                                                   "do not dominate it"))
