@@ -194,12 +194,11 @@ class RolloutCollector:
         rows = np.flatnonzero(res.truncated & ~res.terminated)
         extra = torch.zeros(len(res.reward), device=self.device)
         if rows.size:
-            idx = torch.from_numpy(rows).to(self.device)
             final_rows = {k: v[rows] for k, v in res.final_obs.items()}
             envs = rows if env_index is None else env_index[rows]
             check_finite(final_rows, "in the final observation of a truncated episode", self.label, envs)
-            final = self.actor.staging.to_device({f"final/{k}": v for k, v in final_rows.items()})
-            final = {k[len("final/"):]: v for k, v in final.items()}
+            final, moved = self.actor.staging.step_to_device(final_rows, {}, "final/", {"final_rows": rows})
+            idx = moved["final_rows"]
             v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v
         return extra

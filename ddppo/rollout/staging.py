@@ -2,7 +2,8 @@
 
 A copy from pageable memory with `non_blocking=True` is synchronous in effect: the driver first copies into
 its own pinned buffer. Here each array a step moves (every observation key, the rewards, done and
-episode-start flags, grouped episodes' idle flags, a truncated episode's final observation) has one
+episode-start flags, grouped episodes' idle flags, a truncated episode's final observation and its rows, the
+variable rollout's env indices and storage slots) has one
 page-locked host buffer, reused every step: the envs' arrays are copied into it (a host memcpy) and the device
 copy is then truly asynchronous. A buffer holds the most rows asked of it so far and hands out its first rows,
 so the variable rollout's batches of any size reuse it. Before a buffer is overwritten, the previous copies
@@ -61,11 +62,14 @@ class HostStaging:
         return moved
 
     def step_to_device(self, obs: dict[str, np.ndarray], flags: dict[str, np.ndarray | None],
-                       prefix: str = "obs/") -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """One step's observation and float32 flags (reward, done, ...: None ones skipped) in one staged copy."""
+                       prefix: str = "obs/", index: dict[str, np.ndarray] | None = None
+                       ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """One step's observation, float32 flags (reward, done, ...: None ones skipped) and int64 `index`
+        arrays (which envs, at which slots) in one staged copy; (observation, flags and indices)."""
         arrays = {prefix + k: v for k, v in obs.items()}
         # copies (np.array): the flags are written to in place (truncation bootstraps) and the envs reuse theirs
         arrays.update({k: np.array(v, dtype=np.float32) for k, v in flags.items() if v is not None})
+        arrays.update({k: np.asarray(v, dtype=np.int64) for k, v in (index or {}).items()})
         moved = self.to_device(arrays)
         n = len(prefix)
         return {k[n:]: v for k, v in moved.items() if k.startswith(prefix)}, \

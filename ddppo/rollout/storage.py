@@ -128,14 +128,15 @@ class RolloutStorage:
 
     def insert_envs(self, envs: torch.Tensor, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor,
                     reward: torch.Tensor, done: torch.Tensor, next_obs: dict[str, torch.Tensor],
-                    next_start: torch.Tensor) -> None:
-        """One step of the envs `envs` (CPU long tensor), each at the end of its own segment."""
+                    next_start: torch.Tensor, at: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """One step of the envs `envs` (CPU long tensor), each at the end of its own segment; `at`: those
+        slots and envs already on the device (the collector stages them with the step), else copied here."""
         if self.lengths is None:
             self.lengths = torch.full((self.num_envs,), self.step, dtype=torch.long)
         t = self.lengths[envs]
         if int(t.max()) >= self.num_steps:
             raise ValueError(f"env segment longer than the storage's capacity of {self.num_steps} steps")
-        t_dev, e_dev = t.to(self.device), envs.to(self.device)
+        t_dev, e_dev = (t.to(self.device), envs.to(self.device)) if at is None else at
         self.idle[t_dev, e_dev] = 0.0
         self.loss_mask[t_dev, e_dev] = 1.0
         self.actions[t_dev, e_dev] = action

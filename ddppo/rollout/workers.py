@@ -46,7 +46,8 @@ class WorkerCollector(RolloutCollector):
         actor = self.actor
         idx = self._rows(workers)
         contiguous = int(idx[-1] - idx[0]) + 1 == len(idx)
-        rows: Any = slice(int(idx[0]), int(idx[-1]) + 1) if contiguous else idx.to(self.device)
+        rows: Any = (slice(int(idx[0]), int(idx[-1]) + 1) if contiguous
+                     else actor.staging.to_device({"act_rows": idx.numpy()})["act_rows"])
         with self.timer(timing.POLICY_FORWARD):
             obs = {k: v[rows] for k, v in actor.obs.items()}
             action, logp, value, hidden = self.policy.act(obs, actor.hidden[:, rows], actor.start[rows])
@@ -81,16 +82,16 @@ class WorkerCollector(RolloutCollector):
             np.maximum(self.slowest[w.lo:w.hi], now - self.sent_at[w.lo:w.hi], out=self.slowest[w.lo:w.hi])
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, f"in update {update}'s rollout", self.label, idx.numpy())
-            obs, flags = actor.staging.step_to_device(res.obs, {"reward": res.reward, "done": res.done})
-            reward, done = flags["reward"], flags["done"]
-        idx_dev = idx.to(self.device)
+            at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
+            obs, flags = actor.staging.step_to_device(res.obs, {"reward": res.reward, "done": res.done}, index=at)
+            reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
         hidden_after = self.pending["hidden"][:, idx_dev]
         if res.truncated.any() and self.policy.critic is not None:
             with self.timer(timing.POLICY_FORWARD):
                 reward = reward + self.truncation_bootstrap(res, hidden_after, idx.numpy())
         with self.timer(timing.STORAGE):
             s.insert_envs(idx, self.pending["action"][idx_dev], self.pending["logp"][idx_dev],
-                          self.pending["value"][idx_dev], reward, done, obs, done)
+                          self.pending["value"][idx_dev], reward, done, obs, done, at=(flags["slot"], idx_dev))
             for k, v in obs.items():
                 actor.obs[k][idx_dev] = v
             actor.start[idx_dev] = done

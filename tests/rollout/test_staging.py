@@ -91,7 +91,8 @@ def _collector(mode: str, workers: int):
 def test_every_host_to_device_copy_of_every_mode_goes_through_the_stager(monkeypatch, mode, workers):
     """The CUDA path's bookkeeping on CPU: staging forced on (as `stages` says for a CUDA device), the rows
     each key's buffer received counted. Every stored step's reward and done flag and its observation, and the
-    final observations that truncations bootstrap from, must have passed through the stager."""
+    final observations that truncations bootstrap from (and, with workers, the env indices and storage slots),
+    must have passed through the stager."""
     from ddppo.rollout import staging
 
     monkeypatch.setattr(staging, "stages", lambda device: True)
@@ -114,7 +115,9 @@ def test_every_host_to_device_copy_of_every_mode_goes_through_the_stager(monkeyp
     grew = {k: staged.get(k, 0) - start.get(k, 0) for k in staged}
     # variable mode's steps in flight at the rollout end are received (and staged) in the next rollout
     assert grew["reward"] >= steps and grew["done"] >= steps and grew["obs/obs"] >= steps, (grew, steps)
-    assert grew.get("final/obs", 0) > 0  # truncated episodes' bootstraps
+    assert grew.get("final/obs", 0) > 0 and grew["final_rows"] == grew["final/obs"]  # truncations' bootstraps
+    if mode != "lockstep":  # which envs a batch holds and their storage slots cross with the step
+        assert grew["env"] >= steps and grew["slot"] >= steps, grew
     assert collector.actor.staging.enabled
 
 
