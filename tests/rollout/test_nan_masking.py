@@ -117,3 +117,36 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
     finally:
         envs.close()
         ctx.close()
+
+
+@pytest.mark.timeout(180)
+def test_variable_mode_training_a_nan_reward_makes_skipped_updates_only_where_it_was_collected(tmp_path):
+    """The README's promise through the real trainer in variable mode: each env's reward is NaN at its 6th
+    step, once (synthetic `nan_reward_at_step`), so at most one update per env collects a NaN and is skipped;
+    afterwards the NaN stays behind in its env's column, overwritten or in a padding slot, and must not skip
+    another update."""
+    import json
+
+    from ddppo.config import load_config
+    from ddppo.distributed import init_distributed
+    from ddppo.train.trainer import Trainer
+
+    overrides = [f"run.dir={tmp_path / 'run'}", "env.name=synthetic", "env.num_envs=4", "env.num_workers=4",
+                 "rollout.mode=variable", "rollout.num_steps=8", "rollout.max_env_steps_factor=3",
+                 "ppo.num_mini_batch=2", "ppo.epochs=1", "policy.hidden_size=16", "log.tensorboard=false",
+                 "env.synthetic.step_sleep_s=0.002", "env.synthetic.step_sleep_sigma=1.5",
+                 "env.synthetic.nan_reward_at_step=6", "env.synthetic.nan_reward_steps=1",
+                 "ppo.max_skipped_updates=5", "run.total_env_steps=320"]
+    cfg = load_config(None, overrides)
+    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
+    try:
+        trainer = Trainer(cfg, ctx)
+        try:
+            assert trainer.train() == 0
+        finally:
+            trainer.close()
+    finally:
+        ctx.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    skipped = [r["update"] for r in rows if r["loss/skipped_steps"] > 0]
+    assert len(rows) == 10 and 1 <= len(skipped) <= 4, skipped  # 4 envs, one NaN reward each
