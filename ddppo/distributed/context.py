@@ -1,4 +1,11 @@
-"""DistContext: this rank's place in the job and the only door to collectives; every failure names the rank."""
+"""DistContext: this rank's place in the job and the only door to collectives; every failure names the rank.
+
+gloo and NCCL fail alike: every collective is waited for inside `guard`, on this thread, for at most the
+group's timeout (dist.startup_timeout_s until the first update has run, then dist.timeout_s). On NCCL that
+holds because each rank creates its groups under TORCH_NCCL_BLOCKING_WAIT=1 (cuda.prepare_nccl): a work's
+wait() then blocks until the collective is done and raises DistBackendError when it failed or ran out of time,
+instead of only queueing a stream wait whose stall would surface later in some host read, outside every guard.
+"""
 
 from __future__ import annotations
 
@@ -97,7 +104,7 @@ class DistContext:
     def mark_started(self) -> None:
         """Switch to the shorter training timeout once the first update has run."""
         if self._group is None:
-            with native_stdout_to_stderr():
+            with self.guard("creation of the training group"), native_stdout_to_stderr():
                 self._group = dist.new_group(backend=self.backend,
                                              timeout=datetime.timedelta(seconds=self._timeout_s))
 
@@ -125,7 +132,8 @@ class DistContext:
             return dist.all_reduce(buf, group=self._group, async_op=True), buf
 
     def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
-        """The summed buffer of an `all_reduce_async`, once it has arrived."""
+        """The summed buffer of an `all_reduce_async`, once it has arrived (on NCCL the wait blocks this
+        thread: see the module docstring)."""
         work, buf = handle
         with self.guard(what):
             work.wait()
