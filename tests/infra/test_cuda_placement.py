@@ -1,19 +1,16 @@
 """Ranks on GPUs without a GPU: the device map for N ranks on M GPUs (a mocked torch.cuda), the backend every
-rank agrees on (shared GPUs: NCCL refuses them), what a rank hands NCCL (failure handling, interfaces) and the
-cuBLAS workspace of deterministic mode, all set before CUDA or NCCL start."""
+rank agrees on (shared GPUs: NCCL refuses them) and what a rank hands NCCL's failure handling (set before the
+first NCCL group; the multi-process side is tests/distributed/test_shared_gpus.py)."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from ddppo.config import ConfigError
-from ddppo.distributed import cuda, rendezvous
-from ddppo.distributed.launch import Launch
+from ddppo.distributed import cuda
 
 
 @pytest.fixture
@@ -74,7 +71,7 @@ def test_cpu_and_missing_cuda(fake_cuda):
     assert cuda.choose_device("cpu", 1) == torch.device("cpu") and fake_cuda.current == []
 
 
-# ------------------------------------------------------------------- NCCL's failure handling, interfaces
+# ---------------------------------------------------------------------------- NCCL's failure handling
 def test_a_rank_hands_nccl_blocking_waits_and_no_dump_on_timeout():
     settings, warning = cuda.nccl_failure_env({})
     assert settings == {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"} and warning is None
@@ -91,61 +88,3 @@ def test_nccl_error_handling_the_user_chose_is_kept_and_named(user):
 def test_user_blocking_wait_and_dump_setting_are_kept_silently():
     settings, warning = cuda.nccl_failure_env({"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"})
     assert settings == {} and warning is None
-
-
-def test_nccl_socket_interface_is_left_to_nccl(monkeypatch):
-    for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
-        monkeypatch.delenv(name, raising=False)
-    launch = Launch(1, 2, 1, 2, "127.0.0.1", 29555, "torchrun", local_world_known=True)
-    store = _Store()
-    rendezvous.choose_socket_interface(launch, "nccl", store)
-    assert "NCCL_SOCKET_IFNAME" not in os.environ and "GLOO_SOCKET_IFNAME" not in os.environ
-    assert store.data["net/source/1"] == b"127.0.0.1"  # still published for the peers
-    rendezvous.choose_socket_interface(dataclasses.replace(launch), "auto", store)  # auto may end on gloo
-    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and "NCCL_SOCKET_IFNAME" not in os.environ
-
-
-class _Store:
-    def __init__(self):
-        self.data = {}
-
-    def set(self, key, value):
-        self.data[key] = value.encode() if isinstance(value, str) else value
-
-    def check(self, keys):
-        return all(k in self.data for k in keys)
-
-    def get(self, key):
-        return self.data[key]
-
-    def wait(self, keys):
-        assert self.check(keys)
-
-
-# ------------------------------------------------------------------------ deterministic mode's cuBLAS
-def test_cublas_workspace_is_set_before_cuda_starts(monkeypatch):
-    """run_in_process_group sets CUBLAS_WORKSPACE_CONFIG before the device is chosen (the first CUDA call);
-    a value the user set is kept."""
-    from ddppo.distributed import startup
-
-    seen = []
-
-    def no_group(*args, **kwargs):
-        seen.append((os.environ.get("CUBLAS_WORKSPACE_CONFIG"), torch.are_deterministic_algorithms_enabled()))
-        raise rendezvous.RendezvousError("stop here")
-
-    monkeypatch.setattr(startup, "init_distributed", no_group)
-    monkeypatch.setattr(startup, "_leave_during_startup", lambda launch, err: (_ for _ in ()).throw(SystemExit(1)))
-    cfg = SimpleNamespace(run=SimpleNamespace(torch_threads=1, deterministic=True, seed=0),
-                          dist=SimpleNamespace(backend="auto", device="cpu", timeout_s=1, startup_timeout_s=1))
-    launch = Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
-    try:
-        for user in (None, ":16:8"):
-            monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-            if user:
-                monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", user)
-            with pytest.raises(SystemExit):
-                startup.run_in_process_group(cfg, launch, lambda ctx: 0)
-    finally:
-        torch.use_deterministic_algorithms(False)
-    assert seen == [(":4096:8", True), (":16:8", True)]

@@ -53,4 +53,4 @@ def test_integer_segments_equal_the_float_cumsum_ones():
     for T, N in [(1, 1), (7, 3), (64, 32), (3, 200)]:
         cut = _starts(T, N, gen).t().reshape(-1).clone()
         cut[::T] = 1.0
-        assert torch.equal((cut != 0).long().cumsum(0) - 1, torch.cumsum(cut, 0).long() - 1)
+        assert torch.equal((cut != 0).to(torch.int64).cumsum(0) - 1, torch.cumsum(cut, 0).long() - 1)
