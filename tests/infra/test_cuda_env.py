@@ -17,14 +17,14 @@ from ddppo.distributed.launch import Launch
 
 def test_nccl_socket_interface_is_left_to_nccl(monkeypatch):
     for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # empty counts as unset; monkeypatch restores what was there afterwards
     launch = Launch(1, 2, 1, 2, "127.0.0.1", 29555, "torchrun", local_world_known=True)
     store = _Store()
     rendezvous.choose_socket_interface(launch, "nccl", store)
-    assert "NCCL_SOCKET_IFNAME" not in os.environ and "GLOO_SOCKET_IFNAME" not in os.environ
+    assert os.environ["NCCL_SOCKET_IFNAME"] == "" and os.environ["GLOO_SOCKET_IFNAME"] == ""
     assert store.data["net/source/1"] == b"127.0.0.1"  # still published for the peers
     rendezvous.choose_socket_interface(dataclasses.replace(launch), "auto", store)  # auto may end on gloo
-    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and "NCCL_SOCKET_IFNAME" not in os.environ
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and os.environ["NCCL_SOCKET_IFNAME"] == ""
 
 
 class _Store:
@@ -60,6 +60,7 @@ def test_cublas_workspace_is_set_before_cuda_starts(monkeypatch):
     cfg = SimpleNamespace(run=SimpleNamespace(torch_threads=1, deterministic=True, seed=0),
                           dist=SimpleNamespace(backend="auto", device="cpu", timeout_s=1, startup_timeout_s=1))
     launch = Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # so that monkeypatch restores what was there afterwards
     try:
         for user in (None, ":16:8"):
             monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
