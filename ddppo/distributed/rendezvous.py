@@ -72,15 +72,15 @@ def _is_loopback(addr: str) -> bool:
 
 
 def choose_socket_interface(launch: Launch, backend: str, store: Any) -> None:
-    """Set GLOO_SOCKET_IFNAME to the interface that routes to MASTER_ADDR, unless the user set it or asked for
-    NCCL (`backend`: dist.backend as configured; auto may still fall back to gloo). NCCL's
-    NCCL_SOCKET_IFNAME is never set: forcing it would put NCCL's traffic on the route to MASTER_ADDR (often a
-    management network) where NCCL itself would choose InfiniBand or the fastest interface.
+    """Set GLOO_SOCKET_IFNAME to the interface that routes to MASTER_ADDR, unless the user set it (gloo also
+    carries the pickled objects of an NCCL job). NCCL_SOCKET_IFNAME is never set: forcing it would put NCCL's
+    traffic (`backend`, as configured, only names it in the log) on the route to MASTER_ADDR, often a management
+    network, where NCCL itself would choose InfiniBand or the fastest interface.
 
     Every rank publishes the source address of its route to MASTER_ADDR. Where MASTER_ADDR is a name that
     resolves to a loopback address on its own host (Debian's 127.0.1.1) while ranks run on other hosts, the
     ranks of that host take the route to a peer host's published address instead."""
-    unset = [n for n in ["GLOO_SOCKET_IFNAME"] if not os.environ.get(n) and backend != "nccl"]
+    unset = [n for n in ["GLOO_SOCKET_IFNAME"] if not os.environ.get(n)]
     found = route_interface(launch.master_addr, launch.master_port)
     store.set(f"net/source/{launch.rank}", found[1] if found else "")
     if not unset or found is None:
@@ -93,8 +93,9 @@ def choose_socket_interface(launch: Launch, backend: str, store: Any) -> None:
             via = f"the route to a peer host at {peer}; MASTER_ADDR={launch.master_addr} is loopback here"
     for name in unset:
         os.environ[name] = found[0]
-    log.info("rank %d: socket interface %s (%s, %s) for gloo; set %s to choose another (NCCL picks its own: "
-             "NCCL_SOCKET_IFNAME)", launch.rank, found[0], found[1], via, "/".join(unset))
+    log.info("rank %d: socket interface %s (%s, %s) for gloo%s; set %s to choose another", launch.rank, found[0],
+             found[1], via, "" if backend == "gloo" else " (NCCL picks its own: NCCL_SOCKET_IFNAME)",
+             "/".join(unset))
 
 
 def _peer_address(store: Any, launch: Launch) -> str | None:

@@ -72,6 +72,8 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
                              timeout=startup, wait_for_workers=False, master_listen_fd=listen_fd,
                              **_store_backend_kwargs(listen_fd))
 
+    side: dict[str, Any] = {}
+
     def settle_backend(store: dist.Store) -> None:
         nonlocal backend  # what join() creates the group with, and the context is given
         backend = agree_backend(launch, store, backend, device_setting, device)
@@ -88,13 +90,15 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
         with native_stdout_to_stderr():
             dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
                                     world_size=launch.world_size, timeout=startup, **kwargs)
+            if backend == "nccl" and launch.world_size > 1:  # pickled objects go through gloo (context.py)
+                side["objects"] = dist.new_group(backend="gloo", timeout=startup)
         return store
 
     # store and group are made on a helper thread, watched from here (signals, lost ranks, one-line errors)
     store = rendezvous.watched(launch, f"ddppo/{launch.attempt}/rdzv/", timeout_s, build_store, join)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
-    return DistContext(launch, device, backend, store, run_seed, timeout_s)
+    return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"))
 
 
 def _leave_during_startup(launch: Launch, err: Exception) -> None:

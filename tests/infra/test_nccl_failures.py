@@ -1,6 +1,6 @@
 """A failed or timed-out NCCL work (a mocked Work: under TORCH_NCCL_BLOCKING_WAIT its wait() raises
 DistBackendError in the waiting thread) becomes the same PeerLostError as on gloo, naming the rank that did not
-check in; every collective of DistContext waits inside its guard."""
+check in; every collective of DistContext is issued async and waited for inside its guard."""
 
 from __future__ import annotations
 
@@ -51,16 +51,35 @@ def test_a_completed_work_returns_its_buffer():
     assert _ctx().wait_async((FakeWork(None), buf), "gradient all-reduce") is buf
 
 
-def test_sync_collectives_fail_inside_the_guard(monkeypatch):
-    """Blocking collectives (the stats all-gather, the sums) wait inside dist.* under blocking wait; their
-    DistBackendError is caught by the same guard."""
-    def fails(*args, **kwargs):
-        raise dist.DistBackendError(TIMED_OUT)
+def test_every_collective_waits_on_its_work(monkeypatch):
+    """From torch 2.8 a synchronous NCCL collective returns no work (nothing to wait for: a lost peer would
+    stall a later host read). Emulated here: async_op=False returns None; async_op=True a work whose wait()
+    raises as a blocking wait does. Every collective of DistContext must be issued async and waited for."""
+    def nccl_like(*args, async_op=False, **kwargs):
+        return FakeWork(dist.DistBackendError(TIMED_OUT)) if async_op else None
 
-    monkeypatch.setattr(dist, "all_gather", fails)
-    monkeypatch.setattr(dist, "all_reduce", fails)
+    for name in ("all_gather", "all_reduce", "broadcast"):
+        monkeypatch.setattr(dist, name, nccl_like)
     ctx = _ctx()
     with pytest.raises(PeerLostError, match=r"stats all-gather failed: peer rank\(s\) \[1\] lost"):
         ctx.all_gather_stats(torch.zeros(2))
     with pytest.raises(PeerLostError, match=r"advantage sums failed: peer rank\(s\) \[1\] lost"):
         ctx.all_reduce_sums(torch.zeros(2), "advantage sums")
+    with pytest.raises(PeerLostError, match=r"end-of-rollout sync failed"):
+        ctx.rollout_barrier(3)
+    with pytest.raises(PeerLostError, match=r"broadcast of the parameters failed"):
+        ctx.broadcast_module(torch.nn.Linear(2, 2))
+
+
+def test_pickled_objects_go_through_the_object_group(monkeypatch):
+    """An NCCL context's object collectives (synchronous inside torch) use its gloo group."""
+    seen = []
+    monkeypatch.setattr(dist, "broadcast_object_list", lambda box, src, group: seen.append(group))
+    monkeypatch.setattr(dist, "gather_object", lambda obj, out, dst, group: seen.append(group))
+    gloo_side = object()
+    launch = Launch(0, 2, 0, 2, "127.0.0.1", 0, "torchrun")
+    ctx = DistContext(launch, torch.device("cpu"), "nccl", dist.HashStore(), 0, 0.5, object_group=gloo_side)
+    ctx.broadcast_object("decision")
+    ctx.gather_objects(b"state")
+    assert seen == [gloo_side, gloo_side]
+    assert _ctx()._objects() is None  # gloo: the collectives' own group
