@@ -108,15 +108,17 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def phases(run_dir: Path, world: int = 1) -> str:
-    """fps and the three largest phase shares; CheckFailed when phase_check finds the timings implausible."""
+def phases(e: Env, run_dir: Path, world: int = 1) -> str:
+    """fps and the three largest phase shares; CheckFailed when phase_check finds the timings implausible (on
+    a GPU: its thresholds are a GPU's; a dry run on CPU, where the learner dwarfs the copies, only reports)."""
     rows = metrics(run_dir)
     found = phase_check.problems(rows, world)
-    if found:
+    if found and (not e.dry or len(rows) < 2):
         raise CheckFailed("; ".join(found))
     share, covered = phase_check.shares(rows[1:])
     top = ", ".join(f"{p} {100 * v:.0f}%" for p, v in sorted(share.items(), key=lambda kv: -kv[1])[:3])
-    return f"fps {rows[-1].get('perf/fps', 0):.0f}; phases cover {100 * covered:.0f}%: {top}"
+    note = f" (CPU, not enforced: {'; '.join(found)})" if found else ""
+    return f"fps {rows[-1].get('perf/fps', 0):.0f}; phases cover {100 * covered:.0f}%: {top}{note}"
 
 
 def expect(text: str, pattern: str, what: str) -> re.Match:
@@ -143,7 +145,7 @@ def nccl_1rank(e: Env) -> str:
     run_dir, text = trained(e, "nccl_1rank", 1, GRIDNAV, e.steps(40960, 4096), "checkpoint.interval_updates=1000",
                             *e.dev())
     expect(text, r"backend=gloo device=cpu" if e.dry else r"backend=nccl device=cuda:0", "start-up")
-    return phases(run_dir)
+    return phases(e, run_dir)
 
 
 def two_ranks_one_gpu(e: Env) -> str:
@@ -209,12 +211,14 @@ def variable_workers(e: Env) -> str:
 
 
 def habitat_data(e: Env) -> list[str]:
-    scenes, episodes = e.work / "scenes", e.work / "episodes" / "train"
-    if not episodes.exists():
+    """Two generated scenes, a train split (50 episodes per scene) and a val split (2 per scene, for eval)."""
+    scenes, episodes, val = e.work / "scenes", e.work / "episodes" / "train", e.work / "episodes" / "val"
+    if not (episodes.exists() and val.exists()):
+        gen = [PY, "-m", "envs.habitat.episode_gen", "--scenes-dir", str(scenes), "--backend", "grid", "--seed", "0"]
         for cmd in ([PY, "-m", "envs.habitat.scene_gen", "generate", "--out", str(scenes / "gen"), "--num-scenes",
                      "2", "--seed", "0"],
-                    [PY, "-m", "envs.habitat.episode_gen", "--scenes-dir", str(scenes), "--out", str(episodes),
-                     "--episodes-per-scene", "50", "--seed", "0", "--backend", "grid"]):
+                    [*gen, "--out", str(val), "--episodes-per-scene", "2"],
+                    [*gen, "--out", str(episodes), "--episodes-per-scene", "50"]):
             rc, text = run(cmd, e.work / "habitat_data.log")
             if rc != 0:
                 raise CheckFailed(f"habitat data: exit {rc}: {tail(text)}")
@@ -223,7 +227,8 @@ def habitat_data(e: Env) -> list[str]:
 
 def hab_small(e: Env) -> list[str]:
     return [*habitat_data(e), "env.num_envs=4", "env.num_workers=0", "rollout.num_steps=16",
-            "env.habitat.depth_width=64", "env.habitat.depth_height=64", "ppo.num_mini_batch=2", "ppo.epochs=1",
+            "env.habitat.depth_width=64", "env.habitat.depth_height=64", "env.habitat.max_episode_steps=32",
+            "ppo.num_mini_batch=2", "ppo.epochs=1",
             "checkpoint.interval_updates=1", *SMALL_HB]
 
 
@@ -240,16 +245,18 @@ def resume_gpu(e: Env) -> str:
 
 def eval_export(e: Env) -> str:
     run_dir = e.work / "resume"
-    rc, text = run([PY, "-m", "ddppo", "eval", str(run_dir), "eval.num_episodes=4", *e.dev()],
-                   e.work / "eval.log")
+    habitat_data(e)
+    rc, text = run([PY, "-m", "ddppo", "eval", str(run_dir), f"env.habitat.dataset={e.work / 'episodes' / 'val'}",
+                    "env.habitat.max_episode_steps=32", *e.dev()], e.work / "eval.log")
     if rc != 0:
         raise CheckFailed(f"eval: exit {rc}: {tail(text)}")
+    found = expect(text, r"ckpt-\d+ \([\d,]+ env steps\): \d+ episodes", "eval results").group(0)
     out = e.work / "ckpt.0.pth"
     rc, text = run([PY, "-m", "ddppo", "export", str(run_dir), "--format", "habitat-baselines", "-o", str(out),
                     "--force"], e.work / "export.log")
     if rc != 0 or not out.is_file():
         raise CheckFailed(f"export: exit {rc}: {tail(text)}")
-    return f"eval of the resumed run, export {out.stat().st_size // 1024} KiB"
+    return f"eval of the resumed run ({found}), export {out.stat().st_size // 1024} KiB"
 
 
 def habitat_paper_policy(e: Env) -> str:
@@ -258,11 +265,12 @@ def habitat_paper_policy(e: Env) -> str:
              "env.habitat.depth_height=32", "policy.hidden_size=32", "policy.resnet_base_width=8"] if e.dry else []
     run_dir, _ = trained(e, "habitat_paper", 1, "configs/pointnav_habitat.yaml", *habitat_data(e), *small,
                          e.steps(6144, 96), "checkpoint.interval_updates=100000", *e.dev())
-    return phases(run_dir)
+    return phases(e, run_dir)
 
 
 def timing_overhead(e: Env) -> str:
-    cmd = [PY, "benchmarks/gpu_ranks.py", "timing", GRIDNAV, "2" if e.dry else "4", *GRID,
+    cmd = [PY, "benchmarks/gpu_ranks.py", "timing", GRIDNAV, "1" if e.dry else "4", *GRID,
+           *(["ppo.epochs=1"] if e.dry else []),
            "run.torch_threads=2", "log.tensorboard=false", f"run.dir={e.work / 'timing'}", *e.dev()]
     rc, text = run(cmd, e.work / "timing.log")
     if rc != 0:

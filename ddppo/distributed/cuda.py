@@ -9,7 +9,8 @@ and the cuBLAS workspace of deterministic mode.
   rank falls back to gloo on the GPUs as they are (see `decide_backend`).
 - NCCL failures: `WorkNCCL::wait()` only makes the current CUDA stream wait, so a lost peer surfaced as a stall
   in some later host read, and after the timeout NCCL's watchdog aborted the process (no rank named, a core
-  dump). With TORCH_NCCL_BLOCKING_WAIT=1 every wait blocks this thread until the collective is done, and a
+  dump). With TORCH_NCCL_BLOCKING_WAIT=1 every wait (context.py gives every collective a work to wait for)
+  blocks this thread until the collective is done, and a
   collective not done within the group's timeout (dist.timeout_s, as for gloo) or failed raises
   DistBackendError there, inside DistContext.guard, which names the lost rank; torch then also turns the
   watchdog's tear-down off (ProcessGroupNCCL's constructor sets NoHandling under blocking wait). The
