@@ -97,7 +97,8 @@ def run_timing(config: str, rounds: int, overrides: list[str]) -> int:
             fps: dict[str, list[float]] = {name: [] for name in timers}
             update = 1
             for r in range(rounds + 1):  # round 0 warms up (allocations, cuDNN plans)
-                for name, timer in timers.items():
+                order = list(timers.items())
+                for name, timer in order if r % 2 else order[::-1]:  # alternate who goes first
                     _swap_timer(trainer, timer)
                     value = _round(trainer, update)
                     update += 2
