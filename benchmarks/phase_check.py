@@ -1,4 +1,4 @@
-"""Are a run's phase timings plausible? Read by benchmarks/gpu_check.sh after each training run.
+"""Are a run's phase timings plausible? Read by benchmarks/gpu_check.py after its training runs.
 
     python benchmarks/phase_check.py RUN_DIR [--label NAME] [--world-size 1]
 

@@ -57,7 +57,8 @@ def child_env() -> dict[str, str]:
 
 def train(nproc: int, config: Path, run_dir: Path, overrides: list[str], timeout_s: float) -> dict:
     """One real training run; returns fps and per-update figures read from its metrics.jsonl."""
-    args = ["-m", "ddppo", "train", str(config), f"run.dir={run_dir}", *overrides]
+    # CPU figures (1 rank per core): on a GPU machine auto would put the ranks on (shared) GPUs
+    args = ["-m", "ddppo", "train", str(config), f"run.dir={run_dir}", "dist.device=cpu", *overrides]
     if nproc == 1:
         cmd = [sys.executable, *args]
     else:

@@ -4,14 +4,17 @@ Every timed phase of an update is named here; the collector, the trainer, the
 PPO update, the stats reduction (`perf/*` columns) and the bottleneck report all
 use these names, so a phase cannot be renamed in one place and missed in another.
 
-Truthful on CUDA: kernels and NCCL collectives return once queued, so a plain
-wall clock would charge a phase's GPU work to whichever later phase first waits
-for it (the all-reduce would absorb the backward pass, the straggler wait would
-read ~0). On a CUDA device every phase therefore ends by waiting for the current
-(compute) stream: each phase owns the GPU work it queued. Only the compute stream
-is waited for, so gradient buckets still in flight on NCCL's stream when backward
-ends are charged to the all-reduce phase that waits for them, not to backward.
-On CPU nothing changes: the clock alone.
+Truthful on CUDA without a sync per phase: kernels and NCCL collectives return once queued, so a plain wall
+clock would charge a phase's GPU work to whichever later phase first waits for it (the all-reduce would
+absorb the backward pass). Waiting for the stream at the end of every phase fixes that but costs a host sync
+per phase (four per environment step; one right after the pinned asynchronous observation copy cancels its
+overlap). Instead each phase records a CUDA event on the current stream when it ends, and the events are read
+once per update (`pop`, or every MAX_PENDING phases): a phase runs from when it started on the host (or when the
+previous phase's work ended, if later) until both its host part and its GPU work are done; consecutive phases
+never overlap, so they add up to the wall time, and each is charged its own GPU work, as a sync would charge it.
+Event times are put on the host clock through an anchor event recorded while the stream is idle (after the
+sync that reads them). `per_phase_sync=True` keeps the old sync per phase (benchmarks/timing_overhead.py
+compares both). On CPU nothing changes: the clock alone.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -44,6 +47,9 @@ PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, GAE, 
 COLLECT = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE)
 
 
+MAX_PENDING = 4096  # phases whose events are read at the latest (a timer nobody pops: evaluation's)
+
+
 def phase_end_sync(device: torch.device | None) -> Callable[[], None] | None:
     """What a phase waits for before its clock stops: the current CUDA stream of `device`; None on CPU."""
     if device is None or device.type != "cuda":
@@ -53,22 +59,72 @@ def phase_end_sync(device: torch.device | None) -> Callable[[], None] | None:
 
 class Timer:
     """Accumulates wall time per named phase: `with timer(ENV_STEP): ...`; with a CUDA `device`, each phase
-    includes the GPU work it queued (see the module docstring)."""
+    includes the GPU work it queued (see the module docstring).
 
-    def __init__(self, device: torch.device | None = None, sync: Callable[[], None] | None = None) -> None:
+    `sync`: a wait run at the end of every phase instead of events (tests, per_phase_sync); `events`: what
+    makes an event (torch.cuda.Event with timing by default; record(), synchronize(), elapsed_time(other) ms).
+    """
+
+    def __init__(self, device: torch.device | None = None, sync: Callable[[], None] | None = None,
+                 per_phase_sync: bool = False, events: Callable[[], Any] | None = None) -> None:
         self.totals: dict[str, float] = defaultdict(float)
-        self._sync = sync if sync is not None else phase_end_sync(device)
+        cuda = device is not None and device.type == "cuda"
+        self._sync = sync if sync is not None else phase_end_sync(device) if per_phase_sync else None
+        self._make_event = events if events is not None else (
+            (lambda: torch.cuda.Event(enable_timing=True)) if cuda and self._sync is None else None)
+        self._pending: list[tuple[str, float, float, Any]] = []  # (phase, host start, host end, end event)
+        self._free: list[Any] = []  # events read already, for reuse
+        self._anchor: tuple[float, Any] | None = None  # (host time, event recorded then on an idle stream)
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        if self._make_event is not None and self._anchor is None:
+            self._set_anchor(sync_first=True)  # once: the stream may be busy before the first phase
         start = time.perf_counter()
         try:
             yield
         finally:
             if self._sync is not None:
                 self._sync()
-            self.totals[name] += time.perf_counter() - start
+            if self._make_event is None:
+                self.totals[name] += time.perf_counter() - start
+            else:
+                event = self._free.pop() if self._free else self._make_event()
+                event.record()
+                self._pending.append((name, start, time.perf_counter(), event))
+                if len(self._pending) >= MAX_PENDING:
+                    self._read_events()
+
+    def _set_anchor(self, sync_first: bool = False) -> None:
+        event = self._anchor[1] if self._anchor is not None else self._make_event()
+        if sync_first:
+            probe = self._make_event()
+            probe.record()
+            probe.synchronize()
+            self._free.append(probe)
+        host = time.perf_counter()
+        event.record()
+        self._anchor = (host, event)
+
+    def _read_events(self) -> None:
+        """Wait for the last phase's event (one host sync), charge every pending phase, re-anchor."""
+        if not self._pending:
+            return
+        self._pending[-1][3].synchronize()
+        host0, anchor = self._anchor
+        previous_end = float("-inf")
+        for name, start, host_end, event in self._pending:
+            event.synchronize()  # done already (same stream); cheap
+            gpu_end = host0 + anchor.elapsed_time(event) / 1000.0
+            begin = max(start, previous_end)
+            end = max(host_end, gpu_end, begin)
+            self.totals[name] += end - begin
+            previous_end = end
+            self._free.append(event)
+        self._pending = []
+        self._set_anchor()  # the stream is idle now: the anchor's time is the host's
 
     def pop(self) -> dict[str, float]:
+        self._read_events()
         out, self.totals = dict(self.totals), defaultdict(float)
         return out

@@ -20,6 +20,7 @@ TINY = {
     "log.interval_s": 0.1,
     "log.window": 1,
     "run.torch_threads": 1,
+    "dist.device": "cpu",  # CPU tests mean CPU: on a GPU machine auto would put (several) ranks on a GPU
 }
 
 def as_overrides(values: dict) -> list[str]:

@@ -16,13 +16,15 @@ the store, every call bounded by dist.timeout_s and the whole wait by a deadline
 What the launcher says (rank, world, rendezvous address) is read in launch.py.
 
 The package: context.py (DistContext, the guard, PeerLostError), store.py (bounded store calls),
-startup.py (device, store, process group, threads), rendezvous.py (joining, one-line failures), launch.py (what
+cuda.py (GPU per rank, shared GPUs, NCCL's failure handling,
+cuBLAS), startup.py (store, process group, threads), rendezvous.py (joining, one-line failures), launch.py (what
 the launcher says), buckets.py (gradient buckets all-reduced as backward fills them).
 """
 
 from ddppo.distributed.context import DistContext, PeerLostError, PendingRead, rank_seed
+from ddppo.distributed.cuda import choose_device
 from ddppo.distributed.launch import Launch, expand_first_host, read_launch, without_launch_vars
-from ddppo.distributed.startup import choose_device, init_distributed, run_in_process_group, torch_threads
+from ddppo.distributed.startup import init_distributed, run_in_process_group, torch_threads
 
 __all__ = ["DistContext", "Launch", "PeerLostError", "PendingRead", "choose_device", "expand_first_host",
            "init_distributed", "rank_seed", "read_launch", "run_in_process_group", "torch_threads",

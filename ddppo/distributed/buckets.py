@@ -18,8 +18,11 @@ waits for every handle, divides by the summed count and writes the averages
 back into `p.grad`. With one rank there is nothing to send: `finish()` only
 zero-fills missing gradients.
 
-Nothing here reads a value back to the host: the count is a device tensor, so a
-minibatch costs no host synchronisation until the caller decides whether to step.
+Nothing here reads a value back to the host: the count is a device tensor. On
+NCCL `finish()` still blocks the host until the all-reduces are done (blocking
+waits, so that a lost peer raises here, inside the guard: see context.py); the
+caller's one host read per minibatch (whether to step) follows right after and
+would wait for the same collectives, so this moves that wait rather than adding one.
 """
 
 from __future__ import annotations

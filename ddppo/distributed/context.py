@@ -1,4 +1,15 @@
-"""DistContext: this rank's place in the job and the only door to collectives; every failure names the rank."""
+"""DistContext: this rank's place in the job and the only door to collectives; every failure names the rank.
+
+gloo and NCCL fail alike: every collective is waited for inside `guard`, on this thread, for at most the
+group's timeout (dist.startup_timeout_s until the first update has run, then dist.timeout_s). On NCCL that
+holds because each rank creates its groups under TORCH_NCCL_BLOCKING_WAIT=1 (cuda.prepare_nccl): a work's
+wait() then blocks until the collective is done and raises DistBackendError when it failed or ran out of time,
+instead of only queueing a stream wait whose stall would surface later in some host read, outside every guard.
+Two more things make every NCCL wait such a wait: each collective here is issued with async_op=True and its
+work waited for (from torch 2.8 on a synchronous NCCL collective returns no work at all, so nothing would
+block), and pickled objects (start-up decisions, per-rank checkpoint state) go through a gloo group on the
+host (torch's object collectives are synchronous ones), made next to the NCCL group with the same timeouts.
+"""
 
 from __future__ import annotations
 
@@ -74,7 +85,7 @@ class DistContext:
     """This rank's place in the job and the collectives it takes part in."""
 
     def __init__(self, launch: Launch, device: torch.device, backend: str, store: dist.Store,
-                 run_seed: int, timeout_s: float):
+                 run_seed: int, timeout_s: float, object_group: Any = None):
         self.launch = launch
         self.rank = launch.rank
         self.world_size = launch.world_size
@@ -85,6 +96,7 @@ class DistContext:
         self.seed = rank_seed(run_seed, launch.rank)
         self._timeout_s = timeout_s
         self._group: Any = None  # default group (start-up timeout) until `mark_started`
+        self._object_group = object_group  # NCCL: gloo, for pickled objects; None: the collectives' group
         self._store_call = BoundedCaller()
         # collectives go through CPU tensors on gloo, device tensors on nccl
         self.comm_device = device if backend == "nccl" else torch.device("cpu")
@@ -97,16 +109,21 @@ class DistContext:
     def mark_started(self) -> None:
         """Switch to the shorter training timeout once the first update has run."""
         if self._group is None:
-            with native_stdout_to_stderr():
-                self._group = dist.new_group(backend=self.backend,
-                                             timeout=datetime.timedelta(seconds=self._timeout_s))
+            timeout = datetime.timedelta(seconds=self._timeout_s)
+            with self.guard("creation of the training group"), native_stdout_to_stderr():
+                self._group = dist.new_group(backend=self.backend, timeout=timeout)
+                if self._object_group is not None:
+                    self._object_group = dist.new_group(backend="gloo", timeout=timeout)
 
     def broadcast_module(self, module: torch.nn.Module) -> None:
         """Copy every parameter and buffer from rank 0 (at start and after resume)."""
         with self.guard("broadcast of the parameters"):
+            sent = []
             for tensor in list(module.parameters()) + list(module.buffers()):
                 buf = tensor.data.to(self.comm_device)
-                dist.broadcast(buf, src=0, group=self._group)
+                sent.append((tensor, buf, dist.broadcast(buf, src=0, group=self._group, async_op=True)))
+            for tensor, buf, work in sent:
+                work.wait()
                 tensor.data.copy_(buf)
 
     # ------------------------------------------------------------ collectives
@@ -125,7 +142,8 @@ class DistContext:
             return dist.all_reduce(buf, group=self._group, async_op=True), buf
 
     def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
-        """The summed buffer of an `all_reduce_async`, once it has arrived."""
+        """The summed buffer of an `all_reduce_async`, once it has arrived (on NCCL the wait blocks this
+        thread: see the module docstring)."""
         work, buf = handle
         with self.guard(what):
             work.wait()
@@ -139,7 +157,7 @@ class DistContext:
         t = values.detach().to(self.comm_device, torch.float64)
         if self.world_size > 1:
             with self.guard(what):
-                dist.all_reduce(t, group=self._group)
+                dist.all_reduce(t, group=self._group, async_op=True).wait()
         return t.cpu()
 
     def all_gather_stats(self, values: torch.Tensor) -> torch.Tensor:
@@ -150,14 +168,14 @@ class DistContext:
         """Rank 0's picklable `obj`, on every rank (start-up decisions such as which checkpoint)."""
         box = [obj]
         with self.guard("broadcast of a start-up decision"):
-            dist.broadcast_object_list(box, src=0, group=self._group)
+            dist.broadcast_object_list(box, src=0, group=self._objects())
         return box[0]
 
     def gather_objects(self, obj: Any) -> list[Any] | None:
         """Picklable per-rank objects gathered on rank 0 (None elsewhere)."""
         out = [None] * self.world_size if self.is_main else None
         with self.guard("gather of per-rank state"):
-            dist.gather_object(obj, out, dst=0, group=self._group)
+            dist.gather_object(obj, out, dst=0, group=self._objects())
         return out
 
     def _gather(self, t: torch.Tensor, what: str) -> torch.Tensor:
@@ -165,8 +183,11 @@ class DistContext:
             return t.unsqueeze(0)
         out = [torch.empty_like(t) for _ in range(self.world_size)]
         with self.guard(what):
-            dist.all_gather(out, t, group=self._group)
+            dist.all_gather(out, t, group=self._group, async_op=True).wait()
         return torch.stack(out)
+
+    def _objects(self) -> Any:
+        return self._object_group if self._object_group is not None else self._group
 
     # ------------------------------------------------------- preemption store
     def add_to_counter(self, key: str, amount: int) -> int:

@@ -1,15 +1,17 @@
 """Rendezvous that works where users start it, and fails in one line when it cannot.
 
-- The socket interface: gloo (and NCCL's bootstrap) pick an address by resolving this host's name unless told
-  otherwise; Debian's /etc/hosts maps that name to 127.0.1.1, so every rank advertises a loopback address and
-  no host can reach another. Unless the user set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, the interface is the
-  one that owns the source address of the route to MASTER_ADDR (learnt from a UDP connect, which sends nothing).
+- The socket interface: gloo picks an address by resolving this host's name unless told otherwise; Debian's
+  /etc/hosts maps that name to 127.0.1.1, so every rank advertises a loopback address and no host can reach
+  another. Unless the user set GLOO_SOCKET_IFNAME, the interface is the one that owns the source address of the
+  route to MASTER_ADDR (learnt from a UDP connect, which sends nothing). NCCL is left to choose its own
+  (it skips loopback and docker interfaces and prefers InfiniBand); NCCL_SOCKET_IFNAME is the user's.
 - Watched: the store and the process group are created on a helper thread; the main thread stays in Python, so
   SIGTERM/SIGINT/SIGUSR1 end the process within a fraction of a second (a native wait would hold them off for
   dist.startup_timeout_s), and it watches the store: every rank bumps a heartbeat counter there, so a rank that
   joined and then died or hung is named after dist.timeout_s, a rank that failed its part of the rendezvous
   (`failed/<rank>`) is named at once, and a store that went away (its host died) is reported at once.
-- Every failure becomes RendezvousError: one line naming MASTER_ADDR, MASTER_PORT and the likely cause.
+- Every failure becomes RendezvousError: one line naming MASTER_ADDR, MASTER_PORT and the likely cause; a
+  ConfigError found while joining (ranks sharing a GPU under NCCL) stays one, for exit code 2.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Callable
 import torch.distributed as dist
 
 from ddppo import signals
+from ddppo.config import ConfigError
 from ddppo.distributed.launch import Launch
 
 log = logging.getLogger(__name__)
@@ -69,14 +72,15 @@ def _is_loopback(addr: str) -> bool:
 
 
 def choose_socket_interface(launch: Launch, backend: str, store: Any) -> None:
-    """Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME with NCCL) to the interface that routes to MASTER_ADDR,
-    unless the user set them.
+    """Set GLOO_SOCKET_IFNAME to the interface that routes to MASTER_ADDR, unless the user set it (gloo also
+    carries the pickled objects of an NCCL job). NCCL_SOCKET_IFNAME is never set: forcing it would put NCCL's
+    traffic (`backend`, as configured, only names it in the log) on the route to MASTER_ADDR, often a management
+    network, where NCCL itself would choose InfiniBand or the fastest interface.
 
     Every rank publishes the source address of its route to MASTER_ADDR. Where MASTER_ADDR is a name that
     resolves to a loopback address on its own host (Debian's 127.0.1.1) while ranks run on other hosts, the
     ranks of that host take the route to a peer host's published address instead."""
-    names = ["GLOO_SOCKET_IFNAME"] + (["NCCL_SOCKET_IFNAME"] if backend == "nccl" else [])
-    unset = [n for n in names if not os.environ.get(n)]
+    unset = [n for n in ["GLOO_SOCKET_IFNAME"] if not os.environ.get(n)]
     found = route_interface(launch.master_addr, launch.master_port)
     store.set(f"net/source/{launch.rank}", found[1] if found else "")
     if not unset or found is None:
@@ -89,8 +93,9 @@ def choose_socket_interface(launch: Launch, backend: str, store: Any) -> None:
             via = f"the route to a peer host at {peer}; MASTER_ADDR={launch.master_addr} is loopback here"
     for name in unset:
         os.environ[name] = found[0]
-    log.info("rank %d: socket interface %s (%s, %s) for %s; set %s to choose another", launch.rank, found[0],
-             found[1], via, backend, "/".join(unset))
+    log.info("rank %d: socket interface %s (%s, %s) for gloo%s; set %s to choose another", launch.rank, found[0],
+             found[1], via, "" if backend == "gloo" else " (NCCL picks its own: NCCL_SOCKET_IFNAME)",
+             "/".join(unset))
 
 
 def _peer_address(store: Any, launch: Launch) -> str | None:
@@ -121,8 +126,8 @@ def explain_failure(launch: Launch, err: BaseException) -> str:
         ip = remote.group(1)
         if _is_loopback(ip):
             cause = (f"a peer advertised the loopback address {ip} (its host name resolves to a loopback address, "
-                     f"as Debian's /etc/hosts does); unset GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME so ddppo picks "
-                     f"the interface that routes to MASTER_ADDR, or set them to that interface")
+                     f"as Debian's /etc/hosts does); unset GLOO_SOCKET_IFNAME so ddppo picks the interface that "
+                     f"routes to MASTER_ADDR, or set it (and NCCL_SOCKET_IFNAME with NCCL) to that interface")
         else:
             cause = (f"cannot connect to a peer at {ip}:{remote.group(2)}: a firewall blocks the ports gloo picks "
                      f"between hosts, or GLOO_SOCKET_IFNAME={os.environ.get('GLOO_SOCKET_IFNAME', '')} is an "
@@ -274,6 +279,10 @@ def watched(launch: Launch, prefix: str, lost_after_s: float, build_store: Calla
                 if err is None:
                     watcher.mark("done", "1")
                     return future.result()
+                if isinstance(err, ConfigError):  # a setting every rank finds wrong alike (cuda.decide_backend)
+                    if launch.rank == 0 and not launch.agent_store:
+                        time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others decide
+                    raise err
                 line = explain_failure(launch, err)
                 if stage["store"] is not None:
                     watcher.mark("failed", line)

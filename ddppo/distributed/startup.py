@@ -14,20 +14,11 @@ import torch
 import torch.distributed as dist
 
 import ddppo.distributed.rendezvous as rendezvous
+from ddppo.distributed.cuda import agree_backend, choose_device, prepare_deterministic, prepare_nccl
 from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
 from ddppo.distributed.launch import Launch, read_launch
 
 log = logging.getLogger("ddppo.distributed")
-
-
-def choose_device(setting: str, local_rank: int) -> torch.device:
-    if setting == "cpu" or (setting == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise RuntimeError("dist.device=cuda but CUDA is not available; use dist.device=auto or cpu")
-    device = torch.device("cuda", local_rank % torch.cuda.device_count())
-    torch.cuda.set_device(device)
-    return device
 
 
 def _store_listen_fd(launch: Launch) -> int | None:
@@ -64,13 +55,12 @@ def _store_backend_kwargs(listen_fd: int | None) -> dict[str, Any]:
 
 def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
                      run_seed: int, launch: Launch | None = None) -> DistContext:
-    """Rendezvous and create the process group; returns this rank's context."""
+    """Rendezvous and create the process group; returns this rank's context.
+
+    The backend is settled once every rank's GPU is known (cuda.agree_backend), before the group is made;
+    NCCL's failure handling is set up before the first NCCL group (cuda.prepare_nccl)."""
     launch = launch or read_launch()
     device = choose_device(device_setting, launch.local_rank)
-    if backend == "auto":
-        backend = "nccl" if device.type == "cuda" else "gloo"
-    if backend == "nccl" and device.type != "cuda":
-        raise RuntimeError("dist.backend=nccl needs CUDA devices; use dist.backend=auto or gloo on CPU")
     startup = datetime.timedelta(seconds=startup_timeout_s)
 
     def build_store() -> dist.Store:
@@ -82,22 +72,33 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
                              timeout=startup, wait_for_workers=False, master_listen_fd=listen_fd,
                              **_store_backend_kwargs(listen_fd))
 
+    side: dict[str, Any] = {}
+
+    def settle_backend(store: dist.Store) -> None:
+        nonlocal backend  # what join() creates the group with, and the context is given
+        backend = agree_backend(launch, store, backend, device_setting, device)
+        if backend == "nccl":
+            prepare_nccl()
+
     def join(base: dist.Store) -> dist.Store:
         # namespaced per attempt: keys of a crashed attempt can never be read by the next
         store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
         if launch.world_size > 1:
             rendezvous.choose_socket_interface(launch, backend, store)
+        settle_backend(store)
         kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
         with native_stdout_to_stderr():
             dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=launch.rank,
                                     world_size=launch.world_size, timeout=startup, **kwargs)
+            if backend == "nccl" and launch.world_size > 1:  # pickled objects go through gloo (context.py)
+                side["objects"] = dist.new_group(backend="gloo", timeout=startup)
         return store
 
     # store and group are made on a helper thread, watched from here (signals, lost ranks, one-line errors)
     store = rendezvous.watched(launch, f"ddppo/{launch.attempt}/rdzv/", timeout_s, build_store, join)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
-    return DistContext(launch, device, backend, store, run_seed, timeout_s)
+    return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"))
 
 
 def _leave_during_startup(launch: Launch, err: Exception) -> None:
@@ -141,9 +142,10 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
     A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
     torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint.
     """
-    torch.set_num_threads(torch_threads(cfg.run.torch_threads, launch))
     if cfg.run.deterministic:
+        prepare_deterministic()  # before anything touches CUDA
         torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(torch_threads(cfg.run.torch_threads, launch))
     try:
         ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
                                cfg.run.seed, launch)

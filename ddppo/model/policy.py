@@ -144,7 +144,9 @@ class RecurrentCore(nn.Module):
             return self._run(x, _zero_where(h, start[0]))
         cut = start.t().reshape(-1).clone()  # env-major boundaries
         cut[::T] = 1.0
-        seg = torch.cumsum(cut, 0).long() - 1  # segment of each (env, t)
+        # segment of each (env, t); an integer cumsum: a float one has no deterministic CUDA kernel and raises
+        # under run.deterministic (torch.use_deterministic_algorithms)
+        seg = (cut != 0).to(torch.int64).cumsum(0) - 1
         first = torch.nonzero(cut, as_tuple=False).squeeze(1)  # flat index where each segment starts
         num_segs = first.numel()
         lengths = torch.bincount(seg, minlength=num_segs)

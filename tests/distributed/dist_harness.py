@@ -182,7 +182,8 @@ class Job:
 
 
 def train_args(run_dir: Path, overrides: Sequence[str], config: Path = EMPTY_CONFIG) -> list[str]:
-    return ["-m", "ddppo", "train", str(config), f"run.dir={run_dir}", *overrides]
+    # CPU unless a test says otherwise: on a GPU machine auto would put ranks on (shared) GPUs
+    return ["-m", "ddppo", "train", str(config), f"run.dir={run_dir}", "dist.device=cpu", *overrides]
 
 
 def start_ranks(world: int, run_dir: Path, overrides: Sequence[str], log_dir: Path) -> Job:

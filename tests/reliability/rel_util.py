@@ -48,7 +48,8 @@ def synthetic_overrides(run_dir: Path, **extra: Any) -> list[str]:
     """A tiny synthetic-env run: 4 envs x 8 steps per rank and update, a small policy, no TensorBoard."""
     base = {"run.dir": str(run_dir), "env.name": "synthetic", "env.num_envs": 4, "rollout.num_steps": 8,
             "ppo.num_mini_batch": 2, "ppo.epochs": 2, "policy.hidden_size": 32, "log.tensorboard": "false",
-            "log.interval_s": 0.01, "run.torch_threads": 1, "preemption.sync_frac": 1}
+            "log.interval_s": 0.01, "run.torch_threads": 1, "preemption.sync_frac": 1,
+            "dist.device": "cpu"}  # CPU tests mean CPU: on a GPU machine auto would put ranks on (shared) GPUs
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
 

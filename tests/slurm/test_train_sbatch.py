@@ -23,7 +23,8 @@ NUM_ENVS, NUM_STEPS = 4, 16
 # a small, fast model: an update takes tens of ms, so a run's length is set by the env-step budget alone.
 # No periodic checkpoints: the only ones are those written on a signal and at the end.
 TINY = (f"env.num_envs={NUM_ENVS}", f"rollout.num_steps={NUM_STEPS}", "ppo.epochs=1", "ppo.num_mini_batch=1",
-        "policy.hidden_size=32", "env.gridnav.num_maps=8", "run.torch_threads=1", "checkpoint.interval_updates=100000")
+        "policy.hidden_size=32", "env.gridnav.num_maps=8", "run.torch_threads=1", "checkpoint.interval_updates=100000",
+        "dist.device=cpu")
 # python for the job steps; DDPPO_PYTHON may carry extra words (the sbatch script splits it)
 PYTHON = os.environ.get("DDPPO_TEST_PYTHON", sys.executable)
 

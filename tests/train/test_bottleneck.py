@@ -46,7 +46,7 @@ def test_no_window_no_diagnosis():
 def _train(tmp_path: Path, overrides: list[str], nproc: int = 1) -> str:
     (tmp_path / "empty.yaml").write_text("{}\n")
     args = [str(tmp_path / "empty.yaml"), f"run.dir={tmp_path / 'run'}", "env.name=synthetic",
-            "log.bottleneck_interval_s=1000", *overrides]
+            "log.bottleneck_interval_s=1000", "dist.device=cpu", *overrides]
     if nproc == 1:
         cmd = [sys.executable, "-m", "ddppo", "train", *args]
     else:

@@ -1,0 +1,128 @@
+"""The in-process parts of the GPU check (benchmarks/gpu_check.py), run as scripts by its checks.
+
+    torchrun ... benchmarks/gpu_ranks.py digest CONFIG OUT_DIR [overrides]   # train; OUT_DIR/rank<r>.json
+    python benchmarks/gpu_ranks.py timing CONFIG ROUNDS [overrides]          # event timers vs a sync per phase
+
+`digest`: the real start-up (device map, backend agreement) and Trainer on every rank; each rank writes what
+it ran on (backend, device, where its gradients live) and sha256 digests of its parameters and Adam state.
+`timing`: one rank, one Trainer; rounds of two updates alternate between the event timers (the default on
+CUDA) and the old sync at the end of every phase; prints one line `timing: events F1 fps, per-phase sync F2
+fps, ratio R` (medians over rounds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from a checkout
+
+from ddppo.config import load_config  # noqa: E402
+from ddppo.distributed import Launch, read_launch, run_in_process_group  # noqa: E402
+from ddppo.rundir import atomic_write  # noqa: E402
+from ddppo.timing import Timer  # noqa: E402
+
+
+def digest(tensors: dict[str, Any]) -> str:
+    """sha256 over names, dtypes and exact bytes (bit-identity across ranks)."""
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name]
+        t = (t if torch.is_tensor(t) else torch.tensor(t)).detach().cpu().contiguous()
+        h.update(name.encode() + str(t.dtype).encode() + t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _optimizer_tensors(optimizer: Any) -> dict[str, Any]:
+    return {f"{i}.{k}": v for i, state in optimizer.state_dict()["state"].items() for k, v in state.items()}
+
+
+def run_digest(config: str, out_dir: str, overrides: list[str]) -> int:
+    from ddppo.train.trainer import Trainer
+
+    cfg = load_config(config, overrides)
+
+    def body(ctx: Any) -> int:
+        trainer = Trainer(cfg, ctx)
+        try:
+            code = trainer.train()
+            params = list(trainer.policy.parameters())
+            row = {"rank": ctx.rank, "code": code, "backend": ctx.backend, "device": str(ctx.device),
+                   "grad_devices": sorted({str(p.grad.device) for p in params if p.grad is not None}),
+                   "update": trainer.update, "model": digest(trainer.policy.state_dict()),
+                   "optimizer": digest(_optimizer_tensors(trainer.updater.optimizer))}
+            atomic_write(Path(out_dir) / f"rank{ctx.rank}.json", json.dumps(row))
+            return code
+        finally:
+            trainer.close()
+
+    return run_in_process_group(cfg, read_launch(), body)
+
+
+def _swap_timer(trainer: Any, timer: Timer) -> None:
+    trainer.timer = trainer.collector.timer = trainer.collector.actor.timer = timer
+
+
+def _round(trainer: Any, update: int) -> float:
+    """env steps per second over two full updates (collect, returns, PPO update, the timer read)."""
+    start, steps = time.perf_counter(), 0
+    for u in (update, update + 1):
+        collected = trainer.collector.collect(u)
+        trainer.ctx.rollout_barrier(collected.steps)
+        trainer.compute_advantages()
+        trainer.updater.update(trainer.storage, trainer.timer)
+        trainer.timer.pop()
+        steps += collected.env_steps
+    return steps / (time.perf_counter() - start)
+
+
+def run_timing(config: str, rounds: int, overrides: list[str]) -> int:
+    from ddppo.train.trainer import Trainer
+
+    cfg = load_config(config, overrides)
+
+    def body(ctx: Any) -> int:
+        trainer = Trainer(cfg, ctx)
+        try:
+            timers = {"events": Timer(ctx.device), "sync": Timer(ctx.device, per_phase_sync=True)}
+            fps: dict[str, list[float]] = {name: [] for name in timers}
+            update = 1
+            for r in range(rounds + 1):  # round 0 warms up (allocations, cuDNN plans)
+                order = list(timers.items())
+                for name, timer in order if r % 2 else order[::-1]:  # alternate who goes first
+                    _swap_timer(trainer, timer)
+                    value = _round(trainer, update)
+                    update += 2
+                    if r:
+                        fps[name].append(value)
+            events, sync = (statistics.median(fps[n]) for n in ("events", "sync"))
+            print(f"timing: events {events:.0f} fps, per-phase sync {sync:.0f} fps, ratio {events / sync:.3f} "
+                  f"on {ctx.device} ({rounds} rounds of 2 updates each)", flush=True)  # noqa: T201
+            return 0
+        finally:
+            trainer.close()
+
+    return run_in_process_group(cfg, Launch(0, 1, 0, 1, "127.0.0.1", 0, "single"), body)
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if argv[:1] == ["digest"] and len(argv) >= 3:
+        return run_digest(argv[1], argv[2], argv[3:])
+    if argv[:1] == ["timing"] and len(argv) >= 3:
+        return run_timing(argv[1], int(argv[2]), argv[3:])
+    sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
