@@ -37,7 +37,6 @@ class Launch:
     master_addr: str
     master_port: int
     source: str  # torchrun | slurm | single
-    attempt: int = 0  # torchrun restart count / SLURM requeue count (keys are namespaced by it)
     agent_store: bool = False  # torchrun's agent hosts the TCP store; every rank connects as a client
     local_world_known: bool = True  # False: set by hand without LOCAL_WORLD_SIZE (ranks may be on other hosts)
 
@@ -74,7 +73,6 @@ def read_launch(environ: dict[str, str] | None = None) -> Launch:
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=int(env.get("MASTER_PORT", 29500)),
             source="torchrun",
-            attempt=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
             agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
             local_world_known="LOCAL_WORLD_SIZE" in env,
         )
@@ -91,6 +89,5 @@ def read_launch(environ: dict[str, str] | None = None) -> Launch:
             master_addr=env.get("MASTER_ADDR") or expand_first_host(nodelist),
             master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
             source="slurm",
-            attempt=int(env.get("SLURM_RESTART_COUNT", 0)),
         )
     return Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")

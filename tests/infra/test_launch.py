@@ -38,14 +38,13 @@ def test_expand_first_host_rejects_malformed_lists(bad):
 def test_torchrun_variables():
     assert read_launch(TORCHRUN) == Launch(rank=3, world_size=4, local_rank=1, local_world_size=2,
                                            master_addr="10.0.0.7", master_port=29511, source="torchrun",
-                                           attempt=2, agent_store=True)
+                                           agent_store=True)
 
 
 def test_torchrun_defaults_for_optional_variables():
     launch = read_launch({"RANK": "1", "WORLD_SIZE": "2"})
     assert (launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (1, 2, 0, 2)
-    assert (launch.master_addr, launch.master_port, launch.attempt, launch.agent_store) == \
-        ("127.0.0.1", 29500, 0, False)
+    assert (launch.master_addr, launch.master_port, launch.agent_store) == ("127.0.0.1", 29500, False)
 
 
 def test_torchrun_wins_over_slurm():
@@ -57,7 +56,7 @@ def test_torchrun_wins_over_slurm():
 def test_slurm_step_variables():
     launch = read_launch(SRUN)
     assert launch == Launch(rank=5, world_size=8, local_rank=1, local_world_size=4, master_addr="gpu03",
-                            master_port=20000 + 123456 % 20000, source="slurm", attempt=0, agent_store=False)
+                            master_port=20000 + 123456 % 20000, source="slurm", agent_store=False)
 
 
 def test_slurm_port_is_derived_from_the_job_id_and_stays_in_range():
@@ -65,9 +64,9 @@ def test_slurm_port_is_derived_from_the_job_id_and_stays_in_range():
     assert all(20000 <= p < 40000 for p in ports) and len(ports) == 4
 
 
-def test_slurm_master_overridable_and_requeue_count_is_the_attempt():
+def test_slurm_master_overridable():
     launch = read_launch({**SRUN, "MASTER_ADDR": "head", "MASTER_PORT": "31000", "SLURM_RESTART_COUNT": "3"})
-    assert (launch.master_addr, launch.master_port, launch.attempt) == ("head", 31000, 3)
+    assert (launch.master_addr, launch.master_port) == ("head", 31000)
 
 
 def test_slurm_empty_master_variables_fall_back_to_derived_values():
