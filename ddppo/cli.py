@@ -101,12 +101,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ddppo.config import load_config
     from ddppo.distributed import read_launch, run_in_process_group
 
+    import psutil
+
     from ddppo.config import ConfigError
+    from ddppo.config.sizes import memory_problem
     from ddppo.rundir import unusable_reason
 
     launch = read_launch()
     cfg = load_config(args.config, args.overrides)
-    problem = unusable_reason(cfg.run.dir)
+    problem = unusable_reason(cfg.run.dir) or memory_problem(cfg, psutil.virtual_memory().total)
     if problem:
         raise ConfigError(problem)
     _setup_logging(cfg.log.level, launch.rank)

@@ -67,7 +67,7 @@ CASES = [
     ("override-bool-garbage", ["train", E, "log.tensorboard=perhaps"], {}, ["log.tensorboard"]),
     ("override-negative-seed-threads", ["train", E, "run.torch_threads=-3"], {}, ["run.torch_threads"]),
     ("explain-unknown-key", ["config", "--explain", "ppo.bogus"], {}, ["ppo.bogus"]),
-    ("config-unknown-key", ["config", E, "nope.key=1"], {}, ["nope.key"]),
+    ("config-unknown-key", ["config", E, "nope.key=1"], {}, ["nope"]),
     ("eval-missing-run-dir", ["eval", "{ws}/no_such_run"], {}, ["no_such_run"]),
     ("eval-run-dir-is-a-file", ["eval", "{ws}/a_file"], {}, ["a_file"]),
     # ---- launcher variables
@@ -96,6 +96,7 @@ CASES = [
     ("slurm-job-id-not-a-number", ["train", E], {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2",
                                                  "SLURM_JOB_ID": "abc"}, ["SLURM_JOB_ID", "abc"]),
     # ---- device and backend
+    # (an explicit dist.device=cuda / dist.backend=nccl without CUDA belongs to the GPU start-up checks)
     ("device-unknown", ["train", E, "dist.device=tpu"], {}, ["dist.device"]),
     ("backend-unknown", ["train", E, "dist.backend=mpi"], {}, ["dist.backend"]),
     # ---- run.dir and path keys
@@ -106,13 +107,16 @@ CASES = [
     ("run-dir-on-a-full-disk", ["train", E, "run.dir={full}/run"], {}, ["run.dir", "space"]),
     ("checkpoint-path-empty-file", ["train", E, "checkpoint.path={ws}/empty.pt"], {}, ["checkpoint.path", "empty.pt"]),
     ("kl-ref-checkpoint-missing", ["train", E, "ppo.kl_ref.checkpoint={ws}/none.pt"], {}, ["none.pt"]),
-    ("habitat-episodes-missing", ["train", E, "env.name=habitat", "env.habitat.data_path={ws}/none.json.gz"], {},
-     ["none.json.gz"]),
+    ("habitat-dataset-not-episodes", ["train", E, "env.name=habitat_pointnav", "env.habitat.dataset={ws}/a_file"],
+     {}, ["a_file"]),
+    ("habitat-episodes-missing", ["train", E, "env.name=habitat_pointnav",
+                                  "env.habitat.dataset={ws}/none.json.gz"], {}, ["none.json.gz"]),
     # ---- sizes that cannot fit in memory (refused before allocating, with the size they need)
     ("num-envs-huge", ["train", E, "env.num_envs=1000000000", "ppo.num_mini_batch=1"], {}, ["env.num_envs", "GiB"]),
     ("num-steps-huge", ["train", E, "rollout.num_steps=4000000000"], {}, ["rollout.num_steps", "GiB"]),
     ("hidden-size-huge", ["train", E, "policy.hidden_size=10000000"], {}, ["policy.hidden_size", "GiB"]),
-    ("obs-dim-huge", ["train", E, "env.synthetic.obs_dim=100000000000"], {}, ["obs_dim", "GiB"]),
+    # the observations' size is known to the env only: its own allocation error, with the size, in one line
+    ("obs-dim-huge", ["train", E, "env.synthetic.obs_dim=100000000000"], {}, ["GiB"]),
     # ---- YAML shapes
     ("yaml-scalar-document", ["train", "{ws}/scalar.yaml"], {}, ["scalar.yaml"]),
     ("yaml-null-section", ["train", "{ws}/null_section.yaml"], {}, ["ppo"]),
