@@ -80,14 +80,9 @@ def _int(env: Mapping[str, str], name: str, default: int | None = None, low: int
     return value
 
 
-def _check_ranks(rank: int, world: int, local_rank: int, local_world: int, names: tuple[str, ...], fix: str) -> None:
-    rank_var, world_var, local_var, local_world_var = names
-    if rank >= world:
-        raise LaunchError(f"{rank_var}={rank} with {world_var}={world}: a rank must be below the world size "
-                          f"(no peer could ever join it): {fix}")
-    if local_rank >= local_world:
-        raise LaunchError(f"{local_var}={local_rank} with {local_world_var}={local_world}: the local rank must be "
-                          f"below the ranks per node: {fix}")
+def _check_below(name: str, value: int, limit_name: str, limit: int, what: str, fix: str) -> None:
+    if value >= limit:
+        raise LaunchError(f"{name}={value} with {limit_name}={limit}: {what} must be below it: {fix}")
 
 
 def read_launch(environ: Mapping[str, str] | None = None) -> Launch:
@@ -116,8 +111,9 @@ def _read_torchrun(env: Mapping[str, str]) -> Launch:
     rank = _int(env, "RANK", fix=fix)
     local_world = _int(env, "LOCAL_WORLD_SIZE", world, low=1, fix=fix)
     local_rank = _int(env, "LOCAL_RANK", 0, fix=fix)
-    _check_ranks(rank, world, local_rank, local_world if "LOCAL_WORLD_SIZE" in env else world,
-                 ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"), fix)
+    _check_below("RANK", rank, "WORLD_SIZE", world, "a rank (no peer could ever join a rank beyond it)", fix)
+    _check_below("LOCAL_RANK", local_rank, *(("LOCAL_WORLD_SIZE", local_world) if "LOCAL_WORLD_SIZE" in env
+                                             else ("WORLD_SIZE", world)), "the local rank", fix)
     addr, port = _master(env, "127.0.0.1", 29500, "a TCP port in [1, 65535]")
     return Launch(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
                   master_addr=addr, master_port=port, source="torchrun",
@@ -133,8 +129,7 @@ def _read_slurm(env: Mapping[str, str]) -> Launch:
     job_id = _int(env, "SLURM_JOB_ID", 0, fix="it is set by SLURM; unset it outside a job")
     nodes = max(1, _int(env, "SLURM_STEP_NUM_NODES", _int(env, "SLURM_JOB_NUM_NODES", 1, fix=fix), fix=fix))
     local_world = max(1, world // nodes)
-    _check_ranks(rank, world, 0, 1, ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "ranks per node"),
-                 fix)
+    _check_below("SLURM_PROCID", rank, "SLURM_STEP_NUM_TASKS", world, "a task's rank", fix)
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
     first = env.get("MASTER_ADDR", "")
     if not first:

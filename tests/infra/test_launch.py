@@ -3,7 +3,8 @@
 import pytest
 
 from ddppo.distributed import rank_seed
-from ddppo.distributed.launch import LAUNCH_VARS, Launch, expand_first_host, read_launch, without_launch_vars
+from ddppo.distributed.launch import (LAUNCH_VARS, Launch, LaunchError, expand_first_host, read_launch,
+                                     without_launch_vars)
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
             "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29511", "TORCHELASTIC_RESTART_COUNT": "2",
@@ -127,3 +128,22 @@ def test_torch_threads_are_the_cores_a_rank_owns():
     assert torch_threads(0, slurm, {"SLURM_CPUS_PER_TASK": "6"}, usable_cpus=64) == 6  # srun: a cpuset per task
     assert torch_threads(0, slurm, {"SLURM_CPUS_PER_TASK": "6"}, usable_cpus=4) == 4  # ... within the mask
     assert torch_threads(0, slurm, {}, usable_cpus=16) == 4  # no per-task count: shared
+
+
+@pytest.mark.parametrize("environ, named", [
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "RANK=5 with WORLD_SIZE=2"),
+    ({"RANK": "-1", "WORLD_SIZE": "2"}, "RANK=-1 must be >= 0"),
+    ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x' is not a whole number"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be >= 1"),
+    ({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
+     "LOCAL_RANK=2 with LOCAL_WORLD_SIZE=2"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "70000"}, "MASTER_PORT=70000 must be in [1, 65535]"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": ""}, "MASTER_ADDR='' is empty"),
+    ({**SRUN, "SLURM_PROCID": "8"}, "SLURM_PROCID=8 with SLURM_STEP_NUM_TASKS=8"),
+    ({**SRUN, "SLURM_JOB_ID": "12x"}, "SLURM_JOB_ID='12x'"),
+    ({**SRUN, "SLURM_STEP_NODELIST": "gpu[03"}, "SLURM_JOB_NODELIST='gpu[03'"),
+])
+def test_launcher_variables_that_cannot_be_right_are_refused_naming_them(environ, named):
+    with pytest.raises(LaunchError) as err:
+        read_launch(environ)
+    assert named in str(err.value) and "\n" not in str(err.value)
