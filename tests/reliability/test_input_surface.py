@@ -165,12 +165,14 @@ def workspace(tmp_path_factory):
     for name, text in FILES.items():
         (root / name).write_text(text)
     mounts = {kind: root / f"mnt-{kind}" for kind in ("ro", "full")}
-    mounted = {kind: _mount(kind, path) for kind, path in mounts.items()}
+    mounted: dict[str, bool] = {}
     try:
+        for kind, path in mounts.items():
+            mounted[kind] = _mount(kind, path)
         yield root, {k: (p if mounted[k] else None) for k, p in mounts.items()}
     finally:
         for kind, path in mounts.items():
-            if mounted[kind]:
+            if os.path.ismount(path):
                 subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
