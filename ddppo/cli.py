@@ -101,8 +101,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ddppo.config import load_config
     from ddppo.distributed import read_launch, run_in_process_group
 
+    import psutil
+
+    from ddppo.config import ConfigError
+    from ddppo.config.sizes import memory_problem
+    from ddppo.rundir import unusable_reason
+
     launch = read_launch()
     cfg = load_config(args.config, args.overrides)
+    problem = unusable_reason(cfg.run.dir) or memory_problem(cfg, psutil.virtual_memory().total)
+    if problem:
+        raise ConfigError(problem)
     _setup_logging(cfg.log.level, launch.rank)
 
     def train(ctx) -> int:
@@ -175,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from ddppo.errors import CheckpointError
     from ddppo.config import ConfigError
+    from ddppo.distributed.launch import LaunchError
     from envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
@@ -187,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             if failure is None:
                 raise
             raise failure from None
-    except (ConfigError, EnvError, CheckpointError) as err:
-        kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"))
+    except (ConfigError, EnvError, CheckpointError, LaunchError) as err:
+        kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"),
+                 (LaunchError, "launcher error"))
         kind = next(name for cls, name in kinds if isinstance(err, cls))
         first, details = str(err), ""
         if isinstance(err, EnvError):

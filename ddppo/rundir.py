@@ -31,6 +31,44 @@ _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
 # ------------------------------------------------------------------------------ plain file helpers
+MIN_FREE_BYTES = 1 << 20  # a run dir on a disk with less free than this cannot take its config and checkpoints
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def unusable_reason(run_dir: str) -> str | None:
+    """Why `run.dir` cannot hold a run (one line naming it and the fix), or None. Checked before anything starts,
+    writing nothing: empty, a file, under a file, not writable (a read-only disk too), a disk without space."""
+    fix = "choose another run.dir"
+    if not run_dir.strip():
+        return f"run.dir={run_dir!r} is empty: set it to a directory, e.g. run.dir=runs/my-run"
+    path = Path(run_dir).expanduser()
+    if path.exists() and not path.is_dir():
+        return f"run.dir={run_dir} is a file, not a directory: {fix} (or move the file away)"
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"run.dir={run_dir}: {existing} is a file, so no directory can be made under it: {fix}"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"run.dir={run_dir}: {existing} is not writable (permissions, or a read-only disk): {fix}"
+    try:
+        stat = os.statvfs(existing)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    if free < MIN_FREE_BYTES:
+        return (f"run.dir={run_dir}: no space left on its disk ({_size(free)} free, a run needs at least "
+                f"{_size(MIN_FREE_BYTES)} for its config and more for checkpoints): free some space or {fix}")
+    return None
+
+
 def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False) -> Path:
     """Write `data` to `path` so that a reader sees the old file or the new one, never half of one: a temp file
     beside it, then a rename. With `fsync` the data reaches the disk before the rename. If writing fails (disk

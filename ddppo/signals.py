@@ -10,7 +10,8 @@ to stop at the same update, save once, and exit 0.
   SIGTERM  scancel, `scontrol requeue` from outside, preemption: stop and save;
            SLURM requeues the job itself where it was asked to.
   SIGINT   Ctrl-C: stop and save.
-Environment worker processes ignore all three (see envs/vector.py).
+Environment workers, their forkserver and the resource tracker ignore all three, also when the
+signal is sent to the whole job (see envs/helper_signals.py).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ its EnvSpec) and writes observations, final observations, rewards and done
 flags straight into shared memory; actions, commands and episode summaries
 travel over pipes.
 
-Robustness: workers ignore SIGINT, SIGTERM and SIGUSR1 (the trainer owns
-signal handling and closes the workers); an exception in a worker is raised in
+Robustness: workers, their forkserver and the resource tracker ignore SIGINT,
+SIGTERM and SIGUSR1, also when sent to the whole job (envs.helper_signals; the
+trainer owns signal handling and closes the workers); an exception in a worker is raised in
 the parent as EnvError with the worker's index and traceback; a worker that
 dies or does not answer within `EnvSpec.worker_timeout_s` is reported as an
 EnvError naming it instead of hanging. After any such error the env is broken:
@@ -43,11 +44,12 @@ import numpy as np
 
 from envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
                        StepResult, VecEnv, WorkerStep, fresh_reset, restores_state)
+from envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
 from envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["numpy", "gymnasium", "envs.base", "envs.registry"]
+_PRELOAD = ["envs.forkserver_init", "numpy", "gymnasium", "envs.base", "envs.registry"]
 
 
 def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
@@ -81,6 +83,7 @@ class SubprocVecEnv:
         ctx = mp.get_context(start_method)
         if start_method == "forkserver":
             ctx.set_forkserver_preload(_PRELOAD)
+        start_sheltered_helpers(start_method)  # SIGTERM/SIGUSR1 to the whole job must not kill them
         self._res = _Resources()
         self._finalizer = weakref.finalize(self, self._res.close)
         for w in range(num_workers):
@@ -88,7 +91,8 @@ class SubprocVecEnv:
             out_read, out_write = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_worker_main, name=f"env-worker-{w}",
                                args=(child, out_write, build, name, dict(options), worker_spec(spec, w, num_workers)))
-            proc.start()
+            with blocked_job_signals():  # a worker ignores them from its start, whatever the start method
+                proc.start()
             child.close()
             out_write.close()
             self._res.output.add(out_read, f"env-worker-{w}")
@@ -347,8 +351,7 @@ def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
 def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -> None:
     """Worker process: build the env with `build` (the registry's make_vec_env, passed in so this module
     does not import the registry that imports it), then serve commands until "close" or the parent goes away."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_job_signals()  # the trainer owns them (envs.helper_signals)
     redirect_output_to(output)
 
     env, shm, views = None, None, None

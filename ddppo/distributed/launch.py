@@ -37,7 +37,6 @@ class Launch:
     master_addr: str
     master_port: int
     source: str  # torchrun | slurm | single
-    attempt: int = 0  # torchrun restart count / SLURM requeue count (keys are namespaced by it)
     agent_store: bool = False  # torchrun's agent hosts the TCP store; every rank connects as a client
     local_world_known: bool = True  # False: set by hand without LOCAL_WORLD_SIZE (ranks may be on other hosts)
 
@@ -62,35 +61,83 @@ def expand_first_host(nodelist: str) -> str:
     return host
 
 
-def read_launch(environ: dict[str, str] | None = None) -> Launch:
-    """torchrun's variables first, then SLURM's (inside an srun step), else a single process."""
+class LaunchError(ValueError):
+    """A launcher variable that cannot describe this process (one line naming it, its value and the fix)."""
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None = None, low: int = 0, high: int | None = None,
+         fix: str = "") -> int:
+    text = env.get(name, "").strip()
+    if not text and default is not None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise LaunchError(f"{name}={env.get(name, '')!r} is not a whole number: {fix}") from None
+    if value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise LaunchError(f"{name}={value} must be {bound}: {fix}")
+    return value
+
+
+def _check_below(name: str, value: int, limit_name: str, limit: int, what: str, fix: str) -> None:
+    if value >= limit:
+        raise LaunchError(f"{name}={value} with {limit_name}={limit}: {what} must be below it: {fix}")
+
+
+def read_launch(environ: Mapping[str, str] | None = None) -> Launch:
+    """torchrun's variables first, then SLURM's (inside an srun step), else a single process.
+
+    Raises LaunchError for a variable that cannot be right (not a number, a rank beyond the world size, a port
+    out of range), before anything waits on it."""
     env = os.environ if environ is None else environ
     if "RANK" in env and "WORLD_SIZE" in env:
-        return Launch(
-            rank=int(env["RANK"]),
-            world_size=int(env["WORLD_SIZE"]),
-            local_rank=int(env.get("LOCAL_RANK", 0)),
-            local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
-            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-            master_port=int(env.get("MASTER_PORT", 29500)),
-            source="torchrun",
-            attempt=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
-            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
-            local_world_known="LOCAL_WORLD_SIZE" in env,
-        )
+        return _read_torchrun(env)
     if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:
-        job_id = int(env.get("SLURM_JOB_ID", 0))
-        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
-        world = int(env["SLURM_STEP_NUM_TASKS"])
-        nodes = max(1, int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_JOB_NUM_NODES", 1))))
-        return Launch(
-            rank=int(env["SLURM_PROCID"]),
-            world_size=world,
-            local_rank=int(env.get("SLURM_LOCALID", 0)),
-            local_world_size=max(1, world // nodes),
-            master_addr=env.get("MASTER_ADDR") or expand_first_host(nodelist),
-            master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
-            source="slurm",
-            attempt=int(env.get("SLURM_RESTART_COUNT", 0)),
-        )
+        return _read_slurm(env)
     return Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
+
+
+def _master(env: Mapping[str, str], default_addr: str, default_port: int, fix: str) -> tuple[str, int]:
+    addr = env.get("MASTER_ADDR", default_addr)
+    if not addr.strip():
+        raise LaunchError(f"MASTER_ADDR={addr!r} is empty: set it to rank 0's host name or address, or unset it")
+    return addr.strip(), _int(env, "MASTER_PORT", default_port, low=1, high=65535, fix=fix)
+
+
+def _read_torchrun(env: Mapping[str, str]) -> Launch:
+    fix = "start ranks with torchrun (it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*), or unset RANK and WORLD_SIZE"
+    world = _int(env, "WORLD_SIZE", low=1, fix=fix)
+    rank = _int(env, "RANK", fix=fix)
+    local_world = _int(env, "LOCAL_WORLD_SIZE", world, low=1, fix=fix)
+    local_rank = _int(env, "LOCAL_RANK", 0, fix=fix)
+    _check_below("RANK", rank, "WORLD_SIZE", world, "a rank (no peer could ever join a rank beyond it)", fix)
+    _check_below("LOCAL_RANK", local_rank, *(("LOCAL_WORLD_SIZE", local_world) if "LOCAL_WORLD_SIZE" in env
+                                             else ("WORLD_SIZE", world)), "the local rank", fix)
+    addr, port = _master(env, "127.0.0.1", 29500, "a TCP port in [1, 65535]")
+    return Launch(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
+                  master_addr=addr, master_port=port, source="torchrun",
+                  agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+                  local_world_known="LOCAL_WORLD_SIZE" in env)
+
+
+def _read_slurm(env: Mapping[str, str]) -> Launch:
+    fix = "run ranks as tasks of an srun step (srun sets SLURM_PROCID and SLURM_STEP_NUM_TASKS), or unset them"
+    world = _int(env, "SLURM_STEP_NUM_TASKS", low=1, fix=fix)
+    rank = _int(env, "SLURM_PROCID", fix=fix)
+    local_rank = _int(env, "SLURM_LOCALID", 0, fix=fix)
+    job_id = _int(env, "SLURM_JOB_ID", 0, fix="it is set by SLURM; unset it outside a job")
+    nodes = max(1, _int(env, "SLURM_STEP_NUM_NODES", _int(env, "SLURM_JOB_NUM_NODES", 1, fix=fix), fix=fix))
+    local_world = max(1, world // nodes)
+    _check_below("SLURM_PROCID", rank, "SLURM_STEP_NUM_TASKS", world, "a task's rank", fix)
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
+    first = env.get("MASTER_ADDR", "")
+    if not first:
+        try:
+            first = expand_first_host(nodelist)
+        except ValueError as err:
+            raise LaunchError(f"{err}: SLURM sets it inside a job; or set MASTER_ADDR to rank 0's host") from None
+    addr, port = _master({**env, "MASTER_ADDR": first, "MASTER_PORT": env.get("MASTER_PORT") or ""}, first,
+                         20000 + job_id % 20000, "a TCP port in [1, 65535]")
+    return Launch(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
+                  master_addr=addr, master_port=port, source="slurm")

@@ -10,6 +10,8 @@
   dist.startup_timeout_s), and it watches the store: every rank bumps a heartbeat counter there, so a rank that
   joined and then died or hung is named after dist.timeout_s, a rank that failed its part of the rendezvous
   (`failed/<rank>`) is named at once, and a store that went away (its host died) is reported at once.
+- The namespace: the store's keys of one start of the job live under its generation, which every rank agrees on
+  (ddppo.distributed.generation), so a restarted start never reads a crashed one's heartbeats or failure notes.
 - Every failure becomes RendezvousError: one line naming MASTER_ADDR, MASTER_PORT and the likely cause; a
   ConfigError found while joining (ranks sharing a GPU under NCCL) stays one, for exit code 2.
 """
@@ -28,6 +30,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
+import ddppo.distributed.generation as generation
 from ddppo import signals
 from ddppo.config import ConfigError
 from ddppo.distributed.launch import Launch
@@ -246,58 +249,79 @@ class _Watcher:
         self._pool.shutdown(wait=False)
 
 
-def watched(launch: Launch, prefix: str, lost_after_s: float, build_store: Callable[[], Any],
+def watched(launch: Launch, lost_after_s: float, startup_timeout_s: float, build_store: Callable[[], Any],
             join: Callable[[Any], Any]) -> Any:
-    """`join(build_store())` on a helper thread, watched from this (main) thread; returns what `join` returns.
+    """On a helper thread, build the store, agree on this start's generation (ddppo.distributed.generation) and
+    `join(store namespaced by it)`; watched from this (main) thread; returns what `join` returns.
 
     Raises RendezvousInterrupted on a signal, RendezvousError (one line) on any failure, of this rank or another.
     With one rank (no store to watch) the calls run here directly.
     """
     if launch.world_size == 1:
-        return join(build_store())
+        return join(dist.PrefixStore(generation.namespace(0), build_store()))
     future: concurrent.futures.Future = concurrent.futures.Future()
-    stage = {"store": None}
+    stage: dict[str, Any] = {"store": None, "namespace": None}
 
     def work() -> None:
+        done = None
         try:
             stage["store"] = build_store()
-            future.set_result(join(stage["store"]))
+            number, done = generation.agree(launch, stage["store"], startup_timeout_s)
+            stage["namespace"] = generation.namespace(number)
+            future.set_result(join(dist.PrefixStore(stage["namespace"], stage["store"])))
         except BaseException as err:  # handed to the main thread
             future.set_exception(err)
+        finally:
+            if done is not None:
+                done()
 
     threading.Thread(target=work, name="ddppo-rendezvous", daemon=True).start()
-    watcher = _Watcher(launch, prefix, lost_after_s)
+    try:
+        return _watch(launch, lost_after_s, future, stage)
+    finally:
+        if stage.get("watcher") is not None:
+            stage["watcher"].close()
+
+
+def _watch(launch: Launch, lost_after_s: float, future: concurrent.futures.Future, stage: dict[str, Any]) -> Any:
+    """The main thread's loop of `watched`: signals, the outcome, notes while waiting, and the watcher's looks
+    once the generation is known (its keys live in the generation's namespace)."""
     next_poll = 0.0
     start = last_note = time.monotonic()
-    try:
-        while True:
-            sig = signals.pending()
-            if sig:
-                raise RendezvousInterrupted(sig)
-            if future.done():
-                err = future.exception()
-                if err is None:
+    while True:
+        sig = signals.pending()
+        if sig:
+            raise RendezvousInterrupted(sig)
+        watcher = stage.get("watcher")
+        if watcher is None and stage["namespace"] is not None:
+            watcher = stage["watcher"] = _Watcher(launch, stage["namespace"] + "rdzv/", lost_after_s)
+        if future.done():
+            err = future.exception()
+            if err is None:
+                if watcher is not None:
                     watcher.mark("done", "1")
-                    return future.result()
-                if isinstance(err, ConfigError):  # a setting every rank finds wrong alike (cuda.decide_backend)
-                    if launch.rank == 0 and not launch.agent_store:
-                        time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others decide
-                    raise err
-                line = explain_failure(launch, err)
-                if stage["store"] is not None:
-                    watcher.mark("failed", line)
-                    if launch.rank == 0 and not launch.agent_store:
-                        time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others read why
-                raise RendezvousError(line) from None
-            if stage["store"] is None and time.monotonic() - last_note > NOTE_EVERY_S:
-                last_note = time.monotonic()
+                return future.result()
+            if isinstance(err, ConfigError):  # a setting every rank finds wrong alike (cuda.decide_backend)
+                if launch.rank == 0 and not launch.agent_store:
+                    time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others decide
+                raise err
+            line = explain_failure(launch, err)
+            if watcher is not None:
+                watcher.mark("failed", line)
+                if launch.rank == 0 and not launch.agent_store:
+                    time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others read why
+            raise RendezvousError(line) from None
+        if watcher is None and time.monotonic() - last_note > NOTE_EVERY_S:
+            last_note = time.monotonic()
+            if stage["store"] is None:
                 log.warning("rank %d: no rendezvous store at MASTER_ADDR=%s MASTER_PORT=%d after %.0f s: is rank 0 "
-                            "(or torchrun's agent) running, and is that address right from this host?", launch.rank,
-                            launch.master_addr, launch.master_port, last_note - start)
-            if stage["store"] is not None and time.monotonic() >= next_poll:
-                watcher.poll()
-                # a store call per rank per look: large jobs look less often (the store serves every rank)
-                next_poll = time.monotonic() + HEARTBEAT_S * max(1.0, launch.world_size / 16)
-            time.sleep(0.05)
-    finally:
-        watcher.close()
+                            "(or torchrun's agent) running, and is that address right from this host?",
+                            launch.rank, launch.master_addr, launch.master_port, last_note - start)
+            else:
+                log.warning("rank %d: rendezvous at %s:%d: waiting for rank 0 to hand out this start's generation "
+                            "(%.0f s)", launch.rank, launch.master_addr, launch.master_port, last_note - start)
+        if watcher is not None and time.monotonic() >= next_poll:
+            watcher.poll()
+            # a store call per rank per look: large jobs look less often (the store serves every rank)
+            next_poll = time.monotonic() + HEARTBEAT_S * max(1.0, launch.world_size / 16)
+        time.sleep(0.05)

@@ -80,9 +80,7 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
         if backend == "nccl":
             prepare_nccl()
 
-    def join(base: dist.Store) -> dist.Store:
-        # namespaced per attempt: keys of a crashed attempt can never be read by the next
-        store = dist.PrefixStore(f"ddppo/{launch.attempt}/", base)
+    def join(store: dist.Store) -> dist.Store:  # `store`: namespaced by this start's generation
         if launch.world_size > 1:
             rendezvous.choose_socket_interface(launch, backend, store)
         settle_backend(store)
@@ -95,7 +93,7 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
         return store
 
     # store and group are made on a helper thread, watched from here (signals, lost ranks, one-line errors)
-    store = rendezvous.watched(launch, f"ddppo/{launch.attempt}/rdzv/", timeout_s, build_store, join)
+    store = rendezvous.watched(launch, timeout_s, startup_timeout_s, build_store, join)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
     return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"))

@@ -65,8 +65,8 @@ def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[s
     cfg = PreemptionConfig(enabled=True, sync_frac=0.5, min_rollout_fraction=0.25, poll_interval_s=0.0)
     # attempt 1 redoes updates 3 and 4 (a restart from a checkpoint); in it rank 0 is the straggler
     for attempt, updates, finisher in ((0, range(1, 5), 0), (1, range(3, 7), 1)):
-        launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", attempt=attempt,
-                        agent_store=True)
+        # no attempt number is passed: the ranks agree on a fresh generation in the store at every start
+        launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", agent_store=True)
         ctx = init_distributed("gloo", "cpu", 30, 60, 0, launch)
         pre = Preemption(cfg, ctx, num_steps=8)
         assert pre.active and pre.min_steps == 2 and pre.threshold == 1
@@ -108,9 +108,11 @@ def test_preemption_counter_never_leaks_across_updates_or_restarts():
                           wait_for_workers=False)
     problems = spawn_ranks(counter_worker, 2, port, timeout_s=150)
     assert problems == [[], []]
-    # each attempt counted under its own namespace (init_distributed's "ddppo/<attempt>/" prefix): attempt 0's
-    # counts of updates 3 and 4 are still there, yet attempt 1 (which redid them) never saw them
-    attempt0, attempt1 = (dist.PrefixStore(f"ddppo/{a}/", store) for a in (0, 1))
+    # each attempt counted under its own generation's namespace ("ddppo/<generation>/", 1 then 2: rank 0 of
+    # each start takes the next from the store): attempt 0's counts of updates 3 and 4 are still there, yet
+    # attempt 1 (which redid them) never saw them
+    assert store.add("ddppo/generation", 0) == 2
+    attempt0, attempt1 = (dist.PrefixStore(f"ddppo/{g}/", store) for g in (1, 2))
     assert [attempt0.add(f"preempt/done/{u}", 0) for u in (3, 4)] == [1, 1]
     assert [attempt1.add(f"preempt/done/{u}", 0) for u in (5, 6)] == [1, 1]
     # counters two updates old are deleted as training goes on (nobody reads them any more), also when

@@ -3,7 +3,8 @@
 import pytest
 
 from ddppo.distributed import rank_seed
-from ddppo.distributed.launch import LAUNCH_VARS, Launch, expand_first_host, read_launch, without_launch_vars
+from ddppo.distributed.launch import (LAUNCH_VARS, Launch, LaunchError, expand_first_host, read_launch,
+                                     without_launch_vars)
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
             "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29511", "TORCHELASTIC_RESTART_COUNT": "2",
@@ -38,14 +39,13 @@ def test_expand_first_host_rejects_malformed_lists(bad):
 def test_torchrun_variables():
     assert read_launch(TORCHRUN) == Launch(rank=3, world_size=4, local_rank=1, local_world_size=2,
                                            master_addr="10.0.0.7", master_port=29511, source="torchrun",
-                                           attempt=2, agent_store=True)
+                                           agent_store=True)
 
 
 def test_torchrun_defaults_for_optional_variables():
     launch = read_launch({"RANK": "1", "WORLD_SIZE": "2"})
     assert (launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (1, 2, 0, 2)
-    assert (launch.master_addr, launch.master_port, launch.attempt, launch.agent_store) == \
-        ("127.0.0.1", 29500, 0, False)
+    assert (launch.master_addr, launch.master_port, launch.agent_store) == ("127.0.0.1", 29500, False)
 
 
 def test_torchrun_wins_over_slurm():
@@ -57,7 +57,7 @@ def test_torchrun_wins_over_slurm():
 def test_slurm_step_variables():
     launch = read_launch(SRUN)
     assert launch == Launch(rank=5, world_size=8, local_rank=1, local_world_size=4, master_addr="gpu03",
-                            master_port=20000 + 123456 % 20000, source="slurm", attempt=0, agent_store=False)
+                            master_port=20000 + 123456 % 20000, source="slurm", agent_store=False)
 
 
 def test_slurm_port_is_derived_from_the_job_id_and_stays_in_range():
@@ -65,9 +65,9 @@ def test_slurm_port_is_derived_from_the_job_id_and_stays_in_range():
     assert all(20000 <= p < 40000 for p in ports) and len(ports) == 4
 
 
-def test_slurm_master_overridable_and_requeue_count_is_the_attempt():
+def test_slurm_master_overridable():
     launch = read_launch({**SRUN, "MASTER_ADDR": "head", "MASTER_PORT": "31000", "SLURM_RESTART_COUNT": "3"})
-    assert (launch.master_addr, launch.master_port, launch.attempt) == ("head", 31000, 3)
+    assert (launch.master_addr, launch.master_port) == ("head", 31000)
 
 
 def test_slurm_empty_master_variables_fall_back_to_derived_values():
@@ -128,3 +128,22 @@ def test_torch_threads_are_the_cores_a_rank_owns():
     assert torch_threads(0, slurm, {"SLURM_CPUS_PER_TASK": "6"}, usable_cpus=64) == 6  # srun: a cpuset per task
     assert torch_threads(0, slurm, {"SLURM_CPUS_PER_TASK": "6"}, usable_cpus=4) == 4  # ... within the mask
     assert torch_threads(0, slurm, {}, usable_cpus=16) == 4  # no per-task count: shared
+
+
+@pytest.mark.parametrize("environ, named", [
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "RANK=5 with WORLD_SIZE=2"),
+    ({"RANK": "-1", "WORLD_SIZE": "2"}, "RANK=-1 must be >= 0"),
+    ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x' is not a whole number"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be >= 1"),
+    ({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
+     "LOCAL_RANK=2 with LOCAL_WORLD_SIZE=2"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "70000"}, "MASTER_PORT=70000 must be in [1, 65535]"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": ""}, "MASTER_ADDR='' is empty"),
+    ({**SRUN, "SLURM_PROCID": "8"}, "SLURM_PROCID=8 with SLURM_STEP_NUM_TASKS=8"),
+    ({**SRUN, "SLURM_JOB_ID": "12x"}, "SLURM_JOB_ID='12x'"),
+    ({**SRUN, "SLURM_STEP_NODELIST": "gpu[03"}, "SLURM_JOB_NODELIST='gpu[03'"),
+])
+def test_launcher_variables_that_cannot_be_right_are_refused_naming_them(environ, named):
+    with pytest.raises(LaunchError) as err:
+        read_launch(environ)
+    assert named in str(err.value) and "\n" not in str(err.value)

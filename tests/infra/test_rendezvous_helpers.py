@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from torch.distributed import HashStore
 
 from ddppo import signals
 from ddppo.distributed import rendezvous
@@ -76,7 +77,7 @@ def test_a_signal_ends_a_watched_rendezvous_that_hangs():
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
         start = time.monotonic()
         with pytest.raises(rendezvous.RendezvousInterrupted) as err:
-            rendezvous.watched(LAUNCH, "t/", 5.0, lambda: hang.wait(30) and None, lambda store: None)
+            rendezvous.watched(LAUNCH, 5.0, 30.0, lambda: hang.wait(30) and None, lambda store: None)
         assert err.value.signum == signal.SIGTERM and time.monotonic() - start < 10
     finally:
         hang.set()
@@ -89,10 +90,11 @@ def test_a_rank_without_a_store_says_so_while_it_waits(monkeypatch, caplog):
     """The store is not there yet (rank 0 not started, or a wrong MASTER_ADDR): a warning names the address
     every NOTE_EVERY_S instead of silence until dist.startup_timeout_s."""
     monkeypatch.setattr(rendezvous, "NOTE_EVERY_S", 0.2)
+    monkeypatch.setattr(rendezvous.generation, "agree", lambda *_: (1, lambda: None))  # no rank 0 to answer
     launch = dataclasses.replace(LAUNCH, master_addr="127.0.0.1", master_port=9)  # nothing listens on port 9
     arrives = threading.Event()
     threading.Timer(1.0, arrives.set).start()
     with caplog.at_level("WARNING", logger="ddppo.distributed.rendezvous"):
-        assert rendezvous.watched(launch, "t/", 5.0, lambda: arrives.wait(30) and None, lambda store: "in") == "in"
+        assert rendezvous.watched(launch, 5.0, 30.0, lambda: arrives.wait(30) and HashStore(), lambda store: "in") == "in"
     notes = [r.getMessage() for r in caplog.records if "no rendezvous store" in r.getMessage()]
     assert notes and "MASTER_ADDR=127.0.0.1 MASTER_PORT=9" in notes[0], caplog.text

@@ -31,12 +31,14 @@ PYTHON = os.environ.get("DDPPO_TEST_PYTHON", sys.executable)
 pytestmark = pytest.mark.slow
 
 
-def submit(cluster, tmp_path: Path, total_env_steps: int, nodes: int = 1, tasks_per_node: int = 2):
-    """Submit train.sbatch on CPU; return (job id, run dir, job output file)."""
+def submit(cluster, tmp_path: Path, total_env_steps: int, nodes: int = 1, tasks_per_node: int = 2,
+           options: tuple[str, ...] = (), overrides: tuple[str, ...] = ()):
+    """Submit train.sbatch on CPU (extra sbatch `options` and `overrides` last); return (job id, run dir,
+    job output file)."""
     run_dir, out = tmp_path / "run", tmp_path / "job.out"
     options = (f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", "--cpus-per-task=1", "--gres=none",
-               "--time=00:10:00", f"--output={out}", f"--job-name=ddppo-{tmp_path.name[:20]}")
-    overrides = (f"run.dir={run_dir}", f"run.total_env_steps={total_env_steps}", *TINY)
+               "--time=00:10:00", f"--output={out}", f"--job-name=ddppo-{tmp_path.name[:20]}", *options)
+    overrides = (f"run.dir={run_dir}", f"run.total_env_steps={total_env_steps}", *TINY, *overrides)
     job = cluster.sbatch(SBATCH, CONFIG, *overrides, options=options, cwd=REPO,
                          env={"DDPPO_PYTHON": PYTHON})
     return job, run_dir, out
@@ -149,3 +151,36 @@ def test_two_nodes_one_task_each(slurm_cluster, tmp_path):
     info = slurm_cluster.job(job)
     assert info["NumNodes"] == "2" and info["NodeList"] == "n[1-2]", info
     assert "ntasks=2" in log and "master=127.0.0.1:" in log and "on 2 rank(s)" in log, log
+
+
+# SLURM signals every process of the job step (env workers, their forkserver, the resource tracker too)
+TO_EVERY_PROCESS = {
+    "scancel": (["scancel", "{job}"], (), "CANCELLED"),  # SIGTERM, then SIGKILL after KillWait
+    "scancel_usr1": (["scancel", "--signal=USR1", "{job}"], (), "COMPLETED"),  # save, requeue, resume, finish
+    # SIGTERM at the time limit; --signal=CONT@5 replaces the script's USR1 warning (harmless SIGCONT)
+    "time_limit": (None, ("--time=00:01:00", "--signal=CONT@5"), "TIMEOUT"),
+}
+
+
+@pytest.mark.parametrize("how", list(TO_EVERY_PROCESS))
+def test_signals_to_every_process_with_env_workers(slurm_cluster, tmp_path, how):
+    """With env.num_workers=2 the ranks save the update they stopped at, without a traceback or an env error.
+
+    Before the helpers were sheltered (envs.helper_signals), SIGTERM killed the workers' forkserver (`env worker 0
+    died during 'state_dict'`, no checkpoint) and SIGUSR1 the resource tracker (a KeyError traceback)."""
+    command, options, final = TO_EVERY_PROCESS[how]
+    total = (40 if how == "scancel_usr1" else 100000) * NUM_ENVS * NUM_STEPS
+    job, run_dir, out = submit(slurm_cluster, tmp_path, total, tasks_per_node=1, options=options,
+                               overrides=("env.num_workers=2",))
+    wait_for(lambda: len(read_updates(run_dir)) >= 2, 180, f"job {job} to log 2 updates")
+    if command:
+        slurm_cluster.run(*(a.format(job=job) for a in command))
+    if final == "COMPLETED":
+        check_finished_run(slurm_cluster, job, run_dir, out, total, restarts=1)
+    else:
+        info = slurm_cluster.wait_job(job, timeout=240, log=out)
+        assert info["JobState"] == final, slurm_cluster.describe(job, out)
+    log, why = out.read_text(), slurm_cluster.describe(job, out)
+    stopped = [int(n) for n in re.findall(r"stopping at update (\d+)", log)]
+    assert stopped and f"ckpt-{stopped[0]}.pt" in {p.name for p in (run_dir / "checkpoints").glob("*.pt")}, why
+    assert not [w for w in ("Traceback", "KeyError", "environment error", "died") if w in log], why
