@@ -19,6 +19,7 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from ddppo.config import PolicyConfig
+from ddppo.model.pooling import AdaptiveAvgPool
 
 
 def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -50,7 +51,7 @@ class CNNEncoder(nn.Module):
             _init(nn.Conv2d(c, 32, 5, stride=2, padding=2)), nn.ReLU(),
             _init(nn.Conv2d(32, 64, 3, stride=2, padding=1)), nn.ReLU(),
             _init(nn.Conv2d(64, 64, 3, stride=2, padding=1)), nn.ReLU(),
-            nn.AdaptiveAvgPool2d((min(4, h), min(4, w))), nn.Flatten(),
+            AdaptiveAvgPool((min(4, h), min(4, w))), nn.Flatten(),
         )
         self.fc = nn.Sequential(_init(nn.Linear(64 * min(4, h) * min(4, w), hidden)), nn.ReLU())
 
