@@ -259,6 +259,21 @@ def eval_export(e: Env) -> str:
     return f"eval of the resumed run ({found}), export {out.stat().st_size // 1024} KiB"
 
 
+def deterministic_cnn(e: Env) -> str:
+    """run.deterministic=true with depth images through the small CNN (its pooling has a deterministic CUDA
+    path, ddppo/model/pooling.py): runs, and two runs end bit-identical."""
+    args = [*habitat_data(e), "env.num_envs=4", "env.num_workers=0", "rollout.num_steps=16",
+            "env.habitat.depth_width=32", "env.habitat.depth_height=32", "policy.image_encoder=cnn",
+            "policy.hidden_size=32", "run.deterministic=true", e.steps(1024, 128), "checkpoint.interval_updates=1000",
+            *e.dev()]
+    first, _ = trained(e, "deterministic_cnn_a", 1, "configs/pointnav_habitat.yaml", *args)
+    second, _ = trained(e, "deterministic_cnn_b", 1, "configs/pointnav_habitat.yaml", *args)
+    a, b = model_digest(first), model_digest(second)
+    if a != b:
+        raise CheckFailed(f"two deterministic runs differ: {a[:12]} vs {b[:12]}")
+    return f"2 runs bit-identical ({a[:12]})"
+
+
 def habitat_paper_policy(e: Env) -> str:
     """configs/pointnav_habitat.yaml (ResNet50 + LSTM 512) on the grid double: fps and phase shares."""
     small = ["env.num_envs=2", "env.num_workers=0", "rollout.num_steps=16", "env.habitat.depth_width=32",
@@ -353,6 +368,7 @@ CHECKS: list[tuple[str, str, Callable[[Env], str]]] = [
     ("two_ranks_one_gpu", "d3: auto -> gloo on one GPU; buckets, staging, stats", two_ranks_one_gpu),
     ("shared_gpu_refused", "d3: explicit NCCL, 2 ranks on 1 GPU", shared_gpu_refused),
     ("deterministic_lstm", "d2: deterministic LSTM on CUDA", deterministic_lstm),
+    ("deterministic_cnn", "d2: deterministic CNN pooling on CUDA", deterministic_cnn),
     ("overlap_workers", "d5: overlap mode with workers", overlap_workers),
     ("variable_workers", "d5: variable mode with workers", variable_workers),
     ("resume_gpu", "CUDA: resume onto the GPU", resume_gpu),
