@@ -159,6 +159,18 @@ class PPOConfig:
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
 
+    # ppo.advantage decided once: everything that differs between the two modes asks these
+    @property
+    def critic(self) -> bool:
+        """GAE: a value head, bootstrapped returns, advantages normalised over all ranks. GRPO has no critic and
+        its advantages are normalised within their group already."""
+        return self.advantage == "gae"
+
+    @property
+    def env_group_size(self) -> int:
+        """Envs that share each episode: ppo.group_size under GRPO, else 1."""
+        return 1 if self.critic else self.group_size
+
 
 @dataclass(frozen=True)
 class PolicyConfig:

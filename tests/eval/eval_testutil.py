@@ -17,7 +17,7 @@ from ddppo.eval.command import EvalRequest, resolve_config, run
 from ddppo.model.policy import Policy
 from ddppo.rollout.collector import obs_to_torch
 from envs.registry import EnvSpec, make_vec_env
-from testutil import TINY, cli_env  # noqa: F401  (tests/testutil.py, shared with tests/conftest.py)
+from testutil import cli_env  # tests/testutil.py, shared with tests/conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
 
