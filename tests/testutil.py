@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,12 +28,17 @@ def as_overrides(values: dict) -> list[str]:
     return [f"{k}={v}" for k, v in values.items()]
 
 
-def cli_env() -> dict[str, str]:
+def cli_env(no_slurm: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of a process this test starts as its own job: no launcher variables (LAUNCH_VARS: it
+    never inherits a launcher's identity from the shell that runs pytest), with `no_slurm` none of SLURM_*
+    either (a job started inside an allocation must not look like a step of it), the repo on PYTHONPATH, one
+    OpenMP thread unless set, then `extra`."""
     from ddppo.distributed.launch import without_launch_vars
 
-    env = without_launch_vars()  # never inherit a launcher's identity from the shell that runs pytest
+    env = {k: v for k, v in without_launch_vars().items() if not (no_slurm and k.startswith("SLURM_"))}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(extra)
     return env
 
 
@@ -44,3 +50,14 @@ def unavailable(require_var: str, missing: str, reason: str) -> None:
     if os.environ.get(require_var) == "1":
         pytest.fail(f"{require_var}=1 but {missing}: {reason}", pytrace=False)
     pytest.skip(f"{missing}: {reason} (set {require_var}=1 to make this a failure)")
+
+
+def gloo_context(rank: int = 0, world: int = 1, port: int = 0, seed: int = 0, timeout_s: float = 60.0,
+                 startup_timeout_s: float = 60.0, **launch: Any):
+    """A DistContext on gloo and the CPU, as rank `rank` of `world` meeting at 127.0.0.1:`port` (one process:
+    an in-memory store, no port); `launch`: further Launch fields (attempt, agent_store). Close it."""
+    from ddppo.distributed import Launch, init_distributed
+
+    how = "torchrun" if world > 1 or launch else "single"
+    return init_distributed("gloo", "cpu", timeout_s, startup_timeout_s, seed,
+                            Launch(rank, world, rank, world, "127.0.0.1", port, how, **launch))

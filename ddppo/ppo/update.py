@@ -46,6 +46,7 @@ class UpdateResult:
 
 
 EPOCH_KEYS = ("approx_kl", "clip_fraction", "ratio_min", "ratio_max", "ratio_mean")
+UPDATE_KEYS = ("grad_norm", "explained_variance")  # what the update measures besides the loss terms
 
 
 class _Stats:

@@ -28,14 +28,14 @@ def _rows(run):
 
 
 def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_path, cli):
-    from ddppo.distributed import init_distributed
+    from testutil import gloo_context
     from ddppo.train.trainer import Trainer
 
     run = tmp_path / "run"
     res = cli("train", CARTPOLE, f"run.dir={run}", *GYM, "run.total_env_steps=128")
     assert res.returncode == 0, res
     cfg = load_config(CARTPOLE, [f"run.dir={run}", *GYM, "run.total_env_steps=192"])
-    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
+    ctx = gloo_context(seed=cfg.run.seed)
     try:
         trainer = Trainer(cfg, ctx)
         try:

@@ -13,14 +13,14 @@ VARIABLE = ["env.name=synthetic", "env.num_envs=4", "env.num_workers=4", "rollou
 
 
 def test_variable_mode_resumes_mid_run(tmp_path, cli, caplog):
-    from ddppo.distributed import init_distributed
+    from testutil import gloo_context
     from ddppo.train.trainer import Trainer
 
     run = tmp_path / "run"
     res = cli("train", GRIDNAV, f"run.dir={run}", *VARIABLE, "run.total_env_steps=64")
     assert res.returncode == 0, res
     cfg = load_config(GRIDNAV, [f"run.dir={run}", *VARIABLE, "run.total_env_steps=128"])
-    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
+    ctx = gloo_context(seed=cfg.run.seed)
     try:
         trainer = Trainer(cfg, ctx)
         try:

@@ -25,10 +25,10 @@ def same(a, b) -> bool:
 
 @contextlib.contextmanager
 def trainer_for(cfg):
-    from ddppo.distributed import init_distributed
+    from testutil import gloo_context
     from ddppo.train.trainer import Trainer
 
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0)
+    ctx = gloo_context()
     try:
         trainer = Trainer(cfg, ctx)
         try:
