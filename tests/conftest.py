@@ -57,24 +57,44 @@ def run_cli_many(arg_lists: list[list[str]], cwd: str | Path = REPO, timeout: fl
         return list(pool.map(lambda args: run_cli(*args, cwd=cwd, timeout=timeout), arg_lists))
 
 
-# The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file).
+# The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file): a
+# folder, a file, or one test (`file.py::name`, parametrised cases included). `multiprocess` is everything that
+# starts a process, so `-m "not multiprocess"` is the fast unit tier; tests that ask for the `cli`/`cli_many`
+# fixtures are marked by that alone.
 MARKS = {
-    "distributed/": "multiprocess",
-    "integration/test_torchrun.py": "multiprocess",
-    "slurm/": "slurm",
-    "sweep/test_slurm_sweep.py": "slurm",
-    "habitat/test_real_habitat.py": "habitat_sim",
-    "multihost/": "netns",
+    "distributed/": ("multiprocess",),
+    "integration/": ("multiprocess",),
+    "reliability/": ("multiprocess",),
+    "slurm/": ("slurm", "multiprocess"),
+    "sweep/test_slurm_sweep.py": ("slurm", "multiprocess"),
+    "sweep/test_local_sweep.py": ("multiprocess",),
+    "habitat/test_real_habitat.py": ("habitat_sim",),
+    "multihost/": ("netns", "multiprocess"),
+    "benchmarks/test_bench_cli.py": ("multiprocess",),
+    "train/test_bottleneck.py::test_env_bound_run": ("multiprocess",),
+    "train/test_bottleneck.py::test_learner_bound_run": ("multiprocess",),
+    "train/test_bottleneck.py::test_straggler_bound_run": ("multiprocess",),
+    "train/test_wandb.py": ("multiprocess",),
 }
+SPAWNING_FIXTURES = ("cli", "cli_many")
+
+
+def marks_for(where: str, fixtures) -> set[str]:
+    """The markers of the test `where` (`path/of/file.py::name[case]`, relative to tests/)."""
+    name = where.split("[")[0]
+    found = {m for prefix, marks in MARKS.items() if where.startswith(prefix) and
+             ("::" not in prefix or name == prefix) for m in marks}
+    if any(f in fixtures for f in SPAWNING_FIXTURES):
+        found.add("multiprocess")
+    return found
 
 
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).resolve().parent
     for item in items:
-        where = Path(item.path).resolve().relative_to(tests).as_posix()
-        for prefix, mark in MARKS.items():
-            if where.startswith(prefix):
-                item.add_marker(getattr(pytest.mark, mark))
+        where = Path(item.path).resolve().relative_to(tests).as_posix() + "::" + item.name
+        for mark in sorted(marks_for(where, getattr(item, "fixturenames", ()))):
+            item.add_marker(getattr(pytest.mark, mark))
 
 
 # Helpers are handed out as fixtures (tests/slurm has its own conftest, so `import conftest` is ambiguous).

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,3 +62,20 @@ def gloo_context(rank: int = 0, world: int = 1, port: int = 0, seed: int = 0, ti
     how = "torchrun" if world > 1 or launch else "single"
     return init_distributed("gloo", "cpu", timeout_s, startup_timeout_s, seed,
                             Launch(rank, world, rank, world, "127.0.0.1", port, how, **launch))
+
+
+@contextlib.contextmanager
+def trainer_in_process(cfg) -> Iterator[Any]:
+    """A Trainer for `cfg` in this process on a one-rank gloo context (resuming from its run dir, as `ddppo train`
+    would); closed with its context afterwards."""
+    from ddppo.train.trainer import Trainer
+
+    ctx = gloo_context(seed=cfg.run.seed)
+    try:
+        trainer = Trainer(cfg, ctx)
+        try:
+            yield trainer
+        finally:
+            trainer.close()
+    finally:
+        ctx.close()

@@ -235,7 +235,9 @@ class CheckpointConfig:
                                                            gt=0))
     keep_last: int = field(default=3, metadata=doc("keep this many newest checkpoints", gt=0))
     resume: bool = field(default=True, metadata=doc("resume from the newest valid checkpoint in run.dir"))
-    path: str = field(default="", metadata=doc("start from this checkpoint instead (weights, optimiser and counters)"))
+    path: str = field(default="", metadata=doc("initialise the weights from this checkpoint when run.dir has none to "
+                                               "resume from (fine-tuning: optimiser and counters start fresh); a "
+                                               "ddppo ckpt-<update>.pt or a habitat-baselines ckpt.N.pth"))
 
 
 @dataclass(frozen=True)

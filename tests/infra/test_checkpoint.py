@@ -311,9 +311,11 @@ def test_cuda_rng_state_restored_onto_the_device_the_rank_uses_now(tmp_path, mon
 
     ckpt.set_rng_state(loaded, torch.device("cpu"))  # resumed without CUDA: nothing to restore it into
     assert fake.set_calls == []
-    ckpt.RngState(torch.device("cuda", 0)).load_state_dict(loaded)  # requeued onto cuda:0
+    ckpt.set_rng_state(loaded, torch.device("cuda", 0))  # requeued onto cuda:0
     ckpt.set_rng_state(loaded, torch.device("cuda", 1))  # or onto the same device again
     assert [i for i, _ in fake.set_calls] == [0, 1]
     assert all(torch.equal(restored, fake.states[1]) for _, restored in fake.set_calls)
     ckpt.set_rng_state(ckpt.rng_state(torch.device("cpu")), torch.device("cuda", 1))  # saved on CPU: no-op
     assert len(fake.set_calls) == 2
+    ckpt.RngState(torch.device("cuda", 0)).load_state_dict(loaded)  # the trainer's "rng" owner does the same
+    assert fake.set_calls[-1][0] == 0 and len(fake.set_calls) == 3

@@ -65,3 +65,18 @@ def test_not_a_reference_policy(tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="is a habitat-baselines checkpoint; a reference must be"):
         ReferencePolicy(KLRefConfig(checkpoint=str(tmp_path / "ckpt.1.pth")), SPACE, gymnasium.spaces.Discrete(4), 2,
                         torch.device("cpu"))
+
+
+def test_eval_outputs_keep_a_foreign_checkpoints_own_name(tmp_path):
+    """`ddppo eval --checkpoint ckpt.3.pth` (habitat-baselines) names its outputs ckpt.3, not ckpt-0 (which any
+    other such file would share); ddppo's checkpoints are named by their update."""
+    from ddppo.eval.command import name_of
+    from ddppo.rundir import RunDir
+
+    hb_file(tmp_path / "ckpt.3.pth", {})
+    assert name_of(tmp_path / "ckpt.3.pth") == "ckpt.3"
+    assert RunDir.eval_result_path(tmp_path / "ev", name_of(tmp_path / "ckpt.3.pth")) == tmp_path / "ev" / "ckpt.3.json"
+    ours = ckpt.save(tmp_path / "run", 7, ddppo_payload(), 1)
+    assert name_of(ours) == "ckpt-7"
+    renamed = ours.rename(tmp_path / "best.pt")
+    assert name_of(renamed) == "ckpt-1"  # the update it holds

@@ -1,13 +1,12 @@
 """Saved state comes in symmetric pairs: what `state_dict` gives, `load_state_dict` takes back unchanged; and
 adding a piece of saved state is registering one owner (Trainer.saved_state_owners), nothing else."""
 
-import contextlib
-
 import numpy as np
 import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from testutil import trainer_in_process
 
 
 def same(a, b) -> bool:
@@ -23,27 +22,11 @@ def same(a, b) -> bool:
     return a == b
 
 
-@contextlib.contextmanager
-def trainer_for(cfg):
-    from testutil import gloo_context
-    from ddppo.train.trainer import Trainer
-
-    ctx = gloo_context()
-    try:
-        trainer = Trainer(cfg, ctx)
-        try:
-            yield trainer
-        finally:
-            trainer.close()
-    finally:
-        ctx.close()
-
-
 @pytest.mark.parametrize("advantage", ["gae", "grpo"])
 def test_trainer_state_dict_and_load_state_dict_are_exact_inverses(tmp_path, tiny_config, advantage):
     extra = {"ppo.group_size": 4} if advantage == "grpo" else {}
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": advantage, **extra})
-    with trainer_for(cfg) as trainer:
+    with trainer_in_process(cfg) as trainer:
         trainer.collector.collect(1)  # somewhere mid-episode, with a carry of its own
         trainer.compute_advantages()
         state = trainer.state_dict()
@@ -107,11 +90,11 @@ def test_adding_saved_state_is_registering_one_owner(tmp_path, tiny_config, monk
 
     monkeypatch.setattr(Trainer, "saved_state_owners", with_tiny)
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false"})
-    with trainer_for(cfg) as trainer:
+    with trainer_in_process(cfg) as trainer:
         owners[-1].count = 41
         trainer.update = 1
         trainer._save()
     saved = ckpt.load(tmp_path / "checkpoints" / "ckpt-1.pt")["rank_states"][0]
     assert saved["tiny"] == {"count": 41}
-    with trainer_for(cfg) as resumed:
+    with trainer_in_process(cfg) as resumed:
         assert resumed.update == 1 and owners[-1].count == 41
