@@ -79,3 +79,67 @@ def trainer_in_process(cfg) -> Iterator[Any]:
             trainer.close()
     finally:
         ctx.close()
+
+
+# The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file): a
+# folder, a file, or one test (`file.py::name`, parametrised cases included). `multiprocess` is everything that
+# starts a process, so `-m "not multiprocess"` is the fast unit tier; tests that ask for the `cli`/`cli_many`
+# fixtures are marked by that alone.
+MP = ("multiprocess",)
+MARKS = {
+    "distributed/": MP,
+    "integration/": MP,
+    "slurm/": ("slurm", *MP),
+    "sweep/test_slurm_sweep.py": ("slurm", *MP),
+    "multihost/": ("netns", *MP),
+    "habitat/test_real_habitat.py": ("habitat_sim", *MP),
+    "benchmarks/test_bench_cli.py": MP,
+    "sweep/test_local_sweep.py": MP,
+    "train/test_wandb.py": MP,
+    "envs/test_worker_output.py": MP,
+    "reliability/test_bad_input.py": MP,
+    "reliability/test_disk_full.py": MP,
+    "reliability/test_env_errors.py": MP,
+    "reliability/test_kill_phase.py": MP,
+    "reliability/test_nonfinite.py": MP,
+    "reliability/test_nonfinite_obs.py": MP,
+    "reliability/test_world_size_resume.py": MP,
+    "habitat/test_bench_grid.py": MP,
+    "habitat/test_training_grid.py::test_cpu_config_trains_on_grid_backend": MP,
+    **{f"{file}::{name}": MP for file, names in {
+        "train/test_bottleneck.py": ("test_env_bound_run", "test_learner_bound_run", "test_straggler_bound_run"),
+        "envs/test_vector.py": (  # env worker processes
+            "test_workers_step_like_in_process_envs", "test_one_worker_reproduces_in_process_stepping_and_state_"
+            "round_trips", "test_gym_env_through_workers", "test_worker_exception_is_raised_with_its_traceback",
+            "test_build_error_in_a_worker_is_reported", "test_killed_worker_is_reported_fast",
+            "test_hung_worker_times_out", "test_workers_ignore_interrupt_terminate_and_usr1",
+            "test_close_stops_workers_and_frees_shared_memory",
+            "test_async_send_to_some_workers_and_receive_whichever_are_ready"),
+        "rollout/test_variable.py": ("test_budget_and_recurrent_state_per_env_across_segments",
+                                     "test_double_buffered_preemption_stops_every_env_at_the_same_step",
+                                     "test_steps_in_flight_survive_a_checkpoint"),
+        "habitat/test_env.py": ("test_subprocess_workers",),
+        "habitat/test_sim_lifetime.py": ("test_open_simulators_are_closed_in_order_at_interpreter_exit",),
+        "infra/test_min_python.py": ("test_vermin_finds_nothing_newer_than_python_3_9",
+                                     "test_vermin_catches_newer_stdlib_features"),
+        "eval/test_eval_habitat.py": ("test_each_episode_once_over_two_torchrun_ranks",),
+        "reliability/test_security.py": ("test_pickled_object_checkpoints_are_refused_not_run",
+                                         "test_config_with_a_python_tag_is_refused_not_run",
+                                         "test_single_node_store_listens_only_on_master_addr"),
+        "reliability/test_fuzz_cli.py": ("test_fuzz_cases_through_real_processes",),
+    }.items() for name in names},
+}
+# Fixtures that start processes (the `ddppo` CLI; a training run shared by a module's tests): their users are
+# multiprocess too.
+SPAWNING_FIXTURES = ("cli", "cli_many", "gridnav_run", "evaluated", "trained")
+
+
+def marks_for(where: str, fixtures) -> set[str]:
+    """The markers of the test `where` (`path/of/file.py::name[case]`, relative to tests/) that asks for
+    `fixtures`."""
+    name = where.split("[")[0]
+    found = {m for prefix, marks in MARKS.items() if ("::" in prefix and name == prefix) or
+             ("::" not in prefix and where.startswith(prefix)) for m in marks}
+    if any(f in fixtures for f in SPAWNING_FIXTURES):
+        found.update(MP)
+    return found
