@@ -1,6 +1,6 @@
 """Checkpoints: atomic save, keep-last-k, newest-valid discovery, `weights_only` loading.
 
-A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named and listed by ddppo/rundir.py) written
+A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named, listed and pruned by ddppo/rundir.py) written
 by rank 0:
 model, optimiser, counters, the resolved config as YAML text, the world size,
 and every rank's own state (RNG states, environment state, the observation and

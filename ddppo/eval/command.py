@@ -27,7 +27,8 @@ Actions are greedy by default (`eval.deterministic=true`: argmax / Gaussian
 mean); `eval.deterministic=false` samples like training (seeded).
 
 Outputs, written by rank 0 into OUT (default run.dir/eval):
-  ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos
+  ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos (another trainer's
+                       checkpoint: its own name, e.g. ckpt.3.json for habitat-baselines' ckpt.3.pth)
   tb/                  TensorBoard `eval/<metric>` (+ `_ci95_low`, `_ci95_high`) at the checkpoint's env step
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
 A checkpoint whose JSON exists with the same settings is skipped (re-run it

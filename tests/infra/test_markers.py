@@ -1,5 +1,6 @@
 """The fast unit tier (`-m "not multiprocess"`) is every test that starts no process: markers follow from where
-a test lives and which fixtures it asks for (tests/testutil.py MARKS, applied by tests/conftest.py), and an unmarked test that starts one fails."""
+a test lives and which fixtures it asks for (MARKS in tests/testutil.py, applied by tests/conftest.py), and an
+unmarked test that starts one fails."""
 
 from __future__ import annotations
 
