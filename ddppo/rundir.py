@@ -113,31 +113,14 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.config_path = self.path / CONFIG
+        self.metrics_path = self.path / METRICS
+        self.tensorboard_dir = self.path / TENSORBOARD
+        self.checkpoint_dir = self.path / CHECKPOINTS
+        self.eval_dir = self.path / EVAL  # where `ddppo eval` writes by default
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
-
-    # ---------------------------------------------------------------- paths
-    @property
-    def config_path(self) -> Path:
-        return self.path / CONFIG
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / METRICS
-
-    @property
-    def tensorboard_dir(self) -> Path:
-        return self.path / TENSORBOARD
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.path / CHECKPOINTS
-
-    @property
-    def eval_dir(self) -> Path:
-        """Where `ddppo eval` writes by default."""
-        return self.path / EVAL
 
     # ---------------------------------------------------------------- config.yaml
     def has_config(self) -> bool:
