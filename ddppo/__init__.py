@@ -1,30 +1,40 @@
-"""ddppo: decentralised distributed PPO. Where each kind of code belongs (imports run down this list, never up):
+"""ddppo: decentralised distributed PPO. Where each kind of code belongs (imports run down this list, never up);
+every module is named here (tests/infra/test_import_graph.py checks that, and the order):
 
 infrastructure   shared by every application; knows no training or evaluation logic
     config/         schema.py (one dataclass per section; help, shape, choices, range as field metadata),
                     checks.py (declared ranges, cross-field rules), loading.py (YAML <- dotlist), describe.py
+                    (--explain, --help-keys), sizes.py (the memory a config needs, refused before allocating)
     distributed/    context.py (DistContext: the only door to collectives, every wait bounded, failures named),
                     store.py (bounded store calls), startup.py (device, store, group, threads), rendezvous.py
-                    (joining the job, one-line failures), launch.py (launcher variables), buckets.py (gradient
-                    buckets all-reduced as backward fills them)
-    interop/        other trainers' files: safe_unpickle.py, habitat_checkpoint.py (habitat-baselines
-                    checkpoints in), export.py (out), cli.py (`ddppo export`)
-    rundir.py       the one owner of a run directory's files; the one atomic write and torn-line-tolerant reader
-    checkpoint.py   what a checkpoint holds; atomic save, keep-last, weights_only loading
+                    (joining the job, one-line failures), launch.py (launcher variables), generation.py (the
+                    namespace of one start, agreed by every rank), cuda.py (a GPU per rank, NCCL and cuBLAS
+                    settings), buckets.py (gradient buckets all-reduced as backward fills them)
+    interop/        other trainers' files: safe_unpickle.py, foreign.py (foreign checkpoints as one type),
+                    habitat_checkpoint.py (habitat-baselines checkpoints in), export.py (out), cli.py
+                    (`ddppo export`)
+    rundir.py       the one owner of a run directory's files (checkpoint names, pruning, "finished"); the one
+                    atomic write and torn-line-tolerant reader
+    checkpoint.py   what a checkpoint holds; atomic save, weights_only loading; whether one fits a config
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
-model/      the policy network (encoders, recurrent core, heads)
-rollout/    acting.py: the one acting path (act -> clip -> step -> check/transfer), shared by training and
-            evaluation; staging (every host-to-device copy of a step); collector.py: the strategy interface,
-            built by factory.py as lockstep.py, overlapped.py or variable.py (workers.py: their shared
-            worker-API half); storage, GAE, GRPO, straggler preemption
-ppo/        the PPO loss, the update (one gradient all-reduce per minibatch), the KL reference policy
-train/      the training application: Trainer (the loop, saved state), stats, bottleneck report, resume, metrics
-eval/       the evaluation application: command (which checkpoints, outputs), runner (episodes), probes, stats, video
-sweep/      sweep specs, local/SLURM launchers, summaries
+model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
+            resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
+            pooling.py (adaptive pooling with a deterministic CUDA path)
+rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
+            evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
+            variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
+            storage.py, staging.py (every host-to-device copy of a step), gae.py, grpo.py, preemption.py
+ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
+train/      the training application: trainer.py (the loop, saved-state owners), resume.py (resume, one owner),
+            advantage.py (GAE or GRPO, decided once), stats.py, bottleneck.py (report), metrics.py,
+            wandb_sink.py
+eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
+            probes.py, stats.py, video.py
+sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py
 cli.py      `ddppo train|config|eval|sweep|bench|export`
 
 Outside this package: envs/ (environments; never imports ddppo), benchmarks/ (`ddppo bench` and benchmark
-scripts). tests/infra/test_import_graph.py checks the order.
+scripts).
 """

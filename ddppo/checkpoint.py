@@ -1,6 +1,6 @@
 """Checkpoints: atomic save, keep-last-k, newest-valid discovery, `weights_only` loading.
 
-A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named and listed by ddppo/rundir.py) written
+A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named, listed and pruned by ddppo/rundir.py) written
 by rank 0:
 model, optimiser, counters, the resolved config as YAML text, the world size,
 and every rank's own state (RNG states, environment state, the observation and
@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ddppo.interop import habitat_checkpoint
+from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
+from ddppo.interop import foreign as foreign_checkpoint
+from ddppo.interop.foreign import ForeignCheckpoint
 from ddppo.errors import CheckpointError  # noqa: F401  (re-exported: callers use ckpt.CheckpointError)
-from ddppo.rundir import RunDir, atomic_write, checkpoint_update
+from ddppo.rundir import RunDir, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +34,24 @@ FORMAT = 1
 
 
 # ------------------------------------------------------------ what it holds
-# One file per checkpoint update, written by rank 0 (Trainer._save) and read back by train/state.restore:
+# One file per checkpoint update, written by rank 0 (Trainer._save) and read back once by train/resume.py:
 #   model, optimizer      state_dicts of the policy and the optimiser
-#   counters              Trainer.state_dict(): the training progress every rank agrees on
+#   counters              the training progress every rank agrees on (Trainer.state_dict()["counters"])
 #   config_yaml           the resolved config as YAML text
 #   world_size            how many ranks wrote rank_states
-#   rank_states[r]        Trainer.rank_state_dict() of rank r: RNG states, the collector's state_dict
-#                         (observation, start flags, recurrent state, env state), GRPO carry, reference recurrent state
-# Counters that older checkpoints lack, and what they mean there:
+#   rank_states[r]        rank r's owners (Trainer.state_dict()["rank"]), one namespace each, as `rank_record`
+#                         lays them out: "rng", the collector's keys at the top level (observation, start
+#                         flags, recurrent state, env state), "grpo_carry" (advantage), "ref_hidden" (reference),
+#                         and any other owner under its own name
+# Counters that older checkpoints lack, and what they mean there (applied once, by `counters_of`):
 COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None}
+# Per-rank namespaces stored under another key since format 1; the collector's state is the record itself.
+_RECORD_KEYS = {"advantage": "grpo_carry", "reference": "ref_hidden"}
+_SPREAD = "collector"
 
 
 def payload(model: dict, optimizer: dict, counters: dict, config_yaml: str, rank_states: list) -> dict[str, Any]:
-    """The checkpoint of one update, as `save` writes it."""
+    """The checkpoint of one update, as `save` writes it; `rank_states` are `rank_record`s."""
     return {"model": model, "optimizer": optimizer, "counters": counters, "config_yaml": config_yaml,
             "world_size": len(rank_states), "rank_states": rank_states}
 
@@ -52,6 +59,100 @@ def payload(model: dict, optimizer: dict, counters: dict, config_yaml: str, rank
 def counters_of(data: dict[str, Any]) -> dict[str, Any]:
     """A loaded checkpoint's counters, with COUNTER_DEFAULTS for the ones it predates."""
     return {**COUNTER_DEFAULTS, **data["counters"]}
+
+
+def rank_record(namespaces: dict[str, Any]) -> dict[str, Any]:
+    """One rank's owners' states {namespace: state} -> the rank_states entry of the file."""
+    record = dict(namespaces.get(_SPREAD) or {})
+    for name, state in namespaces.items():
+        if name != _SPREAD and state is not None:
+            record[_RECORD_KEYS.get(name, name)] = state
+    return record
+
+
+def rank_namespaces(record: dict[str, Any], names: Any) -> dict[str, Any]:
+    """Inverse of `rank_record` for the owners `names`: {namespace: state}, only those the record holds (an
+    older file lacks the newer ones). The collector's state is what no other namespace claims."""
+    claimed = {_RECORD_KEYS.get(n, n): n for n in names if n != _SPREAD}
+    out = {claimed[k]: v for k, v in record.items() if k in claimed}
+    if _SPREAD in names:
+        rest = {k: v for k, v in record.items() if k not in claimed and k not in _RECORD_KEYS.values()}
+        if rest:
+            out[_SPREAD] = rest
+    return out
+
+
+# ------------------------------------------------------------ does it fit (training, evaluation, interop)
+# Keys that may differ from the checkpoint's without changing the model: the per-rank environment layout
+# (a resumed training starts its environments afresh; evaluation runs its own counts).
+ENV_LAYOUT_KEYS = ("env.num_envs", "env.num_workers")
+ACTION_KEYS = ("actor.weight", "action_distribution.linear.weight")  # the action head of each architecture
+
+
+def shape_changes(stored: Config, cfg: Config) -> str:
+    """`key: stored -> now, ...` for the shape-affecting keys (config.SHAPE_KEYS) that differ; "" if none."""
+    return _changes(stored, cfg, [k for k in diff_keys(stored, cfg) if k in SHAPE_KEYS])
+
+
+def setting_changes(stored: Config, cfg: Config, prefixes: tuple[str, ...] = ("env.", "policy.")) -> list[str]:
+    """Keys under `prefixes` that differ from the checkpoint's config, the environment layout aside."""
+    return [k for k in diff_keys(stored, cfg) if k.startswith(prefixes) and k not in ENV_LAYOUT_KEYS]
+
+
+def _changes(stored: Config, cfg: Config, keys: list[str]) -> str:
+    return ", ".join(f"{k}: {get_key(stored, k)!r} -> {get_key(cfg, k)!r}" for k in keys)
+
+
+def check_fits(data: dict[str, Any], cfg: Config, own: dict[str, Any] | None, where: str, fix: str) -> None:
+    """ConfigError naming the keys when checkpoint `data` (as `load` returns it) cannot run with `cfg` and the
+    model whose state_dict is `own` (None: the config alone). `fix`: what to do about a changed shape key."""
+    info = foreign(data)
+    if info is not None:
+        found = info.problems(cfg)
+        if not found and own is not None:
+            found = tensor_problems(data["model"], own)
+        if found:
+            raise ConfigError(f"{where} ({info.format}) does not fit this config: {'; '.join(found[:6])}; set these "
+                              f"keys to the checkpoint's values")
+        return
+    stored = stored_config(data, where)
+    changed = shape_changes(stored, cfg)
+    if changed:
+        raise ConfigError(f"{where} was trained with a different model shape ({changed}); {fix}")
+    found = tensor_problems(data["model"], own) if own is not None else []
+    if found:
+        keys = _changes(stored, cfg, setting_changes(stored, cfg)) or "none found"
+        raise ConfigError(f"{where} does not fit this config's environment and model ({'; '.join(found[:6])}); "
+                          f"keys that differ from the checkpoint's config: {keys}")
+
+
+def stored_config(data: dict[str, Any], where: str = "checkpoint") -> Config:
+    """The config a ddppo checkpoint was trained with (validated against this schema)."""
+    return from_yaml_text(data["config_yaml"], where)
+
+
+def foreign(data: dict[str, Any]) -> ForeignCheckpoint | None:
+    """What another trainer's checkpoint says besides its weights (ddppo/interop/foreign.py); None for ddppo's."""
+    return data.get("foreign")
+
+
+def tensor_problems(saved: dict[str, Any], own: dict[str, Any]) -> list[str]:
+    """Where a checkpoint's model state_dict does not fit this model's: observation keys, action count,
+    tensor shapes and names."""
+    problems = []
+    obs_had = sorted({k.split(".")[1] for k in saved if k.startswith("encoders.")})
+    obs_now = sorted({k.split(".")[1] for k in own if k.startswith("encoders.")})
+    if obs_had != obs_now:
+        problems.append(f"observation keys: checkpoint {obs_had}, this env {obs_now}")
+    actions = [k for k in ACTION_KEYS if k in saved and k in own and saved[k].shape[0] != own[k].shape[0]]
+    problems += [f"action space: checkpoint {saved[k].shape[0]} actions/dims, this env {own[k].shape[0]}"
+                 for k in actions]
+    problems += [f"{k}: checkpoint {tuple(saved[k].shape)}, this config {tuple(own[k].shape)}"
+                 for k in sorted(set(own) & set(saved)) if own[k].shape != saved[k].shape and k not in actions]
+    missing, unexpected = sorted(set(own) - set(saved)), sorted(set(saved) - set(own))
+    if (missing or unexpected) and obs_had == obs_now:
+        problems.append(f"tensors missing {missing[:4]}, unexpected {unexpected[:4]}")
+    return problems
 
 
 # --------------------------------------------------------------- conversion
@@ -91,7 +192,7 @@ def from_bytes(data: bytes) -> Any:
 
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:
     """This process's torch, numpy (legacy global) and python RNG states; on a CUDA `device` also that
-    device's RNG state (action sampling runs there) and its index."""
+    device's RNG state (action sampling runs there) and, for the record, its index."""
     np_state = np.random.get_state()
     state = {
         "torch": torch.get_rng_state(),
@@ -106,19 +207,28 @@ def rng_state(device: torch.device | None = None) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
-    """Restore `rng_state`'s states; the CUDA one only onto the same CUDA device index it was saved from
-    (another device, or none, keeps its own). States may arrive on the device (map_location): RNG
-    states are CPU byte tensors."""
+    """Restore `rng_state`'s states. The CUDA one goes onto whichever CUDA device this rank uses now (a
+    requeue may give the rank another device index; the generator's state does not depend on the device);
+    without CUDA it has nowhere to go. States may arrive on the device (map_location): RNG states are CPU
+    byte tensors."""
     torch.set_rng_state(state["torch"].cpu())
     np.random.set_state(tuple(state["numpy"]))
     random.setstate(state["python"])
     if "cuda" in state and device is not None and device.type == "cuda":
-        index = _cuda_index(device)
-        if int(state["cuda_device"]) == index:
-            torch.cuda.set_rng_state(state["cuda"].cpu(), torch.device("cuda", index))
-        else:
-            log.warning("CUDA RNG state was saved on cuda:%s, this rank runs on cuda:%d: not restored",
-                        state["cuda_device"], index)
+        torch.cuda.set_rng_state(state["cuda"].cpu(), torch.device("cuda", _cuda_index(device)))
+
+
+class RngState:
+    """The saved-state owner of this process's RNGs (namespace "rng")."""
+
+    def __init__(self, device: torch.device | None = None):
+        self.device = device
+
+    def state_dict(self) -> dict[str, Any]:
+        return rng_state(self.device)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        set_rng_state(state, self.device)
 
 
 def _cuda_index(device: torch.device) -> int:
@@ -160,25 +270,12 @@ def save(run_dir: str | Path, update: int, payload: dict[str, Any], keep_last: i
     # serialised in memory first: torch.save straight into a file on a full disk fails with an opaque
     # RuntimeError ("unexpected pos ..."); a plain write raises OSError(ENOSPC), which says what happened
     atomic_write(final, to_bytes({"format": FORMAT, **to_storable(payload)}), fsync=True)
-    d = final.parent
-    _set_aside_newer(run_dir, update)
-    _fsync_dir(d)
-    for old in list_checkpoints(run_dir)[:-keep_last]:
-        old.unlink(missing_ok=True)
+    run = RunDir(run_dir)
+    for newer, stale in run.set_aside_newer(update):
+        log.warning("checkpoint %s is newer than update %d just saved; kept as %s", newer.name, update, stale.name)
+    _fsync_dir(final.parent)
+    run.prune_checkpoints(keep_last)
     return final
-
-
-def _set_aside_newer(run_dir: str | Path, update: int) -> None:
-    """Checkpoints of later updates than the one just written belong to an abandoned timeline
-    (a corrupt newest one that resume skipped, or a run started with checkpoint.resume=false).
-    Left in place they would outrank the new checkpoint in keep-last pruning (deleting it) and
-    on the next resume; they are renamed to `*.stale`, never deleted."""
-    for path in list_checkpoints(run_dir):
-        if checkpoint_update(path) > update:
-            stale = path.with_name(path.name + ".stale")
-            os.replace(path, stale)
-            log.warning("checkpoint %s is newer than update %d just saved; kept as %s", path.name, update,
-                        stale.name)
 
 
 def _fsync_dir(d: Path) -> None:
@@ -208,19 +305,18 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
 
 
 def _foreign(path: Path, map_location: str | torch.device, not_ddppo: str) -> dict[str, Any]:
-    """A habitat-baselines checkpoint (read without running its pickled code) as a ddppo-shaped dict:
-    "model", "counters", and "habitat_baselines" (its sizes) in place of "config_yaml"; else CheckpointError
+    """Another trainer's checkpoint (read without running its pickled code) as a ddppo-shaped dict: "model",
+    "counters", and "foreign" (a ForeignCheckpoint) in place of "config_yaml"; else CheckpointError
     `not_ddppo`, or the refusal of a file that asks to run code."""
     try:
-        imported = habitat_checkpoint.read(path)
+        model, info = foreign_checkpoint.read(path)
     except CheckpointError as err:
-        if "refused" in str(err):  # say both: not ddppo's, and what the habitat-baselines reader refused
+        if "refused" in str(err):  # say both: not ddppo's, and what the foreign reader refused
             raise CheckpointError(f"{not_ddppo}; {str(err).split(' is refused: ')[-1]}") from None
         raise CheckpointError(not_ddppo) from None
-    model = {k: v.to(map_location) for k, v in imported.pop("model").items()}
-    return {"format": FORMAT, "model": model,
-            "counters": {"update": 0, "env_steps": imported["step"]}, "config_yaml": None,
-            "habitat_baselines": imported}
+    return {"format": FORMAT, "model": {k: v.to(map_location) for k, v in model.items()},
+            "counters": {"update": 0, "env_steps": info.env_steps}, "config_yaml": None,
+            "foreign": info}
 
 
 def _load_failure(err: Exception) -> str:

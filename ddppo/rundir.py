@@ -151,31 +151,14 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.config_path = self.path / CONFIG
+        self.metrics_path = self.path / METRICS
+        self.tensorboard_dir = self.path / TENSORBOARD
+        self.checkpoint_dir = self.path / CHECKPOINTS
+        self.eval_dir = self.path / EVAL  # where `ddppo eval` writes by default
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
-
-    # ---------------------------------------------------------------- paths
-    @property
-    def config_path(self) -> Path:
-        return self.path / CONFIG
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / METRICS
-
-    @property
-    def tensorboard_dir(self) -> Path:
-        return self.path / TENSORBOARD
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.path / CHECKPOINTS
-
-    @property
-    def eval_dir(self) -> Path:
-        """Where `ddppo eval` writes by default."""
-        return self.path / EVAL
 
     # ---------------------------------------------------------------- config.yaml
     def has_config(self) -> bool:
@@ -218,6 +201,27 @@ class RunDir:
         kept = [r for r in read_jsonl(self.metrics_path) if _update_at_most(r, last_update)]
         atomic_write(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
 
+    def target_env_steps(self) -> int | None:
+        """run.total_env_steps of config.yaml (a resumed run may have raised it); None without a readable one."""
+        from ddppo.config import ConfigError
+
+        try:
+            stored = self.read_config()
+        except (OSError, ConfigError):
+            return None
+        return stored.run.total_env_steps if stored is not None else None
+
+    def is_finished(self, last: dict | None = None, default_target: int | None = None) -> bool:
+        """Training reached its budget: the last metrics record's env_steps >= run.total_env_steps of config.yaml
+        (`default_target` where there is none). `last`: that record, where the caller has read it."""
+        last = self.last_metrics() if last is None else last
+        target = self.target_env_steps()
+        target = default_target if target is None else target
+        try:
+            return target is not None and last["env_steps"] >= target
+        except (KeyError, TypeError):
+            return False
+
     # ---------------------------------------------------------------- checkpoints
     def checkpoint_path(self, update: int) -> Path:
         return self.checkpoint_dir / f"ckpt-{update}.pt"
@@ -232,14 +236,37 @@ class RunDir:
     def has_checkpoints(self) -> bool:
         return bool(self.checkpoints())
 
+    def set_aside_newer(self, update: int) -> list[tuple[Path, Path]]:
+        """Checkpoints of later updates than `update` (just written) belong to an abandoned timeline (a corrupt
+        newest one that resume skipped, or a run started with checkpoint.resume=false). Left in place they would
+        outrank the new checkpoint in pruning (deleting it) and on the next resume; they are renamed to
+        `*.stale`, never deleted. Returns (old, new) names."""
+        moved = []
+        for path in self.checkpoints():
+            if checkpoint_update(path) > update:
+                stale = path.with_name(path.name + ".stale")
+                os.replace(path, stale)
+                moved.append((path, stale))
+        return moved
+
+    def prune_checkpoints(self, keep_last: int) -> None:
+        """Delete all but the `keep_last` newest checkpoints."""
+        for old in self.checkpoints()[:-keep_last]:
+            old.unlink(missing_ok=True)
+
     # ---------------------------------------------------------------- evaluation outputs
     @staticmethod
-    def eval_result_path(out_dir: str | Path, update: int) -> Path:
-        return Path(out_dir) / f"ckpt-{update}.json"
+    def eval_result_path(out_dir: str | Path, name: int | str) -> Path:
+        """OUT/<name>.json; an int is an update: ckpt-<update>.json."""
+        return Path(out_dir) / f"{_result_name(name)}.json"
 
     @staticmethod
-    def eval_video_stem(out_dir: str | Path, update: int) -> Path:
-        return Path(out_dir) / "videos" / f"ckpt-{update}" / "episode"
+    def eval_video_stem(out_dir: str | Path, name: int | str) -> Path:
+        return Path(out_dir) / "videos" / _result_name(name) / "episode"
+
+
+def _result_name(name: int | str) -> str:
+    return f"ckpt-{name}" if isinstance(name, int) else name
 
 
 def _update_at_most(record: dict, last_update: int) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 import testutil
 from testutil import REPO, TINY, as_overrides, cli_env  # noqa: F401  (re-exported to the tests)
+from testutil import marks_for  # the markers that follow from where a test lives (MARKS)
 
 GRIDNAV_YAML = REPO / "configs" / "gridnav.yaml"
 
@@ -57,24 +58,29 @@ def run_cli_many(arg_lists: list[list[str]], cwd: str | Path = REPO, timeout: fl
         return list(pool.map(lambda args: run_cli(*args, cwd=cwd, timeout=timeout), arg_lists))
 
 
-# The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file).
-MARKS = {
-    "distributed/": "multiprocess",
-    "integration/test_torchrun.py": "multiprocess",
-    "slurm/": "slurm",
-    "sweep/test_slurm_sweep.py": "slurm",
-    "habitat/test_real_habitat.py": "habitat_sim",
-    "multihost/": "netns",
-}
-
-
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).resolve().parent
     for item in items:
-        where = Path(item.path).resolve().relative_to(tests).as_posix()
-        for prefix, mark in MARKS.items():
-            if where.startswith(prefix):
-                item.add_marker(getattr(pytest.mark, mark))
+        where = Path(item.path).resolve().relative_to(tests).as_posix() + "::" + item.name
+        for mark in sorted(marks_for(where, getattr(item, "fixturenames", ()))):
+            item.add_marker(getattr(pytest.mark, mark))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request, monkeypatch):
+    """The fast tier stays fast and in one process: a test outside `multiprocess` that starts a process fails,
+    saying where to mark it."""
+    if request.node.get_closest_marker("multiprocess"):
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} starts a process but is not marked multiprocess: add it to "
+                             f"MARKS (or its fixture to SPAWNING_FIXTURES) in tests/testutil.py")
+
+    import multiprocessing.process
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
 
 
 # Helpers are handed out as fixtures (tests/slurm has its own conftest, so `import conftest` is ambiguous).

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,12 +30,17 @@ def as_overrides(values: dict) -> list[str]:
     return [f"{k}={v}" for k, v in values.items()]
 
 
-def cli_env() -> dict[str, str]:
+def cli_env(no_slurm: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of a process this test starts as its own job: no launcher variables (LAUNCH_VARS: it
+    never inherits a launcher's identity from the shell that runs pytest), with `no_slurm` none of SLURM_*
+    either (a job started inside an allocation must not look like a step of it), the repo on PYTHONPATH, one
+    OpenMP thread unless set, then `extra`."""
     from ddppo.distributed.launch import without_launch_vars
 
-    env = without_launch_vars()  # never inherit a launcher's identity from the shell that runs pytest
+    env = {k: v for k, v in without_launch_vars().items() if not (no_slurm and k.startswith("SLURM_"))}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(extra)
     return env
 
 
@@ -45,3 +52,108 @@ def unavailable(require_var: str, missing: str, reason: str) -> None:
     if os.environ.get(require_var) == "1":
         pytest.fail(f"{require_var}=1 but {missing}: {reason}", pytrace=False)
     pytest.skip(f"{missing}: {reason} (set {require_var}=1 to make this a failure)")
+
+
+def gloo_context(rank: int = 0, world: int = 1, port: int = 0, seed: int = 0, timeout_s: float = 60.0,
+                 startup_timeout_s: float = 60.0, **launch: Any):
+    """A DistContext on gloo and the CPU, as rank `rank` of `world` meeting at 127.0.0.1:`port` (one process:
+    an in-memory store, no port); `launch`: further Launch fields (agent_store). Close it."""
+    from ddppo.distributed import Launch, init_distributed
+
+    how = "torchrun" if world > 1 or launch else "single"
+    return init_distributed("gloo", "cpu", timeout_s, startup_timeout_s, seed,
+                            Launch(rank, world, rank, world, "127.0.0.1", port, how, **launch))
+
+
+@contextlib.contextmanager
+def trainer_in_process(cfg) -> Iterator[Any]:
+    """A Trainer for `cfg` in this process on a one-rank gloo context (resuming from its run dir, as `ddppo train`
+    would); closed with its context afterwards."""
+    from ddppo.train.trainer import Trainer
+
+    ctx = gloo_context(seed=cfg.run.seed)
+    try:
+        trainer = Trainer(cfg, ctx)
+        try:
+            yield trainer
+        finally:
+            trainer.close()
+    finally:
+        ctx.close()
+
+
+# The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file): a
+# folder, a file, or one test (`file.py::name`, parametrised cases included). `multiprocess` is everything that
+# starts a process, so `-m "not multiprocess"` is the fast unit tier; tests that ask for the `cli`/`cli_many`
+# fixtures are marked by that alone.
+MP = ("multiprocess",)
+MARKS = {
+    "distributed/": MP,
+    "integration/": MP,
+    "slurm/": ("slurm", *MP),
+    "sweep/test_slurm_sweep.py": ("slurm", *MP),
+    "multihost/": ("netns", *MP),
+    "habitat/test_real_habitat.py": ("habitat_sim", *MP),
+    "benchmarks/test_bench_cli.py": MP,
+    "sweep/test_local_sweep.py": MP,
+    "train/test_wandb.py": MP,
+    "envs/test_worker_output.py": MP,
+    "reliability/test_bad_input.py": MP,
+    "reliability/test_disk_full.py": MP,
+    "reliability/test_env_errors.py": MP,
+    "reliability/test_kill_phase.py": MP,
+    "reliability/test_nonfinite.py": MP,
+    "reliability/test_nonfinite_obs.py": MP,
+    "reliability/test_world_size_resume.py": MP,
+    "reliability/test_group_signals.py": MP,
+    "reliability/test_input_surface.py": MP,
+    "habitat/test_bench_grid.py": MP,
+    "habitat/test_training_grid.py::test_cpu_config_trains_on_grid_backend": MP,
+    **{f"{file}::{name}": MP for file, names in {
+        "train/test_bottleneck.py": ("test_env_bound_run", "test_learner_bound_run", "test_straggler_bound_run"),
+        "envs/test_vector.py": (  # env worker processes
+            "test_workers_step_like_in_process_envs", "test_one_worker_reproduces_in_process_stepping_and_state_"
+            "round_trips", "test_gym_env_through_workers", "test_worker_exception_is_raised_with_its_traceback",
+            "test_build_error_in_a_worker_is_reported", "test_killed_worker_is_reported_fast",
+            "test_hung_worker_times_out", "test_workers_ignore_interrupt_terminate_and_usr1",
+            "test_close_stops_workers_and_frees_shared_memory",
+            "test_async_send_to_some_workers_and_receive_whichever_are_ready",
+            "test_forkserver_and_resource_tracker_survive_the_jobs_signals"),
+        "rollout/test_strategies.py": ("test_the_factory_builds_the_strategy_the_config_names",
+                                       "test_the_factory_refuses_what_no_strategy_can_run",
+                                       "test_a_saved_state_of_one_strategy_does_not_load_into_another"),
+        "rollout/test_ver_rules.py": ("test_the_collector_hands_the_weights_to_the_minibatches_when_asked",
+                                      "test_idle_envs_at_the_rollout_end_step_with_the_old_policy_or_wait_for_the_"
+                                      "new_one"),
+        "rollout/test_staging.py": ("test_every_host_to_device_copy_of_every_mode_goes_through_the_stager",),
+        "rollout/test_nan_masking.py": ("test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_"
+                                        "update", "test_variable_mode_training_a_nan_reward_makes_skipped_updates_"
+                                        "only_where_it_was_collected"),
+        "rollout/test_variable.py": ("test_budget_and_recurrent_state_per_env_across_segments",
+                                     "test_double_buffered_preemption_stops_every_env_at_the_same_step",
+                                     "test_steps_in_flight_survive_a_checkpoint"),
+        "habitat/test_env.py": ("test_subprocess_workers",),
+        "habitat/test_sim_lifetime.py": ("test_open_simulators_are_closed_in_order_at_interpreter_exit",),
+        "infra/test_min_python.py": ("test_vermin_finds_nothing_newer_than_python_3_9",
+                                     "test_vermin_catches_newer_stdlib_features"),
+        "eval/test_eval_habitat.py": ("test_each_episode_once_over_two_torchrun_ranks",),
+        "reliability/test_security.py": ("test_pickled_object_checkpoints_are_refused_not_run",
+                                         "test_config_with_a_python_tag_is_refused_not_run",
+                                         "test_single_node_store_listens_only_on_master_addr"),
+        "reliability/test_fuzz_cli.py": ("test_fuzz_cases_through_real_processes",),
+    }.items() for name in names},
+}
+# Fixtures that start processes (the `ddppo` CLI; a training run shared by a module's tests): their users are
+# multiprocess too.
+SPAWNING_FIXTURES = ("cli", "cli_many", "gridnav_run", "evaluated", "trained")
+
+
+def marks_for(where: str, fixtures) -> set[str]:
+    """The markers of the test `where` (`path/of/file.py::name[case]`, relative to tests/) that asks for
+    `fixtures`."""
+    name = where.split("[")[0]
+    found = {m for prefix, marks in MARKS.items() if ("::" in prefix and name == prefix) or
+             ("::" not in prefix and where.startswith(prefix)) for m in marks}
+    if any(f in fixtures for f in SPAWNING_FIXTURES):
+        found.update(MP)
+    return found

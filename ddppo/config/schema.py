@@ -169,6 +169,18 @@ class PPOConfig:
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
 
+    # ppo.advantage decided once: everything that differs between the two modes asks these
+    @property
+    def critic(self) -> bool:
+        """GAE: a value head, bootstrapped returns, advantages normalised over all ranks. GRPO has no critic and
+        its advantages are normalised within their group already."""
+        return self.advantage == "gae"
+
+    @property
+    def env_group_size(self) -> int:
+        """Envs that share each episode: ppo.group_size under GRPO, else 1."""
+        return 1 if self.critic else self.group_size
+
 
 @dataclass(frozen=True)
 class PolicyConfig:
@@ -233,7 +245,9 @@ class CheckpointConfig:
                                                            gt=0))
     keep_last: int = field(default=3, metadata=doc("keep this many newest checkpoints", gt=0))
     resume: bool = field(default=True, metadata=doc("resume from the newest valid checkpoint in run.dir"))
-    path: str = field(default="", metadata=doc("start from this checkpoint instead (weights, optimiser and counters)"))
+    path: str = field(default="", metadata=doc("initialise the weights from this checkpoint when run.dir has none to "
+                                               "resume from (fine-tuning: optimiser and counters start fresh); a "
+                                               "ddppo ckpt-<update>.pt or a habitat-baselines ckpt.N.pth"))
 
 
 @dataclass(frozen=True)

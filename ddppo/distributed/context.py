@@ -171,6 +171,20 @@ class DistContext:
             dist.broadcast_object_list(box, src=0, group=self._objects())
         return box[0]
 
+    def decide_on_main(self, decide: Callable[[], Any] | None, errors: tuple[type[Exception], ...] = ()) -> Any:
+        """Rank 0 calls `decide` (None elsewhere); every rank returns its picklable value, or raises the same
+        error of one of the `errors` types, with rank 0's message, where `decide` raised it. One broadcast."""
+        outcome = None
+        if self.is_main:
+            try:
+                outcome = ("ok", decide())
+            except errors as err:
+                outcome = ("error", next(i for i, e in enumerate(errors) if isinstance(err, e)), str(err))
+        outcome = self.broadcast_object(outcome)
+        if outcome[0] == "error":
+            raise errors[outcome[1]](outcome[2])
+        return outcome[1]
+
     def gather_objects(self, obj: Any) -> list[Any] | None:
         """Picklable per-rank objects gathered on rank 0 (None elsewhere)."""
         out = [None] * self.world_size if self.is_main else None

@@ -27,7 +27,8 @@ Actions are greedy by default (`eval.deterministic=true`: argmax / Gaussian
 mean); `eval.deterministic=false` samples like training (seeded).
 
 Outputs, written by rank 0 into OUT (default run.dir/eval):
-  ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos
+  ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos (another trainer's
+                       checkpoint: its own name, e.g. ckpt.3.json for habitat-baselines' ckpt.3.pth)
   tb/                  TensorBoard `eval/<metric>` (+ `_ci95_low`, `_ci95_high`) at the checkpoint's env step
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
 A checkpoint whose JSON exists with the same settings is skipped (re-run it
@@ -49,7 +50,7 @@ from ddppo import checkpoint as ckpt
 from ddppo import signals
 from ddppo.config import Config, ConfigError, get_key, load_config
 from ddppo.distributed import DistContext
-from ddppo.eval.runner import Evaluator
+from ddppo.eval.runner import Evaluator, result_name
 from ddppo.rundir import RunDir, checkpoint_update, write_json
 from envs.registry import section_for
 
@@ -106,13 +107,11 @@ def update_of(path: Path) -> int:
     return update if update is not None else int(ckpt.load(path)["counters"]["update"])
 
 
-def training_state(run_dir: RunDir, total_env_steps: int) -> tuple[bool, int]:
-    """(finished, last update) from the run's metrics.jsonl; finished = env_steps >= total_env_steps."""
-    rec = run_dir.last_metrics()
-    try:
-        return rec["env_steps"] >= total_env_steps, int(rec["update"])
-    except (KeyError, TypeError, ValueError):
-        return False, 0
+def name_of(path: Path) -> str:
+    """The name of a checkpoint's eval outputs (runner.result_name), read from the file only where its name
+    does not say it."""
+    update = checkpoint_update(path)
+    return f"ckpt-{update}" if update is not None else result_name(path, ckpt.load(path))
 
 
 class Outputs:
@@ -122,7 +121,7 @@ class Outputs:
         self.out_dir, self.tensorboard, self.tb = out_dir, tensorboard, None
 
     def write(self, result: dict[str, Any]) -> Path:
-        path = write_json(RunDir.eval_result_path(self.out_dir, result["update"]), result, allow_nan=False)
+        path = write_json(RunDir.eval_result_path(self.out_dir, result["name"]), result, allow_nan=False)
         if self.tensorboard:
             if self.tb is None:
                 from torch.utils.tensorboard import SummaryWriter
@@ -147,7 +146,8 @@ class Outputs:
 def format_result(result: dict[str, Any], json_path: Path) -> str:
     """The console summary of one checkpoint."""
     how = "greedy" if result["deterministic"] else "sampled"
-    lines = [f"ckpt-{result['update']} ({result['env_steps']:,} env steps): {result['num_episodes']} episodes, "
+    name = result.get("name", f"ckpt-{result['update']}")  # results written before names were stored
+    lines = [f"{name} ({result['env_steps']:,} env steps): {result['num_episodes']} episodes, "
              f"{how} actions, {result['wall_time_s']:.1f} s"]
     for name, s in result["metrics"].items():
         lo, hi = s["ci95"]
@@ -160,7 +160,8 @@ def format_result(result: dict[str, Any], json_path: Path) -> str:
 
 # ------------------------------------------------------------------------------ which checkpoints
 class Selector:
-    """Rank 0: which checkpoint to evaluate next ("eval", path), ("wait", ""), ("stop", why) or ("error", ...)."""
+    """Rank 0: which checkpoint to evaluate next ("eval", path), ("wait", "") or ("stop", why); ConfigError or
+    CheckpointError where there is none to be had."""
 
     def __init__(self, cfg: Config, req: EvalRequest, out_dir: Path):
         self.cfg, self.req, self.out_dir = cfg, req, out_dir
@@ -171,14 +172,6 @@ class Selector:
         self.finished_since: float | None = None
         self.skipped: list[tuple[dict[str, Any], Path]] = []  # stored results, to show them
         self.explicit = req.checkpoint not in ("latest", "all")  # one file: --watch does not apply
-
-    def next(self) -> tuple:
-        try:
-            return self._next()
-        except ConfigError as err:
-            return ("error", "config", str(err))
-        except ckpt.CheckpointError as err:
-            return ("error", "checkpoint", str(err))
 
     def _candidates(self, found: list[Path]) -> list[Path]:
         if self.req.checkpoint not in ("latest", "all"):
@@ -192,7 +185,7 @@ class Selector:
             self.min_update = update_of(found[-1])
         return [p for p in found if update_of(p) >= (self.min_update or 0)] if self.req.watch else found[-1:]
 
-    def _next(self) -> tuple:
+    def next(self) -> tuple:
         if signals.pending():
             return ("stop", "stopped by a signal")
         found = self.run_dir.checkpoints()  # one listing: a checkpoint appearing now waits for the next look
@@ -209,8 +202,9 @@ class Selector:
                 raise ckpt.CheckpointError(f"no checkpoints in {str(self.run_dir.checkpoint_dir)!r}; train "
                                            f"first, or pass --watch to wait for them")
             return ("stop", "")
-        finished, last_update = training_state(self.run_dir, self._total_env_steps())
-        if finished:
+        last = self.run_dir.last_metrics()
+        if self.run_dir.is_finished(last or {}, self.cfg.run.total_env_steps):
+            last_update = int(last.get("update", 0))
             if found and update_of(found[-1]) >= last_update:
                 return ("stop", "training finished")
             self.finished_since = self.finished_since or time.monotonic()
@@ -220,19 +214,11 @@ class Selector:
                 return ("stop", "training finished")
         return ("wait", "")
 
-    def _total_env_steps(self) -> int:
-        """The run's current step budget (a resumed run may have raised it)."""
-        try:
-            stored = self.run_dir.read_config()
-        except (OSError, ConfigError):
-            stored = None
-        return stored.run.total_env_steps if stored is not None else self.cfg.run.total_env_steps
-
     def _already_done(self, path: Path) -> bool:
         """True (skip) if OUT/ckpt-<update>.json holds this evaluation; ConfigError if it holds another."""
         if self.req.force:
             return False
-        result_path = RunDir.eval_result_path(self.out_dir, update_of(path))
+        result_path = RunDir.eval_result_path(self.out_dir, name_of(path))
         try:
             stored = json.loads(result_path.read_text())
         except FileNotFoundError:
@@ -262,13 +248,13 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
     evaluator: Evaluator | None = None
     try:
         while True:
-            decision = ctx.broadcast_object(selector.next() if selector else None)
-            if selector is not None and out is not None:
-                for stored, path in selector.skipped:
-                    out.write("(already evaluated) " + format_result(stored, path))
-                selector.skipped.clear()
-            if decision[0] == "error":
-                raise (ConfigError if decision[1] == "config" else ckpt.CheckpointError)(decision[2])
+            try:
+                decision = ctx.decide_on_main(selector.next if selector else None, (ConfigError, ckpt.CheckpointError))
+            finally:
+                if selector is not None and out is not None:
+                    for stored, path in selector.skipped:
+                        out.write("(already evaluated) " + format_result(stored, path))
+                    selector.skipped.clear()
             if decision[0] == "stop":
                 if decision[1]:
                     log.info("eval: %s", decision[1])

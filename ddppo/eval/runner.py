@@ -20,49 +20,28 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo import signals
-from ddppo.interop import habitat_checkpoint
-from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
+from ddppo.config import Config, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
 from ddppo.model.build import make_policy
-from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
-from ddppo.rundir import RunDir
+from ddppo.rundir import RunDir, checkpoint_update
 from envs.registry import make_vec_env
 
 log = logging.getLogger(__name__)
-_EVAL_ONLY = ("env.num_envs", "env.num_workers")  # may differ from training without changing what is measured
+EVAL_FIX = "evaluate it with the keys set back to the checkpoint's values"
 
 
-def check_compatible(trained: Config, cfg: Config, policy: Policy, model: dict[str, Any], where: str) -> None:
-    """ConfigError naming the differing keys when the checkpoint's model cannot run this config's env."""
-    changed = [k for k in diff_keys(trained, cfg) if k in SHAPE_KEYS]
-    if changed:
-        detail = ", ".join(f"{k}: {get_key(trained, k)!r} -> {get_key(cfg, k)!r}" for k in changed)
-        raise ConfigError(f"{where} was trained with a different model or environment ({detail}); "
-                          f"evaluate it with the keys set back to the checkpoint's values")
-    own = policy.state_dict()
-    problems = []
-    obs_had = sorted({k.split(".")[1] for k in model if k.startswith("encoders.")})
-    obs_now = sorted({k.split(".")[1] for k in own if k.startswith("encoders.")})
-    if obs_had != obs_now:
-        problems.append(f"observation keys: checkpoint {obs_had}, this env {obs_now}")
-    if "actor.weight" in model and "actor.weight" in own and model["actor.weight"].shape != own["actor.weight"].shape:
-        problems.append(f"action space: checkpoint {model['actor.weight'].shape[0]} actions/dims, this env "
-                        f"{own['actor.weight'].shape[0]}")
-    for name in sorted(set(own) & set(model)):
-        if own[name].shape != model[name].shape and name != "actor.weight":
-            problems.append(f"{name}: checkpoint {tuple(model[name].shape)}, this config {tuple(own[name].shape)}")
-    missing, unexpected = sorted(set(own) - set(model)), sorted(set(model) - set(own))
-    if (missing or unexpected) and obs_had == obs_now:
-        problems.append(f"tensors missing {missing[:4]}, unexpected {unexpected[:4]}")
-    if problems:
-        related = [k for k in diff_keys(trained, cfg) if k.startswith(("env.", "policy.")) and k not in _EVAL_ONLY]
-        keys = ", ".join(f"{k}: {get_key(trained, k)!r} -> {get_key(cfg, k)!r}" for k in related) or "none found"
-        raise ConfigError(f"{where} does not fit this config's environment and model ({'; '.join(problems[:6])}); "
-                          f"keys that differ from the checkpoint's config: {keys}")
+def result_name(path: Path, data: dict[str, Any]) -> str:
+    """What a checkpoint's eval outputs are named by: ckpt-<update> for ddppo's checkpoints, the file's own
+    name for another trainer's (a habitat-baselines ckpt.3.pth has no ddppo update: `ckpt.3`)."""
+    foreign = ckpt.foreign(data)
+    update = checkpoint_update(path)
+    if foreign is not None:
+        return foreign.name
+    return f"ckpt-{update if update is not None else int(data['counters']['update'])}"
 
 
 # ------------------------------------------------------------------------------ the evaluator
@@ -138,15 +117,12 @@ class Evaluator:
                             path)
                 return None
             raise ckpt.CheckpointError(err or f"{path} could not be read on another rank")
-        if "habitat_baselines" in data:
-            habitat_checkpoint.check(data, self.cfg, self.policy, f"checkpoint {path}")
-        else:
-            trained = from_yaml_text(data["config_yaml"], f"checkpoint {path}")
-            check_compatible(trained, self.cfg, self.policy, data["model"], f"checkpoint {path}")
+        ckpt.check_fits(data, self.cfg, self.policy.state_dict(), f"checkpoint {path}", EVAL_FIX)
         self.policy.load_state_dict(data["model"])
-        if "habitat_baselines" in data:
+        if ckpt.foreign(data) is not None:
             return data
-        other = [k for k in diff_keys(trained, self.cfg) if k.startswith("env.") and k not in _EVAL_ONLY]
+        trained = ckpt.stored_config(data, f"checkpoint {path}")
+        other = ckpt.setting_changes(trained, self.cfg, ("env.",))
         if other and self.ctx.is_main:
             log.info("evaluating %s with env settings other than its training's: %s", path.name,
                      ", ".join(f"{k}={get_key(self.cfg, k)!r} (trained {get_key(trained, k)!r})" for k in other))
@@ -159,14 +135,15 @@ class Evaluator:
         if data is None:
             return None
         update, env_steps = int(data["counters"]["update"]), int(data["counters"]["env_steps"])
+        name = result_name(path, data)
         started = time.monotonic()
         recorder = None
         if video and self.ctx.is_main:
             if not self.probe.can_render:
                 log.warning("--video: %s has no top-down view; its videos show image observations and metrics only",
                             self.cfg.env.name)
-            stem = RunDir.eval_video_stem(self.out_dir, update)
-            title = f"{self.cfg.env.name}  ckpt-{update} ({env_steps:,} env steps)"
+            stem = RunDir.eval_video_stem(self.out_dir, name)
+            title = f"{self.cfg.env.name}  {name} ({env_steps:,} env steps)"
             keys = [k for k in self.envs.observation_space.spaces]
             recorder = EpisodeRecorder(self.probe, keys, self._video_slots(video), stem, self.cfg.eval.video_fps, title)
         try:
@@ -182,7 +159,7 @@ class Evaluator:
         for v in recorder.done if recorder is not None else []:
             videos.append({**v, "path": os.path.relpath(v["path"], self.out_dir)})
         result = {
-            "checkpoint": str(path.resolve()), "update": update, "env_steps": env_steps,
+            "checkpoint": str(path.resolve()), "name": name, "update": update, "env_steps": env_steps,
             "env": self.cfg.env.name, "mode": self.mode, "world_size": self.ctx.world_size,
             "deterministic": self.cfg.eval.deterministic, "settings": self.settings,
             "num_episodes": len(episodes), "metrics": summarize_episodes(episodes),

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.config import ConfigError, from_yaml_text
+from ddppo.config import ConfigError
 from ddppo.errors import CheckpointError
 from ddppo.interop.habitat_checkpoint import export_payload
 from ddppo.rundir import atomic_write
@@ -32,9 +32,9 @@ def export_habitat_baselines(run_dir: str | Path, out: str | Path, checkpoint: s
         path, data = found
     else:
         path, data = Path(checkpoint), ckpt.load(checkpoint)
-    if data.get("config_yaml") is None:
-        raise CheckpointError(f"{str(path)!r} is already a habitat-baselines checkpoint; nothing to export")
-    cfg = from_yaml_text(data["config_yaml"], str(path))
+    if ckpt.foreign(data) is not None:
+        raise CheckpointError(f"{str(path)!r} is already a {ckpt.foreign(data).format} checkpoint; nothing to export")
+    cfg = ckpt.stored_config(data, str(path))
     if cfg.policy.architecture != "habitat_baselines":
         raise ConfigError(f"{str(path)!r} was trained with policy.architecture={cfg.policy.architecture!r}; only "
                           f"policy.architecture=habitat_baselines has habitat-baselines' parameters (train with it, "

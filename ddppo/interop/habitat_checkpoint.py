@@ -22,6 +22,14 @@ from ddppo.errors import CheckpointError
 OLD_PREFIX = "actor_critic."
 FORMAT_NAME = "habitat-baselines"
 _MARKER = "net.visual_encoder.backbone.conv1.0.weight"
+# habitat-baselines' backbone names as ddppo's (policy.resnet_layers, policy.resnet_bottleneck)
+BACKBONES = {"resnet18": ((2, 2, 2, 2), False), "resnet50": ((3, 4, 6, 3), True)}
+
+
+def backbone_name(policy: Any) -> str | None:
+    """habitat-baselines' backbone name for a PolicyConfig's resnet_layers/resnet_bottleneck, or None."""
+    key = (tuple(policy.resnet_layers), bool(policy.resnet_bottleneck))
+    return next((name for name, value in BACKBONES.items() if value == key), None)
 
 
 # ------------------------------------------------------------------ the key mapping
@@ -118,17 +126,15 @@ def read(path: str | Path) -> dict[str, Any]:
         data.get("config"))), "step": int(extra.get("step", 0)) if isinstance(extra, dict) else 0}
 
 
-def problems(data: dict[str, Any], cfg: Any, model: torch.nn.Module | None = None) -> list[str]:
-    """Where a habitat-baselines checkpoint (as checkpoint.load returns it) and this run's config (and the
-    model built from it) disagree, naming the keys."""
+def problems(info: Any, cfg: Any) -> list[str]:
+    """Where a habitat-baselines checkpoint (`info`: its ForeignCheckpoint, ddppo/interop/foreign.py) and this
+    run's config disagree, naming the keys (its tensors against the model: checkpoint.tensor_problems)."""
     from ddppo.config import get_key
 
     out = []
     if cfg.policy.architecture != "habitat_baselines":
         out.append(f"policy.architecture: checkpoint 'habitat_baselines', this config {cfg.policy.architecture!r}")
-    imported = data["habitat_baselines"]
-    values = {**imported["config_values"], **imported["summary"]}
-    for key, value in values.items():
+    for key, value in {**info.config_values, **info.summary}.items():
         if key.startswith(("policy.", "env.")):
             try:
                 mine = get_key(cfg, key)
@@ -137,17 +143,6 @@ def problems(data: dict[str, Any], cfg: Any, model: torch.nn.Module | None = Non
             mine = list(mine) if isinstance(mine, (list, tuple)) else mine
             if mine != value:
                 out.append(f"{key}: checkpoint {value!r}, this config {mine!r}")
-    if model is not None and not out:
-        own = model.state_dict()
-        if "action_distribution.linear.weight" in own and own["action_distribution.linear.weight"].shape[0] \
-                != values["actions"]:
-            out.append(f"action space: checkpoint {values['actions']} actions, this env "
-                       f"{own['action_distribution.linear.weight'].shape[0]}")
-        out += [f"{k}: checkpoint {tuple(v.shape)}, this config {tuple(own[k].shape)} (image size? "
-                f"env sensor width/height)" for k, v in data["model"].items() if k in own and own[k].shape != v.shape]
-        missing, unexpected = sorted(set(own) - set(data["model"])), sorted(set(data["model"]) - set(own))
-        if missing or unexpected:
-            out.append(f"tensors missing {missing[:3]}, unexpected {unexpected[:3]} (observation keys differ?)")
     return out
 
 
@@ -155,8 +150,7 @@ def problems(data: dict[str, Any], cfg: Any, model: torch.nn.Module | None = Non
 def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int) -> dict[str, Any]:
     """What habitat-baselines' trainer writes, with the config as plain data (loads with weights_only=True)."""
     p = cfg.policy
-    backbone = {((3, 4, 6, 3), True): "resnet50", ((2, 2, 2, 2), False): "resnet18"}.get(
-        (tuple(p.resnet_layers), bool(p.resnet_bottleneck)), "unknown")
+    backbone = backbone_name(p) or "unknown"
     config = {"habitat_baselines": {"rl": {"ppo": {"hidden_size": p.hidden_size},
                                            "ddppo": {"rnn_type": p.rnn_type.upper(), "backbone": backbone,
                                                      "num_recurrent_layers": p.rnn_layers}}},
@@ -167,14 +161,3 @@ def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int) -> 
 
 def parameter_count(state_dict: dict[str, torch.Tensor]) -> int:
     return sum(math.prod(v.shape) for k, v in state_dict.items() if "running_mean_and_var" not in k)
-
-
-def check(data: dict[str, Any], cfg: Any, model: torch.nn.Module, where: str) -> None:
-    """ConfigError (one line, naming the keys) when a habitat-baselines checkpoint does not fit this run."""
-    from ddppo.config import ConfigError
-
-    found = problems(data, cfg, model)
-    if found:
-        raise ConfigError(f"{where} (habitat-baselines) does not fit this config: {'; '.join(found[:6])}; set these "
-                          f"keys to the checkpoint's values")
-

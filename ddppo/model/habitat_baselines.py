@@ -33,18 +33,12 @@ from torch import nn
 from torch.distributions import Categorical
 
 from ddppo.config import ConfigError, PolicyConfig
+from ddppo.interop.habitat_checkpoint import BACKBONES, backbone_name
 from ddppo.model.policy import Policy, RecurrentCore
 
 GOAL_KEY = "pointgoal_with_gps_compass"
 EMBED = 32  # habitat-baselines' goal and previous-action embedding width
 FLAT = 2048  # size the compression conv's output flattens to (about)
-BACKBONES = {"resnet18": ((2, 2, 2, 2), False), "resnet50": ((3, 4, 6, 3), True)}
-
-
-def backbone_name(cfg: PolicyConfig) -> str | None:
-    """habitat-baselines' backbone name for resnet_layers/resnet_bottleneck, or None."""
-    key = (tuple(cfg.resnet_layers), bool(cfg.resnet_bottleneck))
-    return next((name for name, value in BACKBONES.items() if value == key), None)
 
 
 def _conv(cin: int, cout: int, kernel: int, stride: int = 1) -> nn.Conv2d:

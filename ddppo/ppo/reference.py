@@ -18,7 +18,7 @@ import gymnasium
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.config import KLRefConfig, from_yaml_text
+from ddppo.config import KLRefConfig
 from ddppo.model.build import make_policy
 from ddppo.rollout.storage import RolloutStorage
 
@@ -31,11 +31,12 @@ class ReferencePolicy:
         except ckpt.CheckpointError as err:
             raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
                                        f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
-        if data.get("config_yaml") is None:
-            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint} is a habitat-baselines checkpoint; "
+        if ckpt.foreign(data) is not None:
+            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint} is a {ckpt.foreign(data).format} "
+                                       f"checkpoint; "
                                        f"a reference must be a ddppo checkpoint (fine-tune from it with "
                                        f"checkpoint.path, and use one of that run's checkpoints as the reference)")
-        ref_cfg = from_yaml_text(data["config_yaml"], cfg.checkpoint)
+        ref_cfg = ckpt.stored_config(data, cfg.checkpoint)
         self.policy = make_policy(obs_space, action_space, ref_cfg.policy).to(device)
         try:
             self.policy.load_state_dict(data["model"])
@@ -47,16 +48,14 @@ class ReferencePolicy:
         self.cfg = cfg
         self.beta = cfg.beta
 
-    def state_dict(self) -> dict:
-        """The adapted beta (the same on every rank) and this rank's recurrent state."""
-        return {"beta": self.beta, "hidden": self.hidden.cpu()}
+    def state_dict(self) -> torch.Tensor:
+        """This rank's recurrent state (the saved-state namespace "reference"; the adapted beta, the same on
+        every rank, is saved with the trainer's counters)."""
+        return self.hidden.cpu()
 
-    def load_state_dict(self, state: dict) -> None:
-        """Inverse of `state_dict`; without "hidden" (environments that start fresh episodes) the recurrent
-        state stays zeroed."""
-        self.beta = float(state["beta"])
-        if "hidden" in state:
-            self.hidden = torch.as_tensor(state["hidden"]).to(self.hidden.device)
+    def load_state_dict(self, state: torch.Tensor) -> None:
+        """Inverse of `state_dict` (environments that start fresh episodes keep the zeroed state instead)."""
+        self.hidden = torch.as_tensor(state).to(self.hidden.device)
 
     def annotate(self, storage: RolloutStorage) -> torch.Tensor:
         """Reference distribution parameters (L, N, P) for the collected steps."""

@@ -46,6 +46,7 @@ class UpdateResult:
 
 
 EPOCH_KEYS = ("approx_kl", "clip_fraction", "ratio_min", "ratio_max", "ratio_mean")
+UPDATE_KEYS = ("grad_norm", "explained_variance")  # what the update measures besides the loss terms
 
 
 class _Stats:
@@ -140,7 +141,7 @@ class PPOUpdater:
         """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.advantage == "gae":  # config-driven: the same on every rank
+        if cfg.normalize_advantage and cfg.critic:  # config-driven: the same on every rank
             normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
         acc = _Stats()
         skipped = 0
@@ -148,7 +149,7 @@ class PPOUpdater:
             for mb in storage.minibatches(cfg.num_mini_batch, ref_params=ref_params):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef)
         stats = acc.result()
-        if L > 0 and cfg.advantage == "gae":
+        if L > 0 and cfg.critic:
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
                                                              storage.valid[:L])
         return UpdateResult(stats, skipped)

@@ -38,7 +38,7 @@ import torch
 
 from envs.base import StepResult, VecEnv, fresh_reset, restores_state
 from ddppo.model.policy import Policy
-from ddppo.rollout.acting import Actor, check_finite, obs_to_torch  # noqa: F401  (re-exported)
+from ddppo.rollout.acting import Actor, check_finite
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage

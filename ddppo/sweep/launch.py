@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import ddppo
 from ddppo import signals
 from ddppo.distributed.launch import without_launch_vars
-from ddppo.rundir import RunDir
+from ddppo.rundir import RunDir, write_json
 from ddppo.config import ConfigError, diff_keys, get_key
 from ddppo.sweep import runs as disk
 from ddppo.sweep.spec import Run, SweepError, SweepSpec, cli_overrides, expand, load_spec, override_list
@@ -115,7 +115,7 @@ def prepare(spec: SweepSpec, sweep_dir: Path, items: Sequence[str], planned: Seq
                for p in planned]
     names = {e["name"] for e in entries}
     entries += [dict(e, index=None) for e in old.get("runs", []) if e.get("name") not in names]
-    disk.write_json(sweep_dir / disk.MANIFEST, {
+    write_json(sweep_dir / disk.MANIFEST, {
         "name": spec.name, "spec": str(spec.path), "spec_text": spec.path.read_text(),
         "command_line_overrides": list(items), "ranks": spec.ranks, "launcher": launcher,
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": entries})
@@ -155,14 +155,14 @@ def _start(sweep_dir: Path, run: Run, ranks: int) -> _Active:
         # own session: a Ctrl-C reaches the launcher only, which asks every run to checkpoint and stop
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                 env=child_env(), start_new_session=True)
-    disk.write_json(disk.state_path(sweep_dir, run.name), disk.local_state(proc.pid))
+    write_json(disk.state_path(sweep_dir, run.name), disk.local_state(proc.pid))
     return _Active(run, proc, time.monotonic())
 
 
 def _finish(sweep_dir: Path, act: _Active, rc: int) -> None:
     path = disk.state_path(sweep_dir, act.run.name)
     state = disk.read_json(path) or disk.local_state(act.proc.pid)
-    disk.write_json(path, {**state, "rc": rc, "ended": time.time()})
+    write_json(path, {**state, "rc": rc, "ended": time.time()})
 
 
 def run_local(sweep_dir: Path, to_run: Sequence[Run], ranks: int, parallel: int) -> int:
@@ -252,7 +252,7 @@ def submit_slurm(spec: SweepSpec, sweep_dir: Path, to_run: Sequence[Run], parall
         raise SweepError(f"sbatch failed (exit {res.returncode}): {res.stderr.strip()}\ncommand: {' '.join(cmd)}")
     job = res.stdout.strip().split(";")[0]
     for i, run in enumerate(to_run):
-        disk.write_json(disk.state_path(sweep_dir, run.name),
+        write_json(disk.state_path(sweep_dir, run.name),
                         {"launcher": "slurm", "job": f"{job}_{i}", "array_job": job, "task": i,
                          "list": str(listfile), "submitted": time.time()})
     return job

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from ddppo.rundir import RunDir, read_json, write_json  # noqa: F401  (write_json: used as disk.write_json)
+from ddppo.rundir import RunDir, read_json
 
 MANIFEST = "sweep.json"
 STATUSES = ("done", "running", "pending", "stopped", "failed", "unknown")
@@ -33,22 +33,10 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [r for r in RunDir(run_dir).metrics() if "env_steps" in r]
 
 
-def target_steps(run_dir: Path) -> int | None:
-    """run.total_env_steps from the run dir's config.yaml (None when there is none, or it does not read)."""
-    from ddppo.config import ConfigError
-
-    try:
-        stored = RunDir(run_dir).read_config()
-    except (OSError, ConfigError):
-        return None
-    return stored.run.total_env_steps if stored is not None else None
-
-
 def is_finished(run_dir: Path, records: list[dict] | None = None) -> bool:
-    """The last metrics line has env_steps >= run.total_env_steps."""
+    """The run reached its budget (RunDir.is_finished); `records`: its metrics, when already read."""
     records = read_metrics(run_dir) if records is None else records
-    target = target_steps(run_dir)
-    return bool(records) and target is not None and records[-1]["env_steps"] >= target
+    return RunDir(run_dir).is_finished(records[-1] if records else {})
 
 
 def state_path(sweep_dir: Path, name: str) -> Path:

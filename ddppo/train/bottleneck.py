@@ -18,7 +18,6 @@ import dataclasses
 from typing import Iterable, Mapping
 
 from ddppo import timing
-from ddppo.timing import COLLECT
 
 LEARN = (timing.GAE, timing.LEARN_FORWARD_BACKWARD, timing.OPTIMIZER)
 

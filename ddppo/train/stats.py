@@ -13,13 +13,14 @@ import numpy as np
 import torch
 
 from ddppo.distributed import DistContext
-from ddppo.ppo.update import EPOCH_KEYS, UpdateResult
+from ddppo.ppo.loss import SCALAR_NAMES
+from ddppo.ppo.update import EPOCH_KEYS, UPDATE_KEYS, UpdateResult
 from ddppo.rollout.collector import DIAG_KEYS, EPISODE_KEYS, CollectResult
 
-from ddppo.timing import PHASES, STRAGGLER_WAIT  # noqa: F401  (PHASES re-exported)
+from ddppo.timing import PHASES, STRAGGLER_WAIT
 
-LOSS_KEYS = ("total", "policy", "value", "entropy", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
-             "ratio_mean", "grad_norm", "explained_variance", "kl_ref")
+# every term of LossOutput (a new one is carried without a change here), then what the update measures
+LOSS_KEYS = SCALAR_NAMES + UPDATE_KEYS
 
 
 def loss_keys(epochs: int) -> tuple[str, ...]:
@@ -27,8 +28,14 @@ def loss_keys(epochs: int) -> tuple[str, ...]:
     return LOSS_KEYS + tuple(f"epoch{e}/{k}" for e in range(epochs) for k in EPOCH_KEYS)
 
 
+# the head of each rank's row, read by name (`_col`): one number per rank each
 _HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time", "rss_gb", "memory_fraction", "env_steps",
          *DIAG_KEYS)
+
+
+def _col(head: np.ndarray, name: str) -> np.ndarray:
+    """The head column `name` (a _HEAD entry) of every rank."""
+    return head[:, _HEAD.index(name)]
 
 
 @dataclasses.dataclass
@@ -60,8 +67,10 @@ class Reduced:
 
 
 def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
-    head = [s.collected.steps, float(s.collected.preempted), s.stop_flags, s.result.skipped_steps, s.update_time,
-            s.rss_gb, s.memory_fraction, s.collected.env_steps, *(s.collected.diag.get(k, 0.0) for k in DIAG_KEYS)]
+    named = {"steps": s.collected.steps, "preempted": float(s.collected.preempted), "stop_flags": s.stop_flags,
+             "skipped": s.result.skipped_steps, "update_time": s.update_time, "rss_gb": s.rss_gb,
+             "memory_fraction": s.memory_fraction, "env_steps": s.collected.env_steps, **s.collected.diag}
+    head = [named.get(k, 0.0) for k in _HEAD]
     losses = [s.result.stats.get(k, float("nan")) for k in keys]
     phases = [s.timings.get(p, 0.0) for p in PHASES]
     return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + losses + phases,
@@ -92,25 +101,24 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
         perf[f"perf/{phase}_s"] = means[i]
         perf[f"perf/{phase}_s_min"] = mins[i]
         perf[f"perf/{phase}_s_max"] = maxs[i]
-    perf["perf/update_s"] = float(head[:, 4].max())
-    perf["perf/rss_gb_max"] = float(head[:, 5].max())
-    perf["perf/memory_fraction_max"] = float(head[:, 6].max())
-    diag = head[:, 8:]  # per-rollout diagnostics (DIAG_KEYS): min/max over ranks where they are extremes
-    for i, k in enumerate(DIAG_KEYS):
+    perf["perf/update_s"] = float(_col(head, "update_time").max())
+    perf["perf/rss_gb_max"] = float(_col(head, "rss_gb").max())
+    perf["perf/memory_fraction_max"] = float(_col(head, "memory_fraction").max())
+    for k in DIAG_KEYS:  # per-rollout diagnostics: min/max over ranks where they are extremes
         reduce = np.min if k.endswith("_min") else np.max if k.endswith("_max") else np.mean
-        perf[f"perf/rollout_{k}"] = float(reduce(diag[:, i]))
-    steps = head[:, 0]
+        perf[f"perf/rollout_{k}"] = float(reduce(_col(head, k)))
+    steps = _col(head, "steps")
     preempt = {
         "preempt/steps_fraction_min": float(steps.min() / num_steps),
         "preempt/steps_fraction_mean": float(steps.mean() / num_steps),
-        "preempt/num_preempted": float(head[:, 1].sum()),
+        "preempt/num_preempted": float(_col(head, "preempted").sum()),
         "preempt/straggler_wait_s_max": float(phase_table[:, PHASES.index(STRAGGLER_WAIT)].max()),
     }
     flags = 0
-    for f in head[:, 2].astype(np.int64):
+    for f in _col(head, "stop_flags").astype(np.int64):
         flags |= int(f)
-    return Reduced(ep_sums, ep_counts, int(head[:, 7].sum()), float(head[:, 4].max()),
-                   int(head[:, 3].max()), flags, losses, perf, preempt)
+    return Reduced(ep_sums, ep_counts, int(_col(head, "env_steps").sum()), float(_col(head, "update_time").max()),
+                   int(_col(head, "skipped").max()), flags, losses, perf, preempt)
 
 
 def memory_usage(device: torch.device) -> tuple[float, float]:

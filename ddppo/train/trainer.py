@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from collections import deque
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -27,17 +28,25 @@ from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
-from ddppo.train.state import check_run_dir, restore, write_run_dir
+from ddppo.train.advantage import advantage_for
+from ddppo.train.resume import check_run_dir, resume, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import EPISODE_KEYS
 from ddppo.rollout.factory import make_collector, storage_steps
-from ddppo.rollout.grpo import grpo_advantages
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.stats import StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
+
+class Stateful(Protocol):
+    """A saved-state owner: its own namespace of every rank's checkpoint state (torchtitan's Stateful)."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any) -> None: ...
+
 
 # stop flags, OR-ed over ranks once per update
 STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
@@ -50,8 +59,7 @@ class Trainer:
         self.start_time = time.monotonic()
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
-        spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
-                             group_size=cfg.ppo.group_size if cfg.ppo.advantage == "grpo" else 1)
+        spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers, group_size=cfg.ppo.env_group_size)
         self.env_spec = spec
         self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
         try:
@@ -66,8 +74,8 @@ class Trainer:
         np.random.seed(ctx.seed % 2**32)
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
-                                  value_head=cfg.ppo.advantage == "gae").to(ctx.device)
-        self.grpo_carry = torch.zeros(2, spec.num_envs)  # GRPO: partial returns and finished flags
+                                  value_head=cfg.ppo.critic).to(ctx.device)
+        self.advantage = advantage_for(cfg.ppo, spec.num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
         hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
         self.storage = RolloutStorage(storage_steps(cfg.rollout), spec.num_envs, self.envs.observation_space,
@@ -82,9 +90,8 @@ class Trainer:
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
-        restored = restore(cfg, ctx, self.policy, self.updater.optimizer, self.collector)
-        if restored is not None:
-            self.load_state_dict(*restored)
+        self.rank_owners = self.saved_state_owners()
+        resume(cfg, ctx, self)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
@@ -101,6 +108,9 @@ class Trainer:
         last_print = last_diagnosis = time.monotonic()
         log.info("training %s on %d rank(s) x %d envs, from update %d", cfg.env.name, ctx.world_size,
                  cfg.env.num_envs, self.update)
+        log.info("policy %s: %s parameters; torch threads per rank: %d intra-op, %d inter-op", cfg.policy.architecture,
+                 f"{sum(p.numel() for p in self.policy.parameters()):,}", torch.get_num_threads(),
+                 torch.get_num_interop_threads())
         while True:
             update = self.update + 1
             t0 = time.perf_counter()
@@ -147,14 +157,7 @@ class Trainer:
 
     def compute_advantages(self) -> None:
         """GAE (with the critic's bootstrap) or GRPO advantages for the collected rollout."""
-        s, ppo = self.storage, self.cfg.ppo
-        if ppo.advantage == "grpo":
-            L = s.step
-            adv, mask, self.grpo_carry = grpo_advantages(s.rewards[:L].cpu(), s.dones[:L].cpu(), s.idle[:L].cpu(),
-                                                         self.grpo_carry, ppo.group_size)
-            s.set_advantages(adv, mask)
-        else:
-            s.compute_returns(self.collector.last_value(), ppo.gamma, ppo.gae_lambda)
+        self.advantage.compute(self.storage, self.collector.last_value)
 
     def _log_bottleneck(self) -> None:
         window = list(self.perf_window)
@@ -229,45 +232,65 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------ saved state
-    def state_dict(self) -> dict:
-        """The training progress every rank agrees on (the checkpoint's counters)."""
-        return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
-                "kl_beta": self.reference.state_dict()["beta"] if self.reference is not None else 0.0,
-                "window": [list(w) for w in self.window]}
+    # State of the running episodes: restored only when the collector's episodes continue.
+    episode_owners = ("advantage", "reference")
 
-    def rank_state_dict(self) -> dict:
-        """This rank's own state: RNGs, where its rollout continues, per-episode carries."""
-        state = {"rng": ckpt.rng_state(self.ctx.device), **self.collector.state_dict(),
-                 "grpo_carry": self.grpo_carry.clone()}
+    def saved_state_owners(self) -> dict[str, Stateful]:
+        """Every rank's saved-state owners, one namespace each, in the order they are restored. Adding a piece of
+        saved state is adding its owner here: the checkpoint carries it and resume restores it."""
+        owners: dict[str, Stateful] = {"rng": ckpt.RngState(self.ctx.device), "collector": self.collector,
+                                       "advantage": self.advantage}
         if self.reference is not None:
-            state["ref_hidden"] = self.reference.state_dict()["hidden"]
-        return state
+            owners["reference"] = self.reference
+        return owners
 
-    def load_state_dict(self, counters: dict, rank_state: dict | None = None) -> None:
-        """Inverse of `state_dict` (and of the per-episode part of `rank_state_dict`: RNGs and the collector
-        are put back by train/state.restore, which decides whether this rank's environments continue;
-        `rank_state` is None when they start fresh episodes)."""
-        counters = {**ckpt.COUNTER_DEFAULTS, **counters}
+    def rank_owner_names(self) -> list[str]:
+        return list(self.rank_owners)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a checkpoint holds of this trainer: model, optimizer, counters (the training progress every
+        rank agrees on) and "rank": this rank's owners' states {namespace: state}."""
+        return {"model": self.policy.state_dict(), "optimizer": self.updater.optimizer.state_dict(),
+                "counters": self._counters(), "rank": self._rank_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Exact inverse of `state_dict`. "rank" may hold only the namespaces that apply (train/resume.py): None
+        (another world size) starts the environments and RNGs afresh; without "collector" the environments start
+        fresh episodes, and the per-episode state of `episode_owners` starts afresh with them."""
+        self.policy.load_state_dict(state["model"])
+        self.updater.optimizer.load_state_dict(state["optimizer"])
+        counters = state["counters"]
         self.update, self.env_steps = counters["update"], counters["env_steps"]
         self.skipped_in_a_row = counters["skipped_in_a_row"]
         self.window.clear()
         for sums, counts, steps, seconds in counters["window"]:
             self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
-        if rank_state is not None and "grpo_carry" in rank_state:
-            self.grpo_carry = torch.as_tensor(rank_state["grpo_carry"]).float().cpu()
-        if self.reference is not None:
-            ref = {"beta": self.reference.beta if counters["kl_beta"] is None else counters["kl_beta"]}
-            if rank_state is not None and "ref_hidden" in rank_state:
-                ref["hidden"] = rank_state["ref_hidden"]
-            self.reference.load_state_dict(ref)
+        if self.reference is not None and counters["kl_beta"] is not None:
+            self.reference.beta = float(counters["kl_beta"])
+        rank = state.get("rank") or {}
+        continued = False
+        for name, owner in self.rank_owners.items():
+            if name == "collector":
+                continued = self.collector.resume(rank.get(name), self.update)
+            elif name in rank and (continued or name not in self.episode_owners):
+                owner.load_state_dict(rank[name])
+
+    def _counters(self) -> dict[str, Any]:
+        return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
+                "kl_beta": self.reference.beta if self.reference is not None else 0.0,
+                "window": [list(w) for w in self.window]}
+
+    def _rank_state(self) -> dict[str, Any]:
+        return {name: owner.state_dict() for name, owner in self.rank_owners.items()}
 
     def _save(self) -> None:
         """Every rank hands its own state to rank 0, which writes one checkpoint file."""
-        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(self.rank_state_dict())))
+        record = ckpt.rank_record(self._rank_state())
+        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(record)))
         if not self.ctx.is_main:
             return
         self.last_save_failed = True
-        payload = ckpt.payload(self.policy.state_dict(), self.updater.optimizer.state_dict(), self.state_dict(),
+        payload = ckpt.payload(self.policy.state_dict(), self.updater.optimizer.state_dict(), self._counters(),
                                to_yaml(self.cfg), [ckpt.from_bytes(b) for b in blobs])
         try:
             path = ckpt.save(self.cfg.run.dir, self.update, payload, self.cfg.checkpoint.keep_last)

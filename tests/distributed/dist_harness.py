@@ -35,13 +35,11 @@ def free_port() -> int:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    from ddppo.distributed.launch import without_launch_vars
+    if str(REPO / "tests") not in sys.path:  # testutil beside the test packages (a child may import this alone)
+        sys.path.append(str(REPO / "tests"))
+    import testutil
 
-    env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["OMP_NUM_THREADS"] = "1"
-    env.update(extra)
-    return env
+    return testutil.cli_env(no_slurm=True, **{"OMP_NUM_THREADS": "1", **extra})
 
 
 # ------------------------------------------------------------ spawned ranks
@@ -264,12 +262,12 @@ def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, step
     import torch
 
     from ddppo.config import PolicyConfig
-    from ddppo.distributed import Launch, init_distributed
+    from testutil import gloo_context
     from ddppo.model.policy import Policy
     from ddppo.ppo.update import PPOUpdater
     from ddppo.rollout.storage import RolloutStorage
 
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ctx = gloo_context(rank, world, port)
     torch.manual_seed(0)
     obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)})
     policy = Policy(obs_space, gymnasium.spaces.Discrete(actions), PolicyConfig(hidden_size=8))

@@ -80,10 +80,10 @@ def max_rel_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
 def allreduce_worker(rank: int, world: int, port: int, bucket_mb: float) -> dict:
     import torch.distributed as dist
 
-    from ddppo.distributed import Launch, init_distributed
+    from testutil import gloo_context
     from ddppo.distributed.buckets import GradientReducer
 
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ctx = gloo_context(rank, world, port)
     try:
         policy = make_policy(seed=rank)  # different initialisations ...
         ctx.broadcast_module(policy)  # ... made identical from rank 0
@@ -189,10 +189,10 @@ def order_worker(rank: int, world: int, port: int) -> dict:
     Buckets must still go in the same order on both, or the sums mix buckets (or gloo refuses mismatched sizes)."""
     import torch.distributed as dist
 
-    from ddppo.distributed import Launch, init_distributed
+    from testutil import gloo_context
     from ddppo.distributed.buckets import GradientReducer
 
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ctx = gloo_context(rank, world, port)
     try:
         torch.manual_seed(0)
         body = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16))

@@ -34,12 +34,11 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tenso
 
 def trainer_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
     from ddppo.config import load_config
-    from ddppo.distributed import Launch, init_distributed
+    from testutil import gloo_context
     from ddppo.train.trainer import Trainer
 
     cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}"])
-    ctx = init_distributed("gloo", "cpu", cfg.dist.timeout_s, cfg.dist.startup_timeout_s, cfg.run.seed,
-                           Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
     try:
         trainer = Trainer(cfg, ctx)
         try:

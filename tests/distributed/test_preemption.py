@@ -57,7 +57,7 @@ def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[s
     import torch.distributed as dist
 
     from ddppo.config import PreemptionConfig
-    from ddppo.distributed import Launch, init_distributed
+    from testutil import gloo_context
     from ddppo.rollout.preemption import Preemption
 
     problems: list[str] = []
@@ -66,8 +66,7 @@ def counter_worker(rank: int, world: int, _port: int, store_port: int) -> list[s
     # attempt 1 redoes updates 3 and 4 (a restart from a checkpoint); in it rank 0 is the straggler
     for attempt, updates, finisher in ((0, range(1, 5), 0), (1, range(3, 7), 1)):
         # no attempt number is passed: the ranks agree on a fresh generation in the store at every start
-        launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", agent_store=True)
-        ctx = init_distributed("gloo", "cpu", 30, 60, 0, launch)
+        ctx = gloo_context(rank, world, store_port, timeout_s=30, agent_store=True)
         pre = Preemption(cfg, ctx, num_steps=8)
         assert pre.active and pre.min_steps == 2 and pre.threshold == 1
         where = f"attempt {attempt}"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eval_testutil import TINY, finish, make_habitat_dataset, overrides, start_cli
+from eval_testutil import finish, make_habitat_dataset, overrides, start_cli
+from testutil import TINY
 
 # an open 6x6 room: 10 updates already give a policy that sometimes succeeds, so success varies
 GRIDNAV_RUN = {"env.gridnav.map_size": 6, "env.gridnav.max_room_splits": 0, "env.gridnav.obstacle_density": 0,

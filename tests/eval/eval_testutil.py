@@ -12,12 +12,12 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import Config, load_config, to_yaml
-from ddppo.distributed import Launch, init_distributed, rank_seed
+from ddppo.distributed import rank_seed
 from ddppo.eval.command import EvalRequest, resolve_config, run
 from ddppo.model.policy import Policy
-from ddppo.rollout.collector import obs_to_torch
+from ddppo.rollout.acting import obs_to_torch
 from envs.registry import EnvSpec, make_vec_env
-from testutil import TINY, cli_env  # noqa: F401  (tests/testutil.py, shared with tests/conftest.py)
+from testutil import cli_env, gloo_context  # tests/testutil.py, shared with tests/conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def overrides(values: dict) -> list[str]:
 def eval_in_process(target, overrides=(), **request) -> tuple[int, str]:
     """`ddppo eval` in this process (world size 1); (exit code, stdout)."""
     cfg = resolve_config(str(target), list(overrides))
-    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed, Launch(0, 1, 0, 1, "127.0.0.1", 0, "single"))
+    ctx = gloo_context(seed=cfg.run.seed)
     out = io.StringIO()
     try:
         rc = run(EvalRequest(str(target), list(overrides), **request), cfg, ctx, out)

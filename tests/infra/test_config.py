@@ -5,7 +5,6 @@ process; here they are fast, so every case is covered.
 """
 
 import dataclasses
-import inspect
 import math
 from pathlib import Path
 

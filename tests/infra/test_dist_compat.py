@@ -27,9 +27,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddppo.distributed import DistContext, Launch, PeerLostError, init_distributed
+from ddppo.distributed import DistContext, Launch, PeerLostError
 from ddppo.distributed.context import native_stdout_to_stderr
 from ddppo.distributed.startup import _store_backend_kwargs, _store_listen_fd
+from testutil import gloo_context
 from ddppo.distributed.store import BoundedCaller
 
 
@@ -119,8 +120,7 @@ def test_native_stdout_goes_to_stderr_while_a_group_is_created(capfd):
 
 
 def test_joining_a_process_group_writes_nothing_to_stdout(capfd):
-    launch = Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
-    ctx = init_distributed("gloo", "cpu", 30.0, 30.0, 0, launch)
+    ctx = gloo_context(timeout_s=30.0, startup_timeout_s=30.0)
     try:
         ctx.mark_started()
     finally:

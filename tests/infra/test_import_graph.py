@@ -156,3 +156,62 @@ def test_imports_are_resolved_to_modules():
     graph = project_graph()
     assert "ddppo.model.policy" in graph["ddppo.rollout.collector"]
     assert "ddppo.checkpoint" in graph["ddppo.eval.runner"]  # `from ddppo import checkpoint as ckpt`
+
+
+# ------------------------------------------------------------------ the maps that name every module
+def ddppo_modules() -> list[Path]:
+    return [p.relative_to(REPO / "ddppo") for p in sorted((REPO / "ddppo").rglob("*.py"))
+            if p.name not in ("__init__.py", "__main__.py")]
+
+
+def map_entries(text: str) -> dict[str, str]:
+    """The module map of ddppo/__init__.py as {"model/": its text, "rundir.py": its text, ...}: an entry starts
+    with a package (`name/`) or a root module (`name.py`) at the start of a line (indented 4 at most: deeper
+    lines continue the entry above), and runs to the next one."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        head = line.split()[0] if line.split() else ""
+        starts = len(line) - len(line.lstrip()) <= 4
+        if starts and (head.endswith("/") and head[:-1].isidentifier() or head.endswith(".py")
+                       and head[:-3].isidentifier()):
+            current = head
+            entries[current] = line[len(line) - len(line.lstrip()) + len(head):]
+        elif current is not None:
+            entries[current] += " " + line.strip()
+    return entries
+
+
+def unnamed_in_module_map(doc: str, modules: list[Path]) -> list[str]:
+    entries = map_entries(doc)
+    return [str(m) for m in modules
+            if not (str(m) in entries if len(m.parts) == 1 else m.name in entries.get(f"{m.parts[0]}/", ""))]
+
+
+def unnamed_in_code_map(readme: str, modules: list[Path]) -> list[str]:
+    section = readme.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [str(m) for m in modules if not any(
+        f"`ddppo/{m}`" in row or (len(m.parts) > 1 and f"`ddppo/{m.parts[0]}/`" in row.split("|")[1]
+                                 and f"`{m.name}`" in row) for row in rows)]
+
+
+def test_the_module_map_names_every_module():
+    import ddppo
+
+    assert unnamed_in_module_map(ddppo.__doc__, ddppo_modules()) == []
+    for package in INFRASTRUCTURE_PACKAGES:  # the infrastructure packages are read as infrastructure
+        assert any(group_of(m) == "infrastructure" for m in project_graph() if m.startswith(f"ddppo.{package}."))
+
+
+def test_the_readme_code_map_names_every_module():
+    assert unnamed_in_code_map((REPO / "README.md").read_text(), ddppo_modules()) == []
+
+
+def test_the_map_checks_can_fail():
+    doc = "model/      policy.py (the network),\n            resnet.py\nrundir.py   files\n"
+    mods = [Path("model/policy.py"), Path("model/resnet.py"), Path("model/new.py"), Path("rundir.py"),
+            Path("rollout/gae.py"), Path("signals.py")]
+    assert unnamed_in_module_map(doc, mods) == ["model/new.py", "rollout/gae.py", "signals.py"]
+    readme = "## Code map\n| where | what |\n| `ddppo/model/` | `policy.py`, `resnet.py` |\n| `ddppo/rundir.py` | x |\n"
+    assert unnamed_in_code_map(readme, mods) == ["model/new.py", "rollout/gae.py", "signals.py"]

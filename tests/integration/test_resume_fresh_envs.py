@@ -28,33 +28,25 @@ def _rows(run):
 
 
 def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_path, cli):
-    from ddppo.distributed import init_distributed
-    from ddppo.train.trainer import Trainer
+    from testutil import trainer_in_process
 
     run = tmp_path / "run"
     res = cli("train", CARTPOLE, f"run.dir={run}", *GYM, "run.total_env_steps=128")
     assert res.returncode == 0, res
     cfg = load_config(CARTPOLE, [f"run.dir={run}", *GYM, "run.total_env_steps=192"])
-    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
-    try:
-        trainer = Trainer(cfg, ctx)
-        try:
-            assert trainer.update == 2
-            col = trainer.collector
-            actual = np.array([e.unwrapped.state for e in trainer.envs._env.envs], np.float32)
-            np.testing.assert_array_equal(col.obs["state"].numpy(), actual)  # the state the envs are in
-            assert torch.equal(col.start, torch.ones(4))
-            assert not col.hidden.any()
-            run_start = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=4, seed=ctx.seed))
-            first = run_start.reset()["state"]
-            run_start.close()
-            assert not np.isclose(first, actual).all(axis=1).any()  # no env replays its run-start episode
-            assert trainer.train() == 0
-            assert torch.equal(trainer.storage.episode_start[0], torch.ones(4))
-        finally:
-            trainer.close()
-    finally:
-        ctx.close()
+    with trainer_in_process(cfg) as trainer:
+        assert trainer.update == 2
+        col = trainer.collector
+        actual = np.array([e.unwrapped.state for e in trainer.envs._env.envs], np.float32)
+        np.testing.assert_array_equal(col.obs["state"].numpy(), actual)  # the state the envs are in
+        assert torch.equal(col.start, torch.ones(4))
+        assert not col.hidden.any()
+        run_start = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=4, seed=trainer.ctx.seed))
+        first = run_start.reset()["state"]
+        run_start.close()
+        assert not np.isclose(first, actual).all(axis=1).any()  # no env replays its run-start episode
+        assert trainer.train() == 0
+        assert torch.equal(trainer.storage.episode_start[0], torch.ones(4))
     assert [r["update"] for r in _rows(run)] == [1, 2, 3]
 
 

@@ -31,9 +31,7 @@ def torchrun(run_dir: Path, total_env_steps: int, timeout_s: float = 240) -> str
     head = [str(script)] if script.exists() else [sys.executable, "-m", "torch.distributed.run"]
     cmd = [*head, "--standalone", "--nproc_per_node=2", "-m", "ddppo", "train", "configs/gridnav.yaml",
            f"run.dir={run_dir}", f"run.total_env_steps={total_env_steps}", *TINY]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SLURM_") and k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env = testutil.cli_env(no_slurm=True)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:

@@ -13,27 +13,19 @@ VARIABLE = ["env.name=synthetic", "env.num_envs=4", "env.num_workers=4", "rollou
 
 
 def test_variable_mode_resumes_mid_run(tmp_path, cli, caplog):
-    from ddppo.distributed import init_distributed
-    from ddppo.train.trainer import Trainer
+    from testutil import trainer_in_process
 
     run = tmp_path / "run"
     res = cli("train", GRIDNAV, f"run.dir={run}", *VARIABLE, "run.total_env_steps=64")
     assert res.returncode == 0, res
     cfg = load_config(GRIDNAV, [f"run.dir={run}", *VARIABLE, "run.total_env_steps=128"])
-    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
-    try:
-        trainer = Trainer(cfg, ctx)
-        try:
-            assert (trainer.update, trainer.env_steps) == (2, 64)
-            assert "fresh episodes" not in caplog.text and "does not fit" not in caplog.text, caplog.text
-            unstored = trainer.collector.unstored  # the saved steps that were in flight
-            pending = trainer.collector.pending["action"].clone()
-            assert trainer.train() == 0
-            assert (trainer.update, trainer.env_steps) == (4, 128)
-        finally:
-            trainer.close()
-    finally:
-        ctx.close()
+    with trainer_in_process(cfg) as trainer:
+        assert (trainer.update, trainer.env_steps) == (2, 64)
+        assert "fresh episodes" not in caplog.text and "does not fit" not in caplog.text, caplog.text
+        unstored = trainer.collector.unstored  # the saved steps that were in flight
+        pending = trainer.collector.pending["action"].clone()
+        assert trainer.train() == 0
+        assert (trainer.update, trainer.env_steps) == (4, 128)
     assert all(w.result.obs["obs"].shape == (w.hi - w.lo, 8) for w in unstored)
     assert pending.shape == (4,)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -132,8 +132,8 @@ def test_habitat_baselines_checkpoint_into_ddppo(tmp_path):
     with pytest.raises(Exception):
         torch.load(path, weights_only=True)  # what ddppo's plain loader cannot do
     data = ckpt.load(path)
-    assert data["habitat_baselines"]["config_values"]["env.habitat.depth_width"] == SIZE
-    assert data["habitat_baselines"]["config_values"]["policy.rnn_layers"] == 2
+    assert ckpt.foreign(data).config_values["env.habitat.depth_width"] == SIZE
+    assert ckpt.foreign(data).config_values["policy.rnn_layers"] == 2
     assert data["counters"]["env_steps"] == 1234
     ours = ddppo_policy()
     ours.load_state_dict(data["model"], strict=True)

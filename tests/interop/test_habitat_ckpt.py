@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import Config, PolicyConfig
 from ddppo.model.build import make_policy
 from ddppo.model.habitat_baselines import GOAL_KEY
@@ -30,6 +29,10 @@ def hb_file(path, config: dict) -> dict:
     return sd
 
 
+def ddppo_payload() -> dict:
+    return ckpt.payload({"w": torch.zeros(1)}, {"state": {}}, {"update": 1, "env_steps": 2}, "run: {}\n", [])
+
+
 def test_read_back_and_mismatches_named(tmp_path):
     config = {"habitat_baselines": {"rl": {"ppo": {"hidden_size": 16}, "ddppo": {"rnn_type": "LSTM",
                                                                                  "num_recurrent_layers": 1}}},
@@ -37,16 +40,18 @@ def test_read_back_and_mismatches_named(tmp_path):
                   "width": 32, "height": 32}}}}}}}
     sd = hb_file(tmp_path / "ckpt.1.pth", config)
     data = ckpt.load(tmp_path / "ckpt.1.pth")
-    assert data["counters"]["env_steps"] == 77 and data["config_yaml"] is None
+    info = ckpt.foreign(data)
+    assert data["counters"]["env_steps"] == 77 and data["config_yaml"] is None and info.format == "habitat-baselines"
+    assert info.name == "ckpt.1" and ckpt.foreign(ckpt.load(ckpt.save(tmp_path, 1, ddppo_payload(), 1))) is None
     assert set(data["model"]) == set(sd) and all(torch.equal(data["model"][k], v) for k, v in sd.items())
-    assert data["habitat_baselines"]["config_values"] == {
+    assert info.config_values == {
         "policy.hidden_size": 16, "policy.rnn_type": "lstm", "policy.rnn_layers": 1,
         "env.habitat.depth_width": 32, "env.habitat.depth_height": 32}
     cfg = Config(policy=SMALL)
-    assert habitat_ckpt.problems(data, cfg) == ["env.habitat.depth_width: checkpoint 32, this config 256",
+    assert info.problems(cfg) == ["env.habitat.depth_width: checkpoint 32, this config 256",
                                                 "env.habitat.depth_height: checkpoint 32, this config 256"]
     wrong = Config(policy=dataclasses.replace(SMALL, hidden_size=32, rnn_type="gru", architecture="ddppo"))
-    found = habitat_ckpt.problems(data, wrong)
+    found = info.problems(wrong)
     assert "policy.architecture: checkpoint 'habitat_baselines', this config 'ddppo'" in found
     assert "policy.hidden_size: checkpoint 16, this config 32" in found
     assert "policy.rnn_type: checkpoint 'lstm', this config 'gru'" in found
@@ -60,3 +65,18 @@ def test_not_a_reference_policy(tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="is a habitat-baselines checkpoint; a reference must be"):
         ReferencePolicy(KLRefConfig(checkpoint=str(tmp_path / "ckpt.1.pth")), SPACE, gymnasium.spaces.Discrete(4), 2,
                         torch.device("cpu"))
+
+
+def test_eval_outputs_keep_a_foreign_checkpoints_own_name(tmp_path):
+    """`ddppo eval --checkpoint ckpt.3.pth` (habitat-baselines) names its outputs ckpt.3, not ckpt-0 (which any
+    other such file would share); ddppo's checkpoints are named by their update."""
+    from ddppo.eval.command import name_of
+    from ddppo.rundir import RunDir
+
+    hb_file(tmp_path / "ckpt.3.pth", {})
+    assert name_of(tmp_path / "ckpt.3.pth") == "ckpt.3"
+    assert RunDir.eval_result_path(tmp_path / "ev", name_of(tmp_path / "ckpt.3.pth")) == tmp_path / "ev" / "ckpt.3.json"
+    ours = ckpt.save(tmp_path / "run", 7, ddppo_payload(), 1)
+    assert name_of(ours) == "ckpt-7"
+    renamed = ours.rename(tmp_path / "best.pt")
+    assert name_of(renamed) == "ckpt-1"  # the update it holds

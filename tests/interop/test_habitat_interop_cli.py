@@ -87,6 +87,7 @@ def test_train_export_finetune_evaluate(data, tmp_path):
                  "--checkpoint", out, "--out", tmp_path / "ev")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert any((tmp_path / "ev").iterdir())
+    assert (tmp_path / "ev" / "ckpt.0.json").is_file() and proc.stdout.startswith("ckpt.0 (16 env steps)")
 
 
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):

@@ -13,7 +13,7 @@ import torch
 import pixelenv
 from ddppo.config import PolicyConfig
 from ddppo.model.policy import ImageInput, Policy
-from ddppo.rollout.collector import obs_to_torch
+from ddppo.rollout.acting import obs_to_torch
 from ddppo.rollout.storage import RolloutStorage
 from envs.registry import EnvSpec, make_vec_env
 

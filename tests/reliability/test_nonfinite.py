@@ -44,7 +44,7 @@ def nonfinite_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
     """Two phases in one process group: (A) NaN rewards on rank 1 in update 2 only, 3 updates;
     (B) resume, NaN rewards on rank 1 from update 5 on, ppo.max_skipped_updates=2 -> stop at update 6."""
     from ddppo.config import load_config
-    from ddppo.distributed import Launch, init_distributed
+    from testutil import gloo_context
     from ddppo.train.trainer import Trainer
 
     records = _Records()
@@ -59,7 +59,7 @@ def nonfinite_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
         "B": {"run.total_env_steps": 20 * PER_UPDATE, "env.synthetic.nan_reward_at_step": _first_step(5),
               "env.synthetic.nan_reward_steps": 1000},
     }
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, Launch(rank, world, rank, world, "127.0.0.1", port, "torchrun"))
+    ctx = gloo_context(rank, world, port)
     out: dict = {}
     try:
         for name, overrides in phases.items():

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from testutil import cli_env
 from test_train_sbatch import CONFIG, NUM_ENVS, NUM_STEPS, REPO, TINY
 
 pytestmark = pytest.mark.slow
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.slow
 def test_single_node_two_ranks(tmp_path):
     run_dir = tmp_path / "run"
     total = 4 * NUM_ENVS * NUM_STEPS * 2
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK", "WORLD_SIZE", "LOCAL_"))}
-    env.update(NPROC="2", DDPPO_PYTHON=sys.executable)
+    env = cli_env(no_slurm=True, NPROC="2", DDPPO_PYTHON=sys.executable)
     proc = subprocess.run([str(REPO / "slurm" / "single_node.sh"), CONFIG, f"run.dir={run_dir}",
                            f"run.total_env_steps={total}", *TINY], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)

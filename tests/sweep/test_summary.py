@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import pytest
 
-from ddppo.sweep.runs import write_json
+from ddppo.rundir import write_json
 from ddppo.sweep.summary import curve_stats, format_stat, summarize
 
 TARGET = 300

@@ -1,40 +1,100 @@
-"""Saved state comes in symmetric pairs: what `state_dict` gives, `load_state_dict` takes back unchanged."""
+"""Saved state comes in symmetric pairs: what `state_dict` gives, `load_state_dict` takes back unchanged; and
+adding a piece of saved state is registering one owner (Trainer.saved_state_owners), nothing else."""
 
 import numpy as np
+import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from testutil import trainer_in_process
 
 
-def test_trainer_counters_round_trip(tmp_path, tiny_config):
-    from ddppo.distributed import init_distributed
-    from ddppo.train.trainer import Trainer
-
-    cfg = tiny_config(tmp_path, **{"log.tensorboard": "false"})
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0)
-    try:
-        trainer = Trainer(cfg, ctx)
-        try:
-            counters = {"update": 7, "env_steps": 896, "skipped_in_a_row": 1, "kl_beta": 0.0,
-                        "window": [[np.ones(7), np.full(7, 2.0), 128, 0.5]]}
-            trainer.load_state_dict(counters, {"grpo_carry": torch.ones(2, 4)})
-            again = trainer.state_dict()
-            assert {k: v for k, v in again.items() if k != "window"} == {k: v for k, v in counters.items()
-                                                                           if k != "window"}
-            assert np.array_equal(again["window"][0][0], np.ones(7)) and again["window"][0][2:] == [128, 0.5]
-            assert torch.equal(trainer.rank_state_dict()["grpo_carry"], torch.ones(2, 4))
-            # a checkpoint from before skipped_in_a_row / window / kl_beta were saved
-            trainer.load_state_dict({"update": 3, "env_steps": 384})
-            assert trainer.state_dict()["skipped_in_a_row"] == 0 and trainer.state_dict()["window"] == []
-        finally:
-            trainer.close()
-    finally:
-        ctx.close()
+def same(a, b) -> bool:
+    """Deep equality of nested containers of tensors / numpy arrays / scalars."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
 
 
-def test_payload_says_what_a_checkpoint_holds(tmp_path):
+@pytest.mark.parametrize("advantage", ["gae", "grpo"])
+def test_trainer_state_dict_and_load_state_dict_are_exact_inverses(tmp_path, tiny_config, advantage):
+    extra = {"ppo.group_size": 4} if advantage == "grpo" else {}
+    cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": advantage, **extra})
+    with trainer_in_process(cfg) as trainer:
+        trainer.collector.collect(1)  # somewhere mid-episode, with a carry of its own
+        trainer.compute_advantages()
+        state = trainer.state_dict()
+        assert set(state) == {"model", "optimizer", "counters", "rank"}
+        assert set(state["rank"]) == {"rng", "collector", "advantage"}
+        state["counters"] = {"update": 7, "env_steps": 896, "skipped_in_a_row": 1, "kl_beta": 0.0,
+                             "window": [[np.ones(7), np.full(7, 2.0), 128, 0.5]]}
+        if advantage == "grpo":
+            state["rank"]["advantage"] = torch.ones(2, 4)
+        trainer.load_state_dict(state)
+        assert same(trainer.state_dict(), state)
+
+
+def test_older_checkpoints_get_their_counter_defaults(tmp_path):
     data = ckpt.payload({"w": torch.zeros(1)}, {"state": {}}, {"update": 1, "env_steps": 2}, "run: {}\n",
                         [{"rng": 0}, {"rng": 1}])
     assert data["world_size"] == 2 and set(data) == {"model", "optimizer", "counters", "config_yaml", "world_size",
                                                      "rank_states"}
-    assert ckpt.counters_of(data) == {"update": 1, "env_steps": 2, **ckpt.COUNTER_DEFAULTS}
+    path = ckpt.save(tmp_path, 1, data, keep_last=1)
+    assert ckpt.counters_of(ckpt.load(path)) == {"update": 1, "env_steps": 2, **ckpt.COUNTER_DEFAULTS}
+
+
+def test_rank_records_keep_the_layout_older_checkpoints_have():
+    """Format 1's per-rank layout: the collector's keys at the top, "grpo_carry" and "ref_hidden"; any new
+    owner under its own name, and an older file without it leaves that owner as it is."""
+    names = ["rng", "collector", "advantage", "reference", "tiny"]
+    state = {"rng": {"torch": torch.zeros(2)}, "collector": {"obs": {"x": torch.ones(1)}, "env": {"n": 3}},
+             "advantage": torch.ones(2, 4), "reference": torch.zeros(1, 4, 8), "tiny": {"n": 5}}
+    record = ckpt.rank_record(state)
+    assert set(record) == {"rng", "obs", "env", "grpo_carry", "ref_hidden", "tiny"}
+    assert same(ckpt.rank_namespaces(record, names), state)
+    older = {k: v for k, v in record.items() if k != "tiny"}
+    assert "tiny" not in ckpt.rank_namespaces(older, names)
+    assert same(ckpt.rank_namespaces(older, names)["collector"], state["collector"])
+
+
+class TinyOwner:
+    """A new piece of saved state: a counter this rank keeps."""
+
+    def __init__(self):
+        self.count = 0
+
+    def state_dict(self):
+        return {"count": self.count}
+
+    def load_state_dict(self, state):
+        self.count = state["count"]
+
+
+def test_adding_saved_state_is_registering_one_owner(tmp_path, tiny_config, monkeypatch):
+    """The one change: the owner in Trainer.saved_state_owners. The checkpoint carries it, resume restores it,
+    with checkpoint.py and train/resume.py untouched."""
+    from ddppo.train.trainer import Trainer
+
+    registered = Trainer.saved_state_owners
+    owners = []
+
+    def with_tiny(self):
+        owners.append(TinyOwner())
+        return {**registered(self), "tiny": owners[-1]}
+
+    monkeypatch.setattr(Trainer, "saved_state_owners", with_tiny)
+    cfg = tiny_config(tmp_path, **{"log.tensorboard": "false"})
+    with trainer_in_process(cfg) as trainer:
+        owners[-1].count = 41
+        trainer.update = 1
+        trainer._save()
+    saved = ckpt.load(tmp_path / "checkpoints" / "ckpt-1.pt")["rank_states"][0]
+    assert saved["tiny"] == {"count": 41}
+    with trainer_in_process(cfg) as resumed:
+        assert resumed.update == 1 and owners[-1].count == 41

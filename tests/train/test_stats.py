@@ -8,22 +8,22 @@ import math
 import numpy as np
 
 from ddppo.train.stats import PHASES, _HEAD, loss_keys, unpack
-from ddppo.rollout.collector import EPISODE_KEYS
+from ddppo.rollout.collector import DIAG_KEYS, EPISODE_KEYS
 
 
 def test_unpack_reduces_each_column_as_the_per_key_reference():
     rng = np.random.default_rng(0)
     keys = loss_keys(3)
     world = 3
-    # steps, preempted, stop_flags, skipped, update_time, rss_gb, memory_fraction, env_steps, then the
-    # per-rollout diagnostics (DIAG_KEYS)
-    head = np.tile([8.0, 0.0, 0.0, 0.0, 1.0, 0.1, 0.2, 32.0] + [1.0] * (len(_HEAD) - 8), (world, 1))
+    named = {"steps": 8.0, "update_time": 1.0, "rss_gb": 0.1, "memory_fraction": 0.2, "env_steps": 32.0}
+    head = np.tile([named.get(k, 1.0 if k in DIAG_KEYS else 0.0) for k in _HEAD], (world, 1))
     episodes = rng.random((world, 2 * len(EPISODE_KEYS)))
     losses = rng.standard_normal((world, len(keys)))
     losses[0, 0] = np.nan  # one rank without the term
-    losses[:, 1] = np.nan  # no rank has it
-    losses[1, 2] = np.inf  # a non-finite value among finite ones is kept, as nanmean keeps it
-    losses[:, 3] = [np.nan, np.inf, np.nan]  # no finite value: NaN
+    policy, value, entropy = (keys.index(k) for k in ("policy", "value", "entropy"))
+    losses[:, policy] = np.nan  # no rank has it
+    losses[1, value] = np.inf  # a non-finite value among finite ones is kept, as nanmean keeps it
+    losses[:, entropy] = [np.nan, np.inf, np.nan]  # no finite value: NaN
     phases = rng.random((world, len(PHASES)))
     table = np.concatenate([head, episodes, losses, phases], axis=1)
     assert table.shape[1] == len(_HEAD) + 2 * len(EPISODE_KEYS) + len(keys) + len(PHASES)
@@ -34,7 +34,20 @@ def test_unpack_reduces_each_column_as_the_per_key_reference():
         want = float(reduce(vals)) if np.isfinite(vals).any() else float("nan")
         got = out.losses[k]
         assert (math.isnan(got) and math.isnan(want)) or got == want, (k, got, want)
-    assert math.isnan(out.losses[keys[1]]) and out.losses[keys[2]] == math.inf and math.isnan(out.losses[keys[3]])
+    assert math.isnan(out.losses["policy"]) and out.losses["value"] == math.inf and math.isnan(out.losses["entropy"])
+    assert (out.perf["perf/update_s"], out.perf["perf/rss_gb_max"], out.env_steps_this_update) == (1.0, 0.1, 96)
     for j, p in enumerate(PHASES):
         assert out.perf[f"perf/{p}_s"] == float(phases[:, j].mean())
         assert (out.perf[f"perf/{p}_s_min"], out.perf[f"perf/{p}_s_max"]) == (phases[:, j].min(), phases[:, j].max())
+
+
+def test_every_term_of_the_loss_and_the_update_reaches_the_stats():
+    """LOSS_KEYS follows LossOutput: a loss term added there is carried by the all-gather, not dropped."""
+    import dataclasses
+
+    from ddppo.ppo.loss import LossOutput
+    from ddppo.ppo.update import UPDATE_KEYS
+    from ddppo.train.stats import LOSS_KEYS
+
+    assert set(LOSS_KEYS) == {f.name for f in dataclasses.fields(LossOutput)} | set(UPDATE_KEYS)
+    assert len(set(LOSS_KEYS)) == len(LOSS_KEYS)
