@@ -33,7 +33,6 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
     import torch
 
     from ddppo.config import PolicyConfig, PreemptionConfig, RolloutConfig
-    from ddppo.distributed import Launch, init_distributed
     from ddppo.model.policy import Policy
     from ddppo.rollout.factory import make_collector, storage_steps
     from ddppo.rollout.preemption import Preemption
@@ -42,8 +41,9 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
     from envs.registry import EnvSpec, make_vec_env
 
     torch.set_num_threads(1)
-    launch = Launch(rank, world, rank, world, "127.0.0.1", store_port, "torchrun", attempt=0, agent_store=True)
-    ctx = init_distributed("gloo", "cpu", 60, 60, 0, launch)
+    from testutil import gloo_context
+
+    ctx = gloo_context(rank, world, store_port, agent_store=True)
     try:
         for i, (mode, (options, workers)) in enumerate(MODES.items()):
             cfg = RolloutConfig(num_steps=8, batch_wait_s=0.0, **options)
@@ -71,6 +71,7 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
 def test_preemption_counters_are_deleted_in_every_rollout_mode():
     import torch.distributed as dist
 
+    from ddppo.distributed.generation import namespace
     from ddppo.rollout.preemption import Preemption
 
     port = free_port()
@@ -89,7 +90,7 @@ def test_preemption_counters_are_deleted_in_every_rollout_mode():
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
-    attempt = dist.PrefixStore("ddppo/0/", store)
+    attempt = dist.PrefixStore(namespace(1), store)  # the job's first start
     left = {mode: [u for u in range(100 * i - 1, 100 * i + 1 + UPDATES) if attempt.check([Preemption.key(u)])]
             for i, mode in enumerate(MODES)}
     for i, mode in enumerate(MODES):
