@@ -64,6 +64,8 @@ MARKS = {
     "slurm/": "slurm",
     "sweep/test_slurm_sweep.py": "slurm",
     "habitat/test_real_habitat.py": "habitat_sim",
+    "habitat_lab/test_real_habitat_lab.py": "habitat_lab",
+    "habitat_lab/test_habitat_lab_v03.py": "habitat_lab",
     "multihost/": "netns",
 }
 
