@@ -40,6 +40,7 @@ from envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
+MAX_LISTED = 100_000  # state_dict lists the episodes of each env for datasets up to this size
 ALIASES = {"softspl": "soft_spl", "collisions_count": "collisions"}  # habitat-lab measure -> ddppo's metric name
 
 
@@ -102,6 +103,8 @@ def load_share(api: Api, cfg: Any, spec: Any) -> tuple[Any, list[Any]]:
     if not scenes:
         raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} lists no scenes")
     mine, sharing, place = scene_share(scenes, groups, group)
+    log.info("%s: rank %d worker %d plays scenes %s%s", api.label, spec.rank, int(getattr(spec, "worker_index", 0)),
+             mine, f" (share {place + 1} of {sharing} of their episodes)" if sharing > 1 else "")
     dataset = api.make_dataset(api.replace(cfg, content_scenes=mine))
     episodes = list(dataset.episodes)
     if not episodes:
@@ -232,9 +235,17 @@ class HabitatLabVecEnv:
                 log.warning("closing a habitat-lab Env failed: %s", exc)
         self._envs = []
 
+    def _assigned_keys(self) -> list[list[str]]:
+        return [[f"{ep.scene_id}/{ep.episode_id}" for ep in eps] for eps in self.assigned_episodes()]
+
     def state_dict(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, "num_episodes": len(self._episodes), "episodes_done": self.episodes_done,
-                "iterators": [it.state_dict() for it in self._iters]}
+        """Episode order and place per env, and (datasets up to MAX_LISTED episodes) which episodes each env
+        plays, so a resume checks it continues on the same ones (and a checkpoint shows the shares)."""
+        state = {"version": STATE_VERSION, "num_episodes": len(self._episodes), "episodes_done": self.episodes_done,
+                 "iterators": [it.state_dict() for it in self._iters]}
+        if len(self._episodes) <= MAX_LISTED:
+            state["assigned"] = self._assigned_keys()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore each env's episode order and place in it (running episodes are not restored)."""
@@ -243,6 +254,9 @@ class HabitatLabVecEnv:
             raise EnvError(f"habitat-lab env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
                            f"{len(self._episodes)} episodes (same env.num_envs and dataset needed)")
+        if "assigned" in state and [list(a) for a in state["assigned"]] != self._assigned_keys():
+            raise EnvError("habitat-lab env state was saved with other episodes per env (the dataset, its scenes or "
+                           "the share of this rank changed); fresh episodes needed")
         for it, sub in zip(self._iters, state["iterators"]):
             it.load_state_dict(sub)
         self.episodes_done = int(state["episodes_done"])

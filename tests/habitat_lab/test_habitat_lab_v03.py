@@ -162,3 +162,17 @@ def test_v03_bad_inputs_are_one_clear_error(data, tmp_path):
         make(data, split="val")
     with pytest.raises(EnvError, match="scene file .*does not exist"):
         make(data, scenes_dir=str(tmp_path))
+
+
+def test_v03_state_of_other_episodes_is_refused(data):
+    """Ranks 2 and 3 of 4 play as many episodes, of different scenes: one's state does not fit the other."""
+    first = make(data, EnvSpec(num_envs=1, seed=0, rank=2, world_size=4))
+    state = first.state_dict()
+    first.close()
+    other = make(data, EnvSpec(num_envs=1, seed=0, rank=3, world_size=4))
+    try:
+        assert len(other.assigned_episodes()[0]) == len(state["assigned"][0])
+        with pytest.raises(EnvError, match="other episodes per env"):
+            other.load_state_dict(state)
+    finally:
+        other.close()
