@@ -176,3 +176,22 @@ def test_v03_state_of_other_episodes_is_refused(data):
             other.load_state_dict(state)
     finally:
         other.close()
+
+
+def test_v03_objectgoal_sensor_is_a_discrete_category():
+    """habitat-lab 0.3.x's own ObjectGoalSensor (ObjectNav's goal) -> a Discrete observation the policy embeds."""
+    import types
+
+    from habitat.config.default_structured_configs import ObjectGoalSensorConfig
+    from habitat.tasks.nav.object_nav_task import ObjectGoal, ObjectGoalSensor
+    from omegaconf import OmegaConf
+
+    from envs.habitat_lab.spaces import convert_observation_space
+
+    dataset = types.SimpleNamespace(category_to_task_category_id={"chair": 0, "table": 1, "bed": 2, "sofa": 3})
+    sensor = ObjectGoalSensor(sim=None, config=OmegaConf.structured(ObjectGoalSensorConfig), dataset=dataset)
+    space, convert = convert_observation_space(types.SimpleNamespace(spaces={"objectgoal": sensor.observation_space}))
+    assert space["objectgoal"] == gymnasium.spaces.Discrete(4)
+    episode = types.SimpleNamespace(object_category="sofa", goals=[ObjectGoal(position=[0.0, 0.0, 0.0], object_id="1")],
+                                    episode_id="0")
+    assert int(convert({"objectgoal": sensor.get_observation(None, episode=episode)})["objectgoal"]) == 3

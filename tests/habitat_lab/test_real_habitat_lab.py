@@ -193,3 +193,24 @@ def test_missing_dataset_exits_2_with_one_line(data, tmp_path, cli):
               f"env.habitat_lab.scenes_dir={data['scenes_dir']}", "env.num_workers=0")
     assert res.returncode == 2, res
     assert "dataset file" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_objectgoal_sensor_of_habitat_lab_is_a_discrete_category():
+    """habitat-lab's own ObjectGoalSensor (ObjectNav's goal) -> a Discrete observation the policy embeds. Its
+    space and value need only the dataset's category map, not a simulator (the generated scenes have no
+    semantic annotations, so ObjectNav itself cannot run on them)."""
+    import types
+
+    from habitat.tasks.nav.object_nav_task import ObjectGoal, ObjectGoalSensor
+
+    from envs.habitat_lab.spaces import convert_observation_space
+
+    config = HABITAT.get_config().TASK.OBJECTGOAL_SENSOR
+    dataset = types.SimpleNamespace(category_to_task_category_id={"chair": 0, "table": 1, "bed": 2})
+    sensor = ObjectGoalSensor(sim=None, config=config, dataset=dataset)
+    space, convert = convert_observation_space(types.SimpleNamespace(spaces={"objectgoal": sensor.observation_space}))
+    assert space["objectgoal"] == gymnasium.spaces.Discrete(3)
+    goal = ObjectGoal(position=[0.0, 0.0, 0.0], object_id="1")
+    episode = types.SimpleNamespace(object_category="table", goals=[goal], episode_id="0")
+    value = convert({"objectgoal": sensor.get_observation(None, episode=episode)})["objectgoal"]
+    assert int(value) == 1 and value.dtype == np.int64
