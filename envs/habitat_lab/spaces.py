@@ -9,7 +9,7 @@ habitat-lab's spaces are `gym` (0.2x) spaces; they are read by duck typing
 - a task's actions: all without arguments (EmptySpace: STOP, MOVE_FORWARD, ...) -> Discrete(n), in the
   task's own action order (the index habitat-lab's `Env.step(int)` takes); a task with one action whose
   arguments are Boxes (VELOCITY_CONTROL, arm/base velocity) -> one flat Box over those arguments, in
-  sorted argument order.
+  sorted argument order (one-number arguments are passed as floats, larger ones as arrays of their shape).
 """
 
 from __future__ import annotations
@@ -107,7 +107,9 @@ class ActionMap:
             return {"action": self.names[index]}
         box = self.space
         flat = np.clip(np.asarray(action, np.float32).reshape(-1), box.low, box.high)
-        args = {name: flat[a:b].reshape(shape) for name, a, b, shape in self.arg_slices}
+        # one-number arguments go as floats (habitat-lab's velocity actions compute with them as scalars)
+        args = {name: float(flat[a]) if b - a == 1 else flat[a:b].reshape(shape)
+                for name, a, b, shape in self.arg_slices}
         return {"action": self.continuous, "action_args": args}
 
 

@@ -140,6 +140,23 @@ def test_one_pass_plays_each_assigned_episode_once_then_state_restores_the_order
         env.close()
 
 
+def test_continuous_velocity_control_is_a_box(data):
+    """habitat-lab's VELOCITY_CONTROL (the one action, with linear and angular velocity arguments) -> a Box."""
+    opts = options(data, overrides=["TASK.POSSIBLE_ACTIONS=['VELOCITY_CONTROL']", "ENVIRONMENT.MAX_EPISODE_STEPS=3"])
+    env = HabitatLabVecEnv(opts, EnvSpec(num_envs=1, seed=0))
+    try:
+        assert isinstance(env.action_space, gymnasium.spaces.Box) and env.action_space.shape == (2,)
+        assert env.actions.names == ["VELOCITY_CONTROL"]
+        before = env.reset()["pointgoal_with_gps_compass"][0].copy()
+        res = env.step(np.array([[env.action_space.high[0], env.action_space.high[1]]]))  # turn and drive
+        assert not np.allclose(res.obs["pointgoal_with_gps_compass"][0], before)  # the agent moved
+        for _ in range(2):
+            res = env.step(np.array([[0.0, env.action_space.high[1]]]))
+        assert res.truncated.all() and res.episodes[0].metrics["length"] == 3.0
+    finally:
+        env.close()
+
+
 def test_imagenav_goal_image(data):
     env = HabitatLabVecEnv(options(data, config=IMAGENAV_TASK), EnvSpec(num_envs=1, seed=0))
     try:
