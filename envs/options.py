@@ -11,8 +11,9 @@ import dataclasses
 
 from envs.fields import doc
 from envs.habitat.options import HabitatOptions
+from envs.habitat_lab.options import HabitatLabOptions
 
-__all__ = ["GridNavOptions", "GymOptions", "HabitatOptions", "SyntheticOptions"]
+__all__ = ["GridNavOptions", "GymOptions", "HabitatLabOptions", "HabitatOptions", "SyntheticOptions"]
 
 
 @dataclasses.dataclass

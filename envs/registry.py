@@ -13,19 +13,21 @@ import importlib
 from typing import Any, Mapping
 
 from envs.base import EnvError, EnvSpec, VecEnv  # noqa: F401  (EnvSpec re-exported: it used to live here)
-from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
+from envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 
 # config section name -> option dataclass (one sub-section of `env` each)
 OPTION_SECTIONS: dict[str, type] = {
     "gridnav": GridNavOptions,
     "gym": GymOptions,
     "habitat": HabitatOptions,
+    "habitat_lab": HabitatLabOptions,
     "synthetic": SyntheticOptions,
 }
 
 # env.name -> (module, factory function, option section)
 _FACTORIES: dict[str, tuple[str, str, str]] = {
     "gridnav": ("envs.gridnav", "make_gridnav", "gridnav"),
+    "habitat_lab": ("envs.habitat_lab.env", "make_habitat_lab", "habitat_lab"),
     "habitat_pointnav": ("envs.habitat.env", "make_habitat_pointnav", "habitat"),
     "synthetic": ("envs.synthetic", "make_synthetic", "synthetic"),
 }

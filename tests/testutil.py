@@ -94,6 +94,8 @@ MARKS = {
     "sweep/test_slurm_sweep.py": ("slurm", *MP),
     "multihost/": ("netns", *MP),
     "habitat/test_real_habitat.py": ("habitat_sim", *MP),
+    "habitat_lab/test_real_habitat_lab.py": ("habitat_lab", *MP),
+    "habitat_lab/test_habitat_lab_v03.py": ("habitat_lab",),
     "benchmarks/test_bench_cli.py": MP,
     "sweep/test_local_sweep.py": MP,
     "train/test_wandb.py": MP,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from envs.fields import SHAPE, doc
-from envs.options import GridNavOptions, GymOptions, HabitatOptions, SyntheticOptions
+from envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from envs.registry import section_for
 
 
@@ -63,7 +63,7 @@ class EnvConfig:
     """Which environment, how many copies per rank, and its own options."""
 
     name: str = field(default="gridnav",
-                      metadata=doc("gridnav | gym:<gymnasium id> | habitat_pointnav | synthetic", shape=True))
+                      metadata=doc("gridnav | gym:<gymnasium id> | habitat_lab | habitat_pointnav | synthetic", shape=True))
     num_envs: int = field(default=16, metadata=doc("environments per rank", gt=0))
     num_workers: int = field(default=0,
                              metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared "
@@ -73,6 +73,8 @@ class EnvConfig:
     habitat: HabitatOptions = field(default_factory=HabitatOptions,
                                     metadata=doc("options of env.name=habitat_pointnav"))
     synthetic: SyntheticOptions = field(default_factory=SyntheticOptions, metadata=doc("options of env.name=synthetic"))
+    habitat_lab: HabitatLabOptions = field(default_factory=HabitatLabOptions,
+                                           metadata=doc("options of env.name=habitat_lab"))
 
 
 @dataclass(frozen=True)

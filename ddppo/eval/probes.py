@@ -9,6 +9,8 @@
   top-down map in metres from each simulator's `topdown_map` (habitat-sim's
   navmesh, or the grid double's raster). Their episodes come from the dataset
   (see ddppo/eval/command.py).
+- dataset envs without a map (habitat-lab tasks: `current_episodes()` only):
+  episode ids.
 - anything else: the blind base probe (metrics only).
 """
 
@@ -173,10 +175,24 @@ class HabitatProbe(EnvProbe):
         return None if pg is None else (float(pg[0]), float(pg[1]))
 
 
+class DatasetProbe(EnvProbe):
+    """Envs that play a dataset's episodes but show no map (habitat-lab tasks: `current_episodes()` only):
+    episode ids, so every evaluated episode is named in the JSON."""
+
+    def __init__(self, envs: Any):
+        self.envs = envs
+
+    def episode_key(self, i: int) -> dict[str, Any]:
+        ep = self.envs.current_episodes()[i]
+        return {} if ep is None else {"episode_id": str(ep.episode_id), "scene_id": str(ep.scene_id)}
+
+
 def probe_for(envs: Any) -> EnvProbe:
     """The probe that fits `envs` (duck-typed), or the blind base probe."""
     if hasattr(envs, "topdown") and hasattr(envs, "geodesic_distance"):
         return GridNavProbe(envs)
     if hasattr(envs, "simulators") and hasattr(envs, "current_episodes"):
         return HabitatProbe(envs)
+    if hasattr(envs, "current_episodes"):
+        return DatasetProbe(envs)
     return EnvProbe()

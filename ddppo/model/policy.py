@@ -2,8 +2,8 @@
 
 Observation conventions: a key whose space has 3 dims is an image (H, W, C),
 uint8 or float, kept in its dtype until the encoder, which maps the space's
-finite bounds to [0, 1] (uint8 0-255: x / 255); anything else is flattened
-into a vector.
+finite bounds to [0, 1] (uint8 0-255: x / 255); a Discrete space is a category,
+embedded; anything else is flattened into a vector.
 Recurrent state is one tensor (layers, N, H); for an LSTM, h and c are stacked
 along the first dimension (2 * layers, N, H).
 """
@@ -87,7 +87,21 @@ class ImageInput(nn.Module):
         return self.encoder(x * self.scale if self.scale != 1.0 else x)
 
 
-def make_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+class EmbeddingEncoder(nn.Module):
+    """A categorical observation (a Discrete space: e.g. habitat-lab's object goal category) -> a learnt
+    embedding. Values arrive as numbers (storage keeps them as float32, exact for any realistic n)."""
+
+    def __init__(self, n: int, hidden: int):
+        super().__init__()
+        self.embed = nn.Embedding(n, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.embed(x.reshape(x.shape[0]).long().clamp(0, self.embed.num_embeddings - 1))
+
+
+def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return EmbeddingEncoder(int(space.n), cfg.hidden_size)
     if len(space.shape) == 3:
         if cfg.image_encoder == "resnet":
             from ddppo.model.resnet import ResNetEncoder

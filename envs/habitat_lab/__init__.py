@@ -1,0 +1,1 @@
+"""habitat-lab tasks (PointNav, ImageNav, ObjectNav, ...) as a VecEnv; the only package that imports `habitat`."""

@@ -1,0 +1,280 @@
+"""Any habitat-lab task as a VecEnv (env.name: habitat_lab).
+
+`make_habitat_lab(options, spec)` builds `spec.num_envs` habitat-lab `Env`s stepped in this process (subprocess
+workers come from envs.vector, which calls this factory once per worker: one process holds the Envs of its
+share). Only this package imports `habitat`; the version differences live in envs/habitat_lab/compat.py.
+
+Episodes are shared out so none is played twice in one pass: habitat-lab's dataset lists its scenes
+(`get_scenes_to_load`: per-scene content files, or the scenes of one file); the scenes are cut into
+`world_size * worker_count` contiguous groups, one per (rank, worker) -- a group only loads its own scenes
+(`content_scenes`) -- and where groups outnumber scenes, the groups mapped to one scene split its episodes.
+Each group's episodes, ordered by scene, are then cut into one contiguous run per env; each env plays its own
+run endlessly, reshuffled every pass (grouped by scene), by setting habitat-lab's `current_episode` before each
+reset.
+
+Reward (habitat-lab's task defines measures, not a reward): `slack_reward` + the decrease of `reward_measure`
++ `success_reward` x `success_measure` at the episode's end. An episode ends when habitat-lab says so: the task
+ended it (STOP: terminated) or the step/time limit did (truncated). Every scalar measure at the end is an
+episode metric, under habitat-lab's name, plus ddppo's names for the ones its logs know (soft_spl,
+collisions).
+
+Resuming: habitat-lab cannot restore a running episode, so `restores_state` is False: `state_dict` keeps the
+episode order and position of every env, and after `load_state_dict` the caller starts fresh episodes -- the
+ones next in each env's pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
+from envs.habitat.dataset import EpisodeIterator, partition
+from envs.habitat_lab.compat import Api
+from envs.habitat_lab.options import HabitatLabOptions
+from envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
+
+log = logging.getLogger(__name__)
+STATE_VERSION = 1
+MAX_LISTED = 100_000  # state_dict lists the episodes of each env for datasets up to this size
+ALIASES = {"softspl": "soft_spl", "collisions_count": "collisions"}  # habitat-lab measure -> ddppo's metric name
+
+
+def group_of(spec: Any) -> tuple[int, int]:
+    """(group, groups): this batch's share of the whole job, one per (rank, worker)."""
+    workers = int(getattr(spec, "worker_count", 1) or 1)
+    return spec.rank * workers + int(getattr(spec, "worker_index", 0) or 0), spec.world_size * workers
+
+
+def scene_share(scenes: list[str], groups: int, group: int) -> tuple[list[str], int, int]:
+    """(this group's scenes, how many groups share them, this group's place among those)."""
+    n = len(scenes)
+    if n >= groups:
+        return scenes[group * n // groups:(group + 1) * n // groups], 1, 0
+    k = group * n // groups
+    sharing = [g for g in range(groups) if g * n // groups == k]
+    return [scenes[k]], len(sharing), group - sharing[0]
+
+
+def configured(api: Api, options: HabitatLabOptions, spec: Any) -> Any:
+    """The task config with ddppo's settings: data paths from the options, the renderer device."""
+    cfg = api.load_config(options.config, list(options.overrides))
+    values: dict[str, Any] = {}
+    for key in ("dataset", "split", "scenes_dir"):
+        if getattr(options, key):
+            values["data_path" if key == "dataset" else key] = getattr(options, key)
+    gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
+    values["gpu"] = int(gpu)
+    return api.replace(cfg, **values)
+
+
+def check_dataset(api: Api, cfg: Any) -> None:
+    data_path, split = str(api.get(cfg, "data_path")), str(api.get(cfg, "split"))
+    path = data_path.format(split=split)
+    if not os.path.isfile(path):
+        raise EnvError(f"habitat-lab dataset file {path!r} does not exist (data path {data_path!r}, split {split!r}; "
+                       "set env.habitat_lab.dataset / split, or the task config's dataset)")
+    scenes_dir = str(api.get(cfg, "scenes_dir"))
+    if not os.path.isdir(scenes_dir):
+        raise EnvError(f"habitat-lab scenes folder {scenes_dir!r} does not exist (set env.habitat_lab.scenes_dir)")
+
+
+def check_scenes(episodes: list[Any], data_path: str) -> None:
+    """One EnvError naming the first missing scene file and an episode that needs it."""
+    seen: set[str] = set()
+    for ep in episodes:
+        if ep.scene_id in seen:
+            continue
+        seen.add(ep.scene_id)
+        if not os.path.isfile(ep.scene_id):
+            raise EnvError(f"scene file {ep.scene_id!r} does not exist; needed by episode {ep.episode_id!r} of "
+                           f"dataset {data_path!r} (check env.habitat_lab.scenes_dir)")
+
+
+def load_share(api: Api, cfg: Any, spec: Any) -> tuple[Any, list[Any]]:
+    """(the dataset holding this group's scenes, this group's episodes ordered by scene)."""
+    check_dataset(api, cfg)
+    group, groups = group_of(spec)
+    scenes = api.scenes_to_load(cfg)
+    if not scenes:
+        raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} lists no scenes")
+    mine, sharing, place = scene_share(scenes, groups, group)
+    log.info("%s: rank %d worker %d plays scenes %s%s", api.label, spec.rank, int(getattr(spec, "worker_index", 0)),
+             mine, f" (share {place + 1} of {sharing} of their episodes)" if sharing > 1 else "")
+    dataset = api.make_dataset(api.replace(cfg, content_scenes=mine))
+    episodes = list(dataset.episodes)
+    if not episodes:
+        raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} has no episodes for scenes {mine}")
+    if sharing > 1:
+        episodes = [episodes[k] for k in partition(episodes, sharing, place)]
+    order = sorted(range(len(episodes)), key=lambda k: (episodes[k].scene_id, k))
+    return dataset, [episodes[k] for k in order]
+
+
+class HabitatLabVecEnv:
+    """`num_envs` habitat-lab Envs in this process (implements envs.base.VecEnv)."""
+
+    restores_state = False  # habitat-lab cannot put an episode back mid-way: resume starts fresh episodes
+
+    def __init__(self, options: HabitatLabOptions, spec: Any, api: Api | None = None):
+        found = options.problems()
+        if found:
+            raise EnvError("invalid env.habitat_lab options: " + "; ".join(found))
+        self.opt = options
+        self.api = api if api is not None else Api()
+        self.num_envs = spec.num_envs
+        cfg = configured(self.api, options, spec)
+        dataset, self._episodes = load_share(self.api, cfg, spec)
+        if self.num_envs > len(self._episodes):
+            log.warning("only %d episodes for %d envs: some envs replay the same episodes in one pass",
+                        len(self._episodes), self.num_envs)
+        parts = [partition(self._episodes, self.num_envs, i) for i in range(self.num_envs)]
+        check_scenes([self._episodes[k] for part in parts for k in part], str(self.api.get(cfg, "data_path")))
+        scene_of = [ep.scene_id for ep in self._episodes]
+        self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
+        self._envs: list[Any] = []
+        try:
+            for i, part in enumerate(parts):
+                seed = int(np.random.SeedSequence([spec.seed, i]).generate_state(1)[0]) & 0x7FFFFFFF
+                mine = copy.copy(dataset)
+                mine.episodes = [self._episodes[k] for k in part]
+                self._envs.append(self.api.make_env(self.api.replace(cfg, seed=seed), mine))
+        except EnvError:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise EnvError(f"{self.api.label} could not build its Env for {options.config!r}: {type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:300]}") from exc
+        first = self._envs[0]
+        self.observation_space, self._convert = convert_observation_space(first.observation_space)
+        self.actions = ActionMap(list(first.task.actions.keys()), first.action_space)
+        self.action_space = self.actions.space
+        self._current: list[Any] = [None] * self.num_envs
+        self._measure = np.zeros(self.num_envs, np.float64)
+        self._ret = np.zeros(self.num_envs, np.float64)
+        self._len = np.zeros(self.num_envs, np.int64)
+        self.episodes_done = 0
+
+    # ---------------------------------------------------------------- VecEnv
+    def _start_next(self, i: int) -> dict[str, np.ndarray]:
+        ep = self._episodes[next(self._iters[i])]
+        env = self._envs[i]
+        env.current_episode = ep
+        obs = env.reset()
+        self._current[i] = ep
+        self._ret[i], self._len[i] = 0.0, 0
+        self._measure[i] = self._reward_measure(env.get_metrics())
+        return self._convert(obs)
+
+    def _reward_measure(self, metrics: dict[str, Any]) -> float:
+        if not self.opt.reward_measure:
+            return 0.0
+        if self.opt.reward_measure not in metrics:
+            raise EnvError(f"env.habitat_lab.reward_measure={self.opt.reward_measure!r} is not one of the task's "
+                           f"measures {sorted(metrics)} (add it to the task config's measurements, or set '')")
+        return float(metrics[self.opt.reward_measure])
+
+    def _stack(self, rows: list[dict[str, np.ndarray]]) -> Obs:
+        return {key: np.stack([r[key] for r in rows]) for key in self.observation_space.spaces}
+
+    def reset(self, seed: int | None = None) -> Obs:
+        """Every env starts the next episode of its pass (`seed` is accepted for resume: the episode order
+        is the env's own, restored by `load_state_dict`, so fresh episodes are the ones not yet started)."""
+        return self._stack([self._start_next(i) for i in range(self.num_envs)])
+
+    def _reward(self, i: int, metrics: dict[str, Any], done: bool) -> tuple[float, float]:
+        """(reward of this step, success at this step)."""
+        now = self._reward_measure(metrics)
+        reward = self.opt.slack_reward + (self._measure[i] - now)
+        self._measure[i] = now
+        success = float(metrics.get(self.opt.success_measure, 0.0) or 0.0) if done else 0.0
+        return float(reward + self.opt.success_reward * success), success
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        n = self.num_envs
+        actions = np.asarray(actions).reshape(n, -1)
+        reward, terminated, truncated = np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool)
+        obs_rows, final_rows, finished = [], [], []
+        for i, env in enumerate(self._envs):
+            obs = self._convert(env.step(self.actions.to_habitat(actions[i])))
+            done = bool(env.episode_over)
+            metrics = env.get_metrics()
+            reward[i], _ = self._reward(i, metrics, done)
+            self._ret[i] += reward[i]
+            self._len[i] += 1
+            final_rows.append(obs)
+            if done:
+                terminated[i] = not env.task.is_episode_active  # the task ended it (STOP), not the limit
+                truncated[i] = not terminated[i]
+                finished.append(EpisodeInfo(i, self._episode_metrics(i, metrics)))
+                obs = self._start_next(i)
+            obs_rows.append(obs)
+        self.episodes_done += len(finished)
+        return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
+
+    def _episode_metrics(self, i: int, metrics: dict[str, Any]) -> dict[str, float]:
+        out = scalar_metrics(metrics)
+        for theirs, ours in ALIASES.items():
+            if theirs in out and ours not in out:
+                out[ours] = out[theirs]
+        if self.opt.success_measure in out and self.opt.success_measure != "success":
+            out.setdefault("success", out[self.opt.success_measure])
+        out["return"], out["length"] = float(self._ret[i]), float(self._len[i])
+        return out
+
+    def close(self) -> None:
+        for env in reversed(self._envs):  # last-created first, as for habitat-sim simulators
+            try:
+                env.close()
+            except Exception as exc:  # closing must not hide the error that brought us here
+                log.warning("closing a habitat-lab Env failed: %s", exc)
+        self._envs = []
+
+    def _assigned_keys(self) -> list[list[str]]:
+        return [[f"{ep.scene_id}/{ep.episode_id}" for ep in eps] for eps in self.assigned_episodes()]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Episode order and place per env, and (datasets up to MAX_LISTED episodes) which episodes each env
+        plays, so a resume checks it continues on the same ones (and a checkpoint shows the shares)."""
+        state = {"version": STATE_VERSION, "num_episodes": len(self._episodes), "episodes_done": self.episodes_done,
+                 "iterators": [it.state_dict() for it in self._iters]}
+        if len(self._episodes) <= MAX_LISTED:
+            state["assigned"] = self._assigned_keys()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore each env's episode order and place in it (running episodes are not restored)."""
+        if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs \
+                or int(state["num_episodes"]) != len(self._episodes):
+            raise EnvError(f"habitat-lab env state does not match this run: it holds {len(state['iterators'])} envs "
+                           f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
+                           f"{len(self._episodes)} episodes (same env.num_envs and dataset needed)")
+        if "assigned" in state and [list(a) for a in state["assigned"]] != self._assigned_keys():
+            raise EnvError("habitat-lab env state was saved with other episodes per env (the dataset, its scenes or "
+                           "the share of this rank changed); fresh episodes needed")
+        for it, sub in zip(self._iters, state["iterators"]):
+            it.load_state_dict(sub)
+        self.episodes_done = int(state["episodes_done"])
+
+    # ---------------------------------------------------------------- introspection
+    def assigned_episodes(self) -> list[list[Any]]:
+        """For each env, the episodes it plays in every pass."""
+        return [[self._episodes[k] for k in it.indices] for it in self._iters]
+
+    def current_episodes(self) -> list[Any]:
+        """The episode each env is playing (None before the first reset)."""
+        return list(self._current)
+
+    @property
+    def habitat_envs(self) -> list[Any]:
+        return list(self._envs)
+
+
+def make_habitat_lab(options: HabitatLabOptions, spec: EnvSpec) -> HabitatLabVecEnv:
+    """Registry factory for env.name=habitat_lab (in-process: the registry builds num_workers > 0 itself)."""
+    return HabitatLabVecEnv(options, spec)

@@ -1,0 +1,60 @@
+"""Options of the habitat-lab environment (env.habitat_lab.*): a habitat-lab task config plus overrides.
+
+The task (sensors, actions, measures, episode limit, dataset) is habitat-lab's own, from its config file;
+these options add what ddppo decides: which reward the measures make, how episodes are shared out, and
+the renderer device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from envs.fields import doc
+
+
+@dataclasses.dataclass
+class HabitatLabOptions:
+    """Any habitat-lab task (see envs/habitat_lab/)."""
+
+    config: str = dataclasses.field(default="",
+                                    metadata=doc("habitat-lab task config file (0.2.x: yacs YAML, e.g. "
+                                                 "configs/tasks/pointnav.yaml of a habitat-lab checkout; 0.3.x: a "
+                                                 "Hydra config, a path or one under habitat/config, e.g. "
+                                                 "benchmark/nav/pointnav/pointnav_habitat_test.yaml)"))
+    overrides: list = dataclasses.field(default_factory=list,
+                                        metadata=doc("habitat-lab config overrides, KEY=VALUE each, in the keys of "
+                                                     "the installed version (0.2.x: SIMULATOR.AGENT_0.SENSORS="
+                                                     "[DEPTH_SENSOR]; 0.3.x: habitat.environment.max_episode_steps="
+                                                     "200)"))
+    dataset: str = dataclasses.field(default="",
+                                     metadata=doc("the dataset's data path with {split} (DATASET.DATA_PATH / "
+                                                  "habitat.dataset.data_path); empty = the task config's"))
+    split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
+    scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
+    reward_measure: str = dataclasses.field(default="distance_to_goal",
+                                            metadata=doc("measure whose decrease each step is the dense reward "
+                                                         "('' = none)"))
+    success_measure: str = dataclasses.field(default="success",
+                                             metadata=doc("measure that is 1 on success (rewarded at the episode's "
+                                                          "end)"))
+    slack_reward: float = dataclasses.field(default=-0.01, metadata=doc("reward added every step"))
+    success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful episode"))
+    shuffle: bool = dataclasses.field(default=True,
+                                      metadata=doc("shuffle each env's episodes every pass (grouped by scene, seeded)"))
+    gpu_device_id: int = dataclasses.field(default=-2,
+                                           metadata=doc("renderer (SIMULATOR.HABITAT_SIM_V0.GPU_DEVICE_ID): -2 = the "
+                                                        "rank's GPU when training on CUDA, else -1; -1 = software "
+                                                        "(required on CPU for habitat-sim 0.2.2); N = CUDA device N"))
+
+    def problems(self) -> list[str]:
+        p = []
+        if not self.config:
+            p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen.yaml)")
+        bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o or o.startswith("=")]
+        if bad:
+            p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30)")
+        if self.gpu_device_id < -2:
+            p.append(f"gpu_device_id={self.gpu_device_id} must be >= -2 (-2 = local GPU, -1 = CPU rendering)")
+        if not self.success_measure:
+            p.append("success_measure='' must name a measure (e.g. success)")
+        return p

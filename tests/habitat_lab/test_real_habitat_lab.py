@@ -1,0 +1,240 @@
+"""The adapter on the real habitat-lab (0.2.x here; its version path is picked by envs.habitat_lab.compat) and
+the real habitat-sim, on generated scenes; skipped where either does not import."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+
+import gymnasium
+import numpy as np
+import pytest
+
+from hl_testutil import IMAGENAV_TASK, POINTNAV_TASK, gpu, real_habitat_lab
+
+HABITAT, WHY = real_habitat_lab()
+pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
+
+from envs.base import EnvError, EnvSpec  # noqa: E402
+from envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
+from envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
+
+EPISODES_PER_SCENE = 5
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Three generated scenes (habitat-sim navmeshes) and a PointNav-v1 split folder, habitat-lab's layout."""
+    from envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
+    from envs.habitat.dataset import write_split
+    from envs.habitat.interface import SimSettings
+    from envs.habitat.layout import LayoutParams
+    from envs.habitat.scene_gen import generate_scenes
+    from envs.habitat.sim import HabitatSim
+
+    root = tmp_path_factory.mktemp("habitat_lab")
+    params = LayoutParams(size_min=5.0, size_max=6.0, max_rooms=2, max_furniture=1)
+    scenes, note = generate_scenes(str(root / "scenes" / "gen"), 3, seed=0, params=params, gpu_device_id=gpu())
+    assert all(s.navmesh and os.path.isfile(s.navmesh) for s in scenes), note
+    sim = HabitatSim(SimSettings(depth_sensor=False, gpu_device_id=gpu()))
+    episodes = []
+    try:
+        for k, s in enumerate(scenes):
+            episodes += generate_for_scene(sim, s.glb, f"gen/{os.path.basename(s.glb)}", EPISODES_PER_SCENE, seed=k,
+                                           params=EpisodeGenParams(min_geodesic=1.0, max_geodesic=6.0))
+    finally:
+        sim.close()
+    write_split(str(root / "pointnav" / "train"), episodes)
+    return {"root": root, "scenes_dir": str(root / "scenes"),
+            "data_path": str(root / "pointnav" / "{split}" / "{split}.json.gz"), "count": len(episodes)}
+
+
+def options(data, **kw) -> HabitatLabOptions:
+    base = dict(config=POINTNAV_TASK, dataset=data["data_path"], split="train", scenes_dir=data["scenes_dir"],
+                gpu_device_id=gpu(), overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=40"])
+    base.update(kw)
+    return HabitatLabOptions(**base)
+
+
+def test_pointnav_spaces_stop_and_measures(data):
+    env = HabitatLabVecEnv(options(data), EnvSpec(num_envs=2, seed=0))
+    try:
+        assert set(env.observation_space.spaces) == {"depth", "pointgoal_with_gps_compass"}
+        assert env.observation_space["depth"].shape == (64, 64, 1)
+        assert env.action_space == gymnasium.spaces.Discrete(4)
+        obs = env.reset()
+        assert obs["depth"].shape == (2, 64, 64, 1) and obs["pointgoal_with_gps_compass"].shape == (2, 2)
+        res = env.step(np.zeros(2, np.int64))  # STOP: habitat-lab's task ends the episode
+        assert res.terminated.all() and not res.truncated.any() and len(res.episodes) == 2
+        m = res.episodes[0].metrics
+        for key in ("success", "spl", "softspl", "soft_spl", "distance_to_goal", "collisions", "return", "length"):
+            assert key in m, key
+        assert m["length"] == 1.0 and m["success"] in (0.0, 1.0)
+        assert m["distance_to_goal"] > 0.2 and m["success"] == 0.0  # episodes start >= 1 m away
+    finally:
+        env.close()
+
+
+def test_step_limit_is_a_truncation_and_reward_follows_distance(data):
+    env = HabitatLabVecEnv(options(data, overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=6"]), EnvSpec(num_envs=1, seed=1))
+    try:
+        env.reset()
+        rewards = []
+        for _ in range(5):
+            res = env.step(np.array([1]))  # MOVE_FORWARD
+            assert not res.done.any()
+            rewards.append(float(res.reward[0]))
+        res = env.step(np.array([2]))
+        assert res.truncated.all() and not res.terminated.any()
+        m = res.episodes[0].metrics
+        assert m["length"] == 6.0 and m["success"] == 0.0
+        assert m["return"] == pytest.approx(sum(rewards) + float(res.reward[0]), abs=1e-5)
+    finally:
+        env.close()
+
+
+def test_episodes_split_across_ranks_workers_and_envs_exactly_once(data):
+    """2 ranks x 2 workers x 2 envs over 3 scenes: every episode of the split in exactly one env, counted."""
+    seen = collections.Counter()
+    for rank in range(2):
+        for worker in range(2):
+            spec = EnvSpec(num_envs=2, seed=rank, rank=rank, world_size=2, worker_index=worker, worker_count=2)
+            env = HabitatLabVecEnv(options(data), spec)
+            try:
+                for eps in env.assigned_episodes():
+                    seen.update(f"{ep.scene_id}/{ep.episode_id}" for ep in eps)
+                env.reset()
+                played = {f"{ep.scene_id}/{ep.episode_id}" for ep in env.current_episodes()}
+                assert played <= {f"{ep.scene_id}/{ep.episode_id}" for eps in env.assigned_episodes() for ep in eps}
+            finally:
+                env.close()
+    assert len(seen) == data["count"] and set(seen.values()) == {1}
+
+
+def test_one_pass_plays_each_assigned_episode_once_then_state_restores_the_order(data):
+    env = HabitatLabVecEnv(options(data), EnvSpec(num_envs=2, seed=3))
+    try:
+        snapshot = env.state_dict()
+        counts = [len(eps) for eps in env.assigned_episodes()]
+
+        def one_pass():
+            played = [[], []]
+            env.reset()
+            for i in range(2):
+                played[i].append(env.current_episodes()[i].episode_id)
+            while min(len(p) for p in played) < max(counts) + 1:
+                res = env.step(np.zeros(2, np.int64))
+                for ep in res.episodes:
+                    played[ep.env_index].append(env.current_episodes()[ep.env_index].episode_id)
+            return [p[:c] for p, c in zip(played, counts)]
+
+        first = one_pass()
+        assert [sorted(p) for p in first] == [sorted(ep.episode_id for ep in eps) for eps in env.assigned_episodes()]
+        env.load_state_dict(snapshot)
+        assert one_pass() == first  # the same order again: what eval replays for every checkpoint
+    finally:
+        env.close()
+
+
+def test_continuous_velocity_control_is_a_box(data):
+    """habitat-lab's VELOCITY_CONTROL (the one action, with linear and angular velocity arguments) -> a Box."""
+    opts = options(data, overrides=["TASK.POSSIBLE_ACTIONS=['VELOCITY_CONTROL']", "ENVIRONMENT.MAX_EPISODE_STEPS=3"])
+    env = HabitatLabVecEnv(opts, EnvSpec(num_envs=1, seed=0))
+    try:
+        assert isinstance(env.action_space, gymnasium.spaces.Box) and env.action_space.shape == (2,)
+        assert env.actions.names == ["VELOCITY_CONTROL"]
+        before = env.reset()["pointgoal_with_gps_compass"][0].copy()
+        res = env.step(np.array([[env.action_space.high[0], env.action_space.high[1]]]))  # turn and drive
+        assert not np.allclose(res.obs["pointgoal_with_gps_compass"][0], before)  # the agent moved
+        for _ in range(2):
+            res = env.step(np.array([[0.0, env.action_space.high[1]]]))
+        assert res.truncated.all() and res.episodes[0].metrics["length"] == 3.0
+    finally:
+        env.close()
+
+
+def test_imagenav_goal_image(data):
+    env = HabitatLabVecEnv(options(data, config=IMAGENAV_TASK), EnvSpec(num_envs=1, seed=0))
+    try:
+        space = env.observation_space
+        assert space["imagegoal"].dtype == np.uint8 and space["imagegoal"].shape == (64, 64, 3)
+        assert space["rgb"].shape == (64, 64, 3) and "depth" in space.spaces
+        goal = env.reset()["imagegoal"][0]
+        for _ in range(3):
+            res = env.step(np.array([2]))
+        assert np.array_equal(res.obs["imagegoal"][0], goal)  # the goal view stays; the agent's view turns
+        assert not np.array_equal(res.obs["rgb"][0], goal)
+    finally:
+        env.close()
+
+
+def test_bad_inputs_are_one_clear_error(data, tmp_path):
+    with pytest.raises(EnvError, match="no such habitat-lab task config file"):
+        HabitatLabVecEnv(options(data, config=str(tmp_path / "nope.yaml")), EnvSpec(num_envs=1, seed=0))
+    with pytest.raises(EnvError, match="dataset file .*does not exist"):
+        HabitatLabVecEnv(options(data, split="val"), EnvSpec(num_envs=1, seed=0))
+    with pytest.raises(EnvError, match="could not load .*NOT_A_KEY"):
+        HabitatLabVecEnv(options(data, overrides=["SIMULATOR.NOT_A_KEY=1"]), EnvSpec(num_envs=1, seed=0))
+    broken = tmp_path / "scenes"
+    shutil.copytree(data["scenes_dir"], broken)
+    os.remove(broken / "gen" / "gen_001.glb")
+    with pytest.raises(EnvError, match="scene file .*gen_001.glb' does not exist; needed by episode"):
+        HabitatLabVecEnv(options(data, scenes_dir=str(broken)), EnvSpec(num_envs=3, seed=0))
+
+
+def test_train_then_eval_every_episode_once_through_the_cli(data, tmp_path, cli):
+    run = tmp_path / "run"
+    common = [f"env.habitat_lab.config={POINTNAV_TASK}", f"env.habitat_lab.dataset={data['data_path']}",
+              f"env.habitat_lab.scenes_dir={data['scenes_dir']}", f"env.habitat_lab.gpu_device_id={gpu()}",
+              "env.habitat_lab.overrides=[ENVIRONMENT.MAX_EPISODE_STEPS=30]"]
+    train = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={run}", "run.total_env_steps=256",
+                "env.num_envs=4", "env.num_workers=2", "rollout.num_steps=32", "checkpoint.interval_updates=1",
+                "policy.hidden_size=32", *common)
+    assert train.returncode == 0, train
+    assert "Gym has been unmaintained" not in train.stderr  # quiet logs
+    evaluated = cli("eval", str(run), "env.num_envs=4", timeout=600)
+    assert evaluated.returncode == 0, evaluated
+    result = json.loads(next((run / "eval").glob("ckpt-*.json")).read_text())
+    keys = [f"{e['episode']['scene_id']}/{e['episode']['episode_id']}" for e in result["episodes"]]
+    assert result["mode"] == "dataset" and len(keys) == len(set(keys)) == data["count"]
+    assert {"success", "spl"} <= set(result["metrics"])
+    resumed = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={run}", "run.total_env_steps=512",
+                  "env.num_envs=4", "env.num_workers=2", "rollout.num_steps=32", "checkpoint.interval_updates=1",
+                  "policy.hidden_size=32", *common)
+    out = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, resumed
+    assert "resumed from" in out and "fresh episodes start" in out  # habitat-lab cannot restore an episode
+    assert "not restored" not in out and "does not fit" not in out  # but each env's episode order is restored
+
+
+def test_missing_dataset_exits_2_with_one_line(data, tmp_path, cli):
+    res = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={tmp_path / 'run'}",
+              f"env.habitat_lab.config={POINTNAV_TASK}", f"env.habitat_lab.dataset={tmp_path}/{{split}}.json.gz",
+              f"env.habitat_lab.scenes_dir={data['scenes_dir']}", "env.num_workers=0")
+    assert res.returncode == 2, res
+    assert "dataset file" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_objectgoal_sensor_of_habitat_lab_is_a_discrete_category():
+    """habitat-lab's own ObjectGoalSensor (ObjectNav's goal) -> a Discrete observation the policy embeds. Its
+    space and value need only the dataset's category map, not a simulator (the generated scenes have no
+    semantic annotations, so ObjectNav itself cannot run on them)."""
+    import types
+
+    from habitat.tasks.nav.object_nav_task import ObjectGoal, ObjectGoalSensor
+
+    from envs.habitat_lab.spaces import convert_observation_space
+
+    config = HABITAT.get_config().TASK.OBJECTGOAL_SENSOR
+    dataset = types.SimpleNamespace(category_to_task_category_id={"chair": 0, "table": 1, "bed": 2})
+    sensor = ObjectGoalSensor(sim=None, config=config, dataset=dataset)
+    space, convert = convert_observation_space(types.SimpleNamespace(spaces={"objectgoal": sensor.observation_space}))
+    assert space["objectgoal"] == gymnasium.spaces.Discrete(3)
+    goal = ObjectGoal(position=[0.0, 0.0, 0.0], object_id="1")
+    episode = types.SimpleNamespace(object_category="table", goals=[goal], episode_id="0")
+    value = convert({"objectgoal": sensor.get_observation(None, episode=episode)})["objectgoal"]
+    assert int(value) == 1 and value.dtype == np.int64
