@@ -21,6 +21,7 @@ infrastructure   shared by every application; knows no training or evaluation lo
     errors.py       errors a user can act on
 model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
+            habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
             pooling.py (adaptive pooling with a deterministic CUDA path)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or

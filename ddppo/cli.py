@@ -52,17 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
-    bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout", "preempt"],
+    bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout", "preempt", "habitat-baselines"],
                        help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
                             "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
                             "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs; "
-                            "preempt: preemption check cost, a blocking read every step vs async reads")
+                            "preempt: preemption check cost, a blocking read every step vs async reads; "
+                            "habitat-baselines: throughput, learning and cross-evaluation vs habitat-baselines 0.2.x's "
+                            "DD-PPO on the real simulator (where it is importable)")
     bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
-                       help="throughput/memory/rollout: a config and overrides to measure (repeatable)")
+                       help="throughput/memory/rollout: a config and overrides to measure (repeatable); "
+                            "habitat-baselines: the one config both trainers run")
     bench.add_argument("--rounds", type=int, default=5,
                        help="throughput/rollout: interleaved rounds (medians reported)")
-    bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3: seeds (interleaved)")
-    bench.add_argument("--budget", type=int, default=100_000, help="sb3: env steps per run")
+    bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3/habitat-baselines: seeds")
+    bench.add_argument("--budget", type=int, default=100_000,
+                       help="sb3/habitat-baselines: env steps per learning run (habitat-baselines: 0 = no learning)")
+    bench.add_argument("--updates", type=int, default=20,
+                       help="habitat-baselines: updates per throughput run (--rounds 0 = no throughput)")
+    bench.add_argument("--eval-split", default="val",
+                       help="habitat-baselines: held-out split, a folder beside the training split's")
     bench.add_argument("--out", default="",
                        help="JSON output path (default: results/WHAT.json of the benchmarks package)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
@@ -140,6 +148,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from benchmarks import rollout_modes
 
         return rollout_modes.main(gridnav, out, args.rounds, [(c[0], c[1:]) for c in args.case] if args.case else None)
+    if args.what == "habitat-baselines":
+        from benchmarks import habitat_baselines
+
+        config, overrides = (args.case[0][0], args.case[0][1:]) if args.case else (
+            str(benchmarks.CONFIGS / "pointnav_habitat_cpu.yaml"), list(habitat_baselines.SIMPLE_CNN))
+        return habitat_baselines.main(config, overrides, args.rounds, args.updates, args.seeds, args.budget,
+                                      args.eval_split, out)
     if args.what == "preempt":
         from benchmarks import preempt_store
 

@@ -192,7 +192,10 @@ class PolicyConfig:
                               metadata=doc("ddppo (an encoder per observation key, fused) | habitat_baselines "
                                            "(habitat-baselines' DD-PPO PointNavResNetPolicy, parameter for parameter: "
                                            "image(s) + pointgoal_with_gps_compass, Discrete actions; its checkpoints "
-                                           "load unchanged)", shape=True, choices=('ddppo', 'habitat_baselines')))
+                                           "load unchanged) | habitat_baselines_simple (its PointNavBaselinePolicy: "
+                                           "SimpleCNN + one GRU layer, rgb and/or depth; rnn_type=gru, "
+                                           "rnn_layers=1)", shape=True,
+                                           choices=('ddppo', 'habitat_baselines', 'habitat_baselines_simple')))
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
     mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))

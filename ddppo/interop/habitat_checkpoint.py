@@ -1,10 +1,11 @@
-"""habitat-baselines DD-PPO checkpoints in and out (policy.architecture=habitat_baselines).
+"""habitat-baselines DD-PPO checkpoints in and out (policy.architecture=habitat_baselines: PointNavResNetPolicy;
+habitat_baselines_simple: PointNavBaselinePolicy).
 
-habitat-baselines' trainer saves `{"state_dict", "config", "extra_state": {"step", ...}}` (older releases:
-keys prefixed `actor_critic.`, a yacs config). The policy's parameter names are the same in ddppo's
-habitat_baselines architecture (ddppo/model/habitat_baselines.py), so `from_habitat_keys` /
-`to_habitat_keys` below are the one key mapping. Files are read with ddppo/interop/safe_unpickle.py: nothing in them
-is executed and habitat need not be installed.
+habitat-baselines' trainer saves `{"state_dict", "config", "extra_state": {"step", ...}}` (0.2.x releases:
+keys prefixed `actor_critic.`, a yacs config; 0.3.x: unprefixed, an OmegaConf config). The policies' parameter
+names are the same in ddppo's habitat_baselines architectures (ddppo/model/habitat_baselines*.py), so
+`from_habitat_keys` / `to_habitat_keys` below are the one key mapping. Files are read with
+ddppo/interop/safe_unpickle.py: nothing in them is executed and habitat need not be installed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from ddppo.errors import CheckpointError
 OLD_PREFIX = "actor_critic."
 FORMAT_NAME = "habitat-baselines"
 _MARKER = "net.visual_encoder.backbone.conv1.0.weight"
+_SIMPLE_MARKER = "net.visual_encoder.cnn.0.weight"  # PointNavBaselinePolicy's first conv
+POLICY_NAMES = {"habitat_baselines": "PointNavResNetPolicy", "habitat_baselines_simple": "PointNavBaselinePolicy"}
+LAYOUTS = ("0.3", "0.2")  # export key layouts: unprefixed (habitat-baselines >= 0.3), `actor_critic.` (0.2.x)
 # habitat-baselines' backbone names as ddppo's (policy.resnet_layers, policy.resnet_bottleneck)
 BACKBONES = {"resnet18": ((2, 2, 2, 2), False), "resnet50": ((3, 4, 6, 3), True)}
 
@@ -40,19 +44,30 @@ def from_habitat_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Te
     return dict(state_dict)
 
 
-def to_habitat_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """ddppo's habitat_baselines Policy state_dict -> habitat-baselines' (current format, no prefix)."""
-    return dict(state_dict)
+def to_habitat_keys(state_dict: dict[str, torch.Tensor], layout: str = "0.3") -> dict[str, torch.Tensor]:
+    """ddppo's habitat_baselines Policy state_dict -> habitat-baselines': layout "0.3" unprefixed (what its
+    policy's load_state_dict takes), "0.2" prefixed `actor_critic.` (what 0.2.x's PPO agent's takes)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"habitat-baselines layout {layout!r}: one of {LAYOUTS}")
+    return {(OLD_PREFIX + k if layout == "0.2" else k): v for k, v in state_dict.items()}
 
 
 def is_habitat_state_dict(state_dict: Any) -> bool:
-    return isinstance(state_dict, dict) and _MARKER in from_habitat_keys(state_dict)
+    if not isinstance(state_dict, dict):
+        return False
+    keys = from_habitat_keys(state_dict)
+    return _MARKER in keys or _SIMPLE_MARKER in keys
 
 
 # ----------------------------------------------------------------------- reading
 def summary(state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
     """The sizes a habitat-baselines policy state_dict fixes, under ddppo's config key names."""
     sd = from_habitat_keys(state_dict)
+    if _SIMPLE_MARKER in sd:
+        return {"policy.architecture": "habitat_baselines_simple",
+                "policy.hidden_size": int(sd["critic.fc.weight"].shape[1]), "policy.rnn_type": "gru",
+                "policy.rnn_layers": 1, "image channels": int(sd[_SIMPLE_MARKER].shape[1]),
+                "actions": int(sd["action_distribution.linear.weight"].shape[0])}
     layers = sorted({int(m.group(1)) for k in sd if (m := re.match(r"net\.state_encoder\.rnn\.weight_hh_l(\d+)$", k))})
     hidden = int(sd["critic.fc.weight"].shape[1]) if "critic.fc.weight" in sd else None
     rnn_rows = int(sd["net.state_encoder.rnn.weight_hh_l0"].shape[0]) if layers else 0
@@ -60,6 +75,7 @@ def summary(state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
     blocks = [len({k.split(".")[4] for k in sd if k.startswith(f"net.visual_encoder.backbone.layer{i}.")})
               for i in range(1, 5)]
     return {
+        "policy.architecture": "habitat_baselines",
         "policy.hidden_size": hidden,
         "policy.rnn_type": {4: "lstm", 3: "gru"}.get(rnn_rows // hidden) if hidden else None,
         "policy.rnn_layers": len(layers),
@@ -75,10 +91,13 @@ def config_values(config: Any) -> dict[str, Any]:
     """Sizes a habitat-baselines config (as plain data) states, under ddppo's key names, where present."""
     out: dict[str, Any] = {}
     rl = _get(config, "habitat_baselines", "rl") or _get(config, "RL") or {}
+    name = _get(rl, "policy", "name") or _get(rl, "POLICY", "name")
+    if name in POLICY_NAMES.values():
+        out["policy.architecture"] = next(k for k, v in POLICY_NAMES.items() if v == name)
     for key, path in (("policy.hidden_size", ("ppo", "hidden_size")),
                       ("policy.rnn_layers", ("ddppo", "num_recurrent_layers")),
                       ("policy.rnn_type", ("ddppo", "rnn_type")), ("backbone", ("ddppo", "backbone"))):
-        value = _get(rl, *path) or _get(rl, *(p.upper() for p in path))
+        value = _get(rl, *path) or _get(rl, path[0].upper(), path[1])  # 0.3.x, or 0.2.x (RL.PPO.hidden_size)
         if value is not None:
             out[key] = value.lower() if isinstance(value, str) else value
     agents = _get(config, "habitat", "simulator", "agents") or {}
@@ -116,7 +135,7 @@ def read(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({err})") from None
     if not is_habitat_file(data):
         raise CheckpointError(f"{str(path)!r} is neither a ddppo nor a habitat-baselines checkpoint "
-                              f"(no state_dict of a PointNavResNetPolicy)")
+                              f"(no state_dict of a PointNavResNetPolicy or PointNavBaselinePolicy)")
     bad = [k for k, v in data["state_dict"].items() if not isinstance(v, torch.Tensor)]
     if bad:
         raise CheckpointError(f"{str(path)!r}: state_dict entries that are not tensors: {bad[:3]}")
@@ -132,8 +151,6 @@ def problems(info: Any, cfg: Any) -> list[str]:
     from ddppo.config import get_key
 
     out = []
-    if cfg.policy.architecture != "habitat_baselines":
-        out.append(f"policy.architecture: checkpoint 'habitat_baselines', this config {cfg.policy.architecture!r}")
     for key, value in {**info.config_values, **info.summary}.items():
         if key.startswith(("policy.", "env.")):
             try:
@@ -147,15 +164,20 @@ def problems(info: Any, cfg: Any) -> list[str]:
 
 
 # ----------------------------------------------------------------------- writing
-def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int) -> dict[str, Any]:
-    """What habitat-baselines' trainer writes, with the config as plain data (loads with weights_only=True)."""
+def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int, layout: str = "0.3") -> dict[str, Any]:
+    """What habitat-baselines' trainer writes, with the config as plain data (loads with weights_only=True):
+    layout "0.3" (unprefixed keys, lower-case config keys) or "0.2" (`actor_critic.` keys, 0.2.x's upper-case
+    config keys). The config names the policy and its sizes only: habitat-baselines' evaluators then run with
+    their own config (0.3.x: habitat_baselines.load_resume_state_config=False; 0.2.x: EVAL.USE_CKPT_CONFIG False)."""
     p = cfg.policy
     backbone = backbone_name(p) or "unknown"
-    config = {"habitat_baselines": {"rl": {"ppo": {"hidden_size": p.hidden_size},
-                                           "ddppo": {"rnn_type": p.rnn_type.upper(), "backbone": backbone,
-                                                     "num_recurrent_layers": p.rnn_layers}}},
-              "exported_by": "ddppo"}
-    return {"state_dict": {k: v.detach().cpu().clone() for k, v in to_habitat_keys(model).items()},
+    rl = {"policy": {"name": POLICY_NAMES.get(p.architecture, "unknown")}, "ppo": {"hidden_size": p.hidden_size},
+          "ddppo": {"rnn_type": p.rnn_type.upper(), "backbone": backbone, "num_recurrent_layers": p.rnn_layers}}
+    if layout == "0.2":
+        config: dict[str, Any] = {"RL": {k.upper(): v for k, v in rl.items()}, "exported_by": "ddppo"}
+    else:
+        config = {"habitat_baselines": {"rl": rl}, "exported_by": "ddppo"}
+    return {"state_dict": {k: v.detach().cpu().clone() for k, v in to_habitat_keys(model, layout).items()},
             "config": config, "extra_state": {"step": int(env_steps), "wall_time": 0.0}}
 
 

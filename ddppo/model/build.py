@@ -10,9 +10,14 @@ from ddppo.model.policy import Policy
 
 def make_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space, cfg: PolicyConfig,
                 value_head: bool = True) -> Policy:
-    """ddppo's Policy, or (policy.architecture=habitat_baselines) habitat-baselines' PointNav policy."""
+    """ddppo's Policy, or habitat-baselines' PointNav policies: PointNavResNetPolicy
+    (policy.architecture=habitat_baselines) or PointNavBaselinePolicy (habitat_baselines_simple)."""
     if cfg.architecture == "habitat_baselines":
         from ddppo.model.habitat_baselines import HabitatBaselinesPolicy
 
         return HabitatBaselinesPolicy(obs_space, action_space, cfg, value_head)
+    if cfg.architecture == "habitat_baselines_simple":
+        from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
+
+        return HabitatBaselinesSimplePolicy(obs_space, action_space, cfg, value_head)
     return Policy(obs_space, action_space, cfg, value_head)

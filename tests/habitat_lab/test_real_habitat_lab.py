@@ -4,8 +4,6 @@ the real habitat-sim, on generated scenes; skipped where either does not import.
 from __future__ import annotations
 
 import collections
-import dataclasses
-import gzip
 import json
 import os
 import shutil

@@ -1,4 +1,5 @@
-"""habitat-baselines' own PointNavResNetPolicy, where habitat-baselines is installed (an optional test dependency).
+"""habitat-baselines' own PointNavResNetPolicy and PointNavBaselinePolicy, where habitat-baselines is installed
+(an optional test dependency).
 
 habitat-lab imports habitat_sim, magnum and corrade when it is imported; without habitat-sim the policy
 classes still build once those three are importable, so inert in-memory placeholder modules stand in for
@@ -67,23 +68,51 @@ def _imports(name: str) -> bool:
         return False
 
 
-def load_habitat_baselines() -> tuple[Any, str]:
-    """(the PointNavResNetPolicy class, "") or (None, why it is not available)."""
+CLASSES = {"PointNavResNetPolicy": "habitat_baselines.rl.ddppo.policy.resnet_policy",
+           "PointNavBaselinePolicy": "habitat_baselines.rl.ppo.policy"}
+
+
+def habitat_baselines_version() -> str:
+    """The installed habitat-baselines' version ("0.2.2": one dist `habitat` then), or ""."""
+    from importlib import metadata
+
+    for dist in ("habitat-baselines", "habitat"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def load_habitat_baselines(name: str = "PointNavResNetPolicy") -> tuple[Any, str]:
+    """(the policy class `name` of CLASSES, "") or (None, why it is not available)."""
     if importlib.util.find_spec("habitat_baselines") is None:
         return None, "habitat-baselines is not installed (optional: pip install habitat-baselines habitat-lab)"
     missing = [m for m in PLACEHOLDERS if importlib.util.find_spec(m) is None]
     if not _imports("torchvision"):
         missing.append("torchvision")
-        for name in [n for n in sys.modules if n.split(".")[0] == "torchvision"]:
-            del sys.modules[name]
+        for module in [n for n in sys.modules if n.split(".")[0] == "torchvision"]:
+            del sys.modules[module]
     finder = _Finder(missing)
     if missing:
         sys.meta_path.insert(0, finder)
     try:
-        from habitat_baselines.rl.ddppo.policy.resnet_policy import PointNavResNetPolicy
+        policy = getattr(importlib.import_module(CLASSES[name]), name)
     except Exception as err:  # a habitat-baselines that does not import here: skip, saying why
         return None, f"habitat-baselines does not import here: {type(err).__name__}: {str(err)[:200]}"
     finally:
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
-    return PointNavResNetPolicy, ""
+    return policy, ""
+
+
+def action_space(n: int) -> Any:
+    """n discrete actions as this release's policies take them: gym Discrete (0.3.x), or habitat's ActionSpace
+    of n actions (0.2.x, whose PointNavResNetPolicy counts a bare Discrete as one action)."""
+    from gym import spaces
+
+    if not habitat_baselines_version().startswith("0.2."):
+        return spaces.Discrete(n)
+    from habitat.core.spaces import ActionSpace, EmptySpace
+
+    return ActionSpace({f"action_{i}": EmptySpace() for i in range(n)})

@@ -19,7 +19,7 @@ from ddppo import checkpoint as ckpt
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
-from hb_real import load_habitat_baselines
+from hb_real import action_space, habitat_baselines_version, load_habitat_baselines
 
 HB_POLICY, WHY = load_habitat_baselines()
 if HB_POLICY is None and os.environ.get("DDPPO_REQUIRE_HABITAT_BASELINES") == "1":  # CI installs it: never skip
@@ -35,7 +35,7 @@ def hb_policy() -> torch.nn.Module:
 
     space = spaces.Dict({"depth": spaces.Box(0.0, 1.0, (SIZE, SIZE, 1), np.float32),
                          GOAL_KEY: spaces.Box(-np.inf, np.inf, (2,), np.float32)})
-    return HB_POLICY(space, spaces.Discrete(ACTIONS), hidden_size=512, num_recurrent_layers=2, rnn_type="LSTM",
+    return HB_POLICY(space, action_space(ACTIONS), hidden_size=512, num_recurrent_layers=2, rnn_type="LSTM",
                      backbone="resnet50", resnet_baseplanes=32).eval()
 
 
@@ -46,7 +46,9 @@ def ddppo_policy() -> HabitatBaselinesPolicy:
 
 
 def save_like_trainer(policy: torch.nn.Module, folder: str) -> str:
-    """habitat-baselines' PPOTrainer.save_checkpoint itself, with its structured config (a DictConfig)."""
+    """habitat-baselines' PPOTrainer.save_checkpoint itself, with its structured config (a DictConfig; 0.3.x)."""
+    if habitat_baselines_version().startswith("0.2."):
+        pytest.skip("0.2.x's trainer config is a yacs file config (this builds 0.3.x's structured one)")
     from habitat.config.default_structured_configs import (AgentConfig, DatasetConfig, HabitatConfig,
                                                            HabitatSimDepthSensorConfig, MoveForwardActionConfig,
                                                            StopActionConfig, TaskConfig, TurnLeftActionConfig,
@@ -96,7 +98,7 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesPolicy) -> dict[str, floa
         for t in range(T):
             masks = (start[t] == 0).view(N, 1)
             o = {k: v[t] for k, v in obs.items()}
-            feats, h_hb_new, _ = hb.net(o, h_hb, prev, masks)
+            feats, h_hb_new = hb.net(o, h_hb, prev, masks)[:2]  # 0.3.x adds an aux-loss state
             logits_hb = hb.action_distribution(feats).logits
             value_hb = hb.critic(feats).squeeze(-1)
             feats_ours, _ = ours._features({k: v.unsqueeze(0) for k, v in o.items()}, hidden, start[t:t + 1])
@@ -165,13 +167,34 @@ def test_ddppo_export_into_habitat_baselines(tmp_path):
     assert max(diffs.values()) < 1e-5, diffs
 
 
+def test_export_in_the_installed_release_layout_loads_into_its_agent(tmp_path):
+    """`ddppo export`'s auto layout here (0.2.x: `actor_critic.` keys) loads into this release's own PPO agent
+    (0.2.x's evaluator loads agent.load_state_dict) or policy (0.3.x), strict, with the same outputs."""
+    from ddppo.interop.export import installed_layout
+
+    layout = installed_layout()[0]
+    torch.manual_seed(8)
+    ours = ddppo_policy()
+    torch.save(habitat_ckpt.export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 5, layout),
+               tmp_path / "ckpt.0.pth")
+    data = torch.load(tmp_path / "ckpt.0.pth", map_location="cpu", weights_only=True)
+    hb = hb_policy()
+    if layout == "0.2":
+        from habitat_baselines.rl.ppo.ppo import PPO
+
+        PPO(hb, 0.2, 1, 1, 0.5, 0.01, lr=1e-4, eps=1e-5).load_state_dict(data["state_dict"], strict=True)
+    else:
+        hb.load_state_dict(data["state_dict"], strict=True)
+    assert max(compare(hb, ours).values()) < 1e-5
+
+
 @pytest.mark.parametrize("size", [64, 128, 256])
 def test_parameter_counts_match(size):
     from gym import spaces
 
     hb_space = spaces.Dict({"depth": spaces.Box(0.0, 1.0, (size, size, 1), np.float32),
                             GOAL_KEY: spaces.Box(-np.inf, np.inf, (2,), np.float32)})
-    hb = HB_POLICY(hb_space, spaces.Discrete(ACTIONS), hidden_size=512, num_recurrent_layers=2, rnn_type="LSTM",
+    hb = HB_POLICY(hb_space, action_space(ACTIONS), hidden_size=512, num_recurrent_layers=2, rnn_type="LSTM",
                    backbone="resnet50", resnet_baseplanes=32)
     space = gymnasium.spaces.Dict({"depth": gymnasium.spaces.Box(0.0, 1.0, (size, size, 1), np.float32),
                                    GOAL_KEY: gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)})

@@ -61,8 +61,14 @@ def test_train_export_finetune_evaluate(data, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
     out = tmp_path / "ckpt.0.pth"
-    proc = ddppo("export", run, "--format", "habitat-baselines", "-o", out)
+    proc = ddppo("export", run, "--format", "habitat-baselines", "-o", out, "--habitat-version", "0.3")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "0.3.x key layout, as asked" in proc.stdout
+    old = tmp_path / "ckpt.old.pth"
+    proc = ddppo("export", run, "--format", "habitat-baselines", "-o", old, "--habitat-version", "0.2")
+    assert proc.returncode == 0 and "0.2.x key layout" in proc.stdout, proc.stderr[-2000:]
+    old_sd = torch.load(old, map_location="cpu", weights_only=True)["state_dict"]
+    assert all(k.startswith("actor_critic.") for k in old_sd)  # what 0.2.x's PPO agent loads
     exported = torch.load(out, map_location="cpu", weights_only=True)  # plain data: no pickled classes
     assert set(exported) == {"state_dict", "config", "extra_state"}
     assert exported["extra_state"]["step"] == 16
@@ -98,6 +104,7 @@ def test_export_refuses_a_ddppo_architecture_run(tmp_path):
     run = tmp_path / "run"
     ckpt.save(run, 1, ckpt.payload({"actor.weight": torch.zeros(4, 8)}, {}, {"update": 1, "env_steps": 8},
                                    to_yaml(Config()), []), keep_last=2)
-    with pytest.raises(ConfigError, match="policy.architecture='ddppo'; only policy.architecture=habitat_baselines"):
+    with pytest.raises(ConfigError, match="policy.architecture='ddppo'; only policy.architecture="
+                                                "habitat_baselines or habitat_baselines_simple"):
         export_habitat_baselines(run, tmp_path / "x.pth")
     assert not (tmp_path / "x.pth").exists()

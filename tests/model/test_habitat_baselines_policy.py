@@ -15,9 +15,11 @@ from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
 from ddppo.model.build import make_policy
+from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
 
 PAPER = PolicyConfig(architecture="habitat_baselines", hidden_size=512, rnn_type="lstm", rnn_layers=2,
                      resnet_base_width=32, resnet_layers=[3, 4, 6, 3], resnet_bottleneck=True)
+SIMPLE = PolicyConfig(architecture="habitat_baselines_simple", hidden_size=512, rnn_type="gru", rnn_layers=1)
 SMALL = dataclasses.replace(PAPER, hidden_size=16, rnn_layers=1, resnet_base_width=8, resnet_layers=[2, 2, 2, 2],
                             resnet_bottleneck=False)
 
@@ -40,17 +42,73 @@ def test_paper_policy_has_habitat_baselines_size_and_names():
     assert tuple(sd["net.tgt_embeding.weight"].shape) == (32, 3)
     assert tuple(sd["net.prev_action_embedding.weight"].shape) == (5, 32)
     assert habitat_ckpt.summary(sd) == {
-        "policy.hidden_size": 512, "policy.rnn_type": "lstm", "policy.rnn_layers": 2, "policy.resnet_base_width": 32,
+        "policy.architecture": "habitat_baselines", "policy.hidden_size": 512, "policy.rnn_type": "lstm",
+        "policy.rnn_layers": 2, "policy.resnet_base_width": 32,
         "policy.resnet_layers": [3, 4, 6, 3], "policy.resnet_bottleneck": True, "image channels": 1, "actions": 4}
     assert tuple(policy.initial_hidden(3).shape) == (5, 3, 512)  # h0 h1 c0 c1, then the previous action
 
 
-def test_key_mapping_both_ways():
-    sd = make_policy(*spaces(32), SMALL).state_dict()
+def test_simple_policy_has_habitat_baselines_size_and_names():
+    """habitat-baselines' PointNavBaselinePolicy at 128x128 depth, hidden 512: 3,994,757 parameters in 16 tensors
+    (0.2.2 and 0.3.320260507's own classes agree, see tests/interop/test_habitat_baselines_simple_real.py)."""
+    policy = make_policy(*spaces(128), SIMPLE)
+    sd = policy.state_dict()
+    assert isinstance(policy, HabitatBaselinesSimplePolicy)
+    assert (len(sd), sum(p.numel() for p in policy.parameters())) == (16, 3_994_757)
+    assert tuple(sd["net.visual_encoder.cnn.6.weight"].shape) == (512, 32 * 12 * 12)  # 128 -> 31 -> 14 -> 12
+    assert tuple(sd["net.state_encoder.rnn.weight_ih_l0"].shape) == (3 * 512, 512 + 2)  # features + raw (r, theta)
+    assert habitat_ckpt.summary(sd) == {"policy.architecture": "habitat_baselines_simple", "policy.hidden_size": 512,
+                                        "policy.rnn_type": "gru", "policy.rnn_layers": 1, "image channels": 1,
+                                        "actions": 4}
+    assert tuple(policy.initial_hidden(3).shape) == (1, 3, 512)  # the GRU's state only: no previous action
+
+
+def test_simple_policy_steps_match_the_whole_sequence_with_resets():
+    torch.manual_seed(0)
+    policy = make_policy(*spaces(40), dataclasses.replace(SIMPLE, hidden_size=16)).eval()
+    T, N = 6, 3
+    obs = {"depth": torch.rand(T, N, 40, 40, 1), GOAL_KEY: torch.rand(T, N, 2) * 3}
+    start = torch.zeros(T, N)
+    start[0], start[4, 2] = 1, 1
+    hidden, logps, values, actions = policy.initial_hidden(N), [], [], []
+    for t in range(T):
+        a, lp, v, hidden = policy.act({k: o[t] for k, o in obs.items()}, hidden, start[t])
+        logps.append(lp), values.append(v), actions.append(a)
+    with torch.no_grad():
+        lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_hidden(N), start, torch.stack(actions))
+    assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5)
+    assert torch.allclose(v_seq, torch.stack(values), atol=1e-5)
+    # the goal is really an input (raw, not embedded): another goal changes the value
+    other = {k: v.clone() for k, v in obs.items()}
+    other[GOAL_KEY][:, :, 0] += 1.0
+    with torch.no_grad():
+        assert not torch.allclose(policy.evaluate(other, policy.initial_hidden(N), start, torch.stack(actions))[2],
+                                  v_seq)
+
+
+def test_simple_policy_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match="rnn_type=gru and policy.rnn_layers=1"):
+        make_policy(*spaces(64), dataclasses.replace(SIMPLE, rnn_type="lstm"))
+    with pytest.raises(ValueError, match="at least 36x36"):
+        make_policy(*spaces(32), SIMPLE)
+    blind = gymnasium.spaces.Dict({GOAL_KEY: gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)})
+    with pytest.raises(ValueError, match="'rgb' and/or 'depth'"):
+        make_policy(blind, gymnasium.spaces.Discrete(4), SIMPLE)
+
+
+@pytest.mark.parametrize("cfg,size", [(SMALL, 32), (SIMPLE, 64)])
+def test_key_mapping_both_ways(cfg, size):
+    sd = make_policy(*spaces(size), cfg).state_dict()
     old = {f"actor_critic.{k}": v for k, v in sd.items()}
     assert habitat_ckpt.from_habitat_keys(old) == sd
+    assert habitat_ckpt.to_habitat_keys(sd, "0.2") == old
     assert habitat_ckpt.from_habitat_keys(habitat_ckpt.to_habitat_keys(sd)) == sd
     assert habitat_ckpt.is_habitat_state_dict(old) and not habitat_ckpt.is_habitat_state_dict({"actor.weight": 0})
+    payload = habitat_ckpt.export_payload(sd, dataclasses.make_dataclass("C", ["policy"])(cfg), 3, "0.2")
+    assert payload["state_dict"].keys() == old.keys()
+    assert habitat_ckpt.config_values(payload["config"])["policy.architecture"] == cfg.architecture
+    with pytest.raises(ValueError, match="layout"):
+        habitat_ckpt.to_habitat_keys(sd, "0.1")
 
 
 def test_steps_match_the_whole_sequence_with_resets():
