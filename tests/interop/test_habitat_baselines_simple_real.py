@@ -110,7 +110,7 @@ def test_habitat_baselines_files_of_either_layout_into_ddppo(tmp_path):
     for name, sd in (("new", hb.state_dict()), ("old", {f"actor_critic.{k}": v for k, v in hb.state_dict().items()})):
         torch.save({"state_dict": sd, "extra_state": {"step": 7}}, tmp_path / f"{name}.pth")
         data = ckpt.load(tmp_path / f"{name}.pth")
-        assert data["habitat_baselines"]["summary"]["policy.architecture"] == "habitat_baselines_simple"
+        assert ckpt.foreign(data).summary["policy.architecture"] == "habitat_baselines_simple"
         ours = ddppo_policy()
         ours.load_state_dict(data["model"], strict=True)
         assert max(compare(hb, ours).values()) < 1e-5
