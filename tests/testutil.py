@@ -160,3 +160,22 @@ def marks_for(where: str, fixtures) -> set[str]:
     if any(f in fixtures for f in SPAWNING_FIXTURES):
         found.update(MP)
     return found
+
+
+class DictStore:
+    """An in-memory stand-in for a rendezvous store's set/check/get/wait (one process, keys already there)."""
+
+    def __init__(self):
+        self.data = {}
+
+    def set(self, key, value):
+        self.data[key] = value.encode() if isinstance(value, str) else value
+
+    def check(self, keys):
+        return all(k in self.data for k in keys)
+
+    def get(self, key):
+        return self.data[key]
+
+    def wait(self, keys):
+        assert self.check(keys)

@@ -12,34 +12,18 @@ import torch
 
 from ddppo.distributed import rendezvous
 from ddppo.distributed.launch import Launch
+from testutil import DictStore
 
 
 def test_nccl_socket_interface_is_left_to_nccl(monkeypatch):
     for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         monkeypatch.setenv(name, "")  # empty counts as unset; monkeypatch restores what was there afterwards
     launch = Launch(1, 2, 1, 2, "127.0.0.1", 29555, "torchrun", local_world_known=True)
-    store = _Store()
+    store = DictStore()
     rendezvous.choose_socket_interface(launch, "nccl", store)
     # gloo's is chosen (an NCCL job's pickled objects go through gloo), NCCL's is left to NCCL
     assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and os.environ["NCCL_SOCKET_IFNAME"] == ""
     assert store.data["net/source/1"] == b"127.0.0.1"  # published for the peers
-
-
-class _Store:
-    def __init__(self):
-        self.data = {}
-
-    def set(self, key, value):
-        self.data[key] = value.encode() if isinstance(value, str) else value
-
-    def check(self, keys):
-        return all(k in self.data for k in keys)
-
-    def get(self, key):
-        return self.data[key]
-
-    def wait(self, keys):
-        assert self.check(keys)
 
 
 def test_cublas_workspace_is_set_before_cuda_starts(monkeypatch):

@@ -15,6 +15,7 @@ from torch.distributed import HashStore
 from ddppo import signals
 from ddppo.distributed import rendezvous
 from ddppo.distributed.launch import Launch
+from testutil import DictStore
 
 LAUNCH = Launch(rank=1, world_size=2, local_rank=0, local_world_size=1, master_addr="10.0.0.1", master_port=29555,
                 source="torchrun")
@@ -26,29 +27,15 @@ def test_route_to_loopback_is_lo_and_unknown_names_are_none():
     assert rendezvous.route_interface("no-such-host.invalid", 29500) is None
 
 
-class _Store:
-    def __init__(self):
-        self.data = {}
-
-    def set(self, key, value):
-        self.data[key] = value.encode() if isinstance(value, str) else value
-
-    def check(self, keys):
-        return all(k in self.data for k in keys)
-
-    def get(self, key):
-        return self.data[key]
-
-
 def test_interface_choice_respects_the_user_and_publishes_the_source(monkeypatch):
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "mine0")
-    store = _Store()
+    store = DictStore()
     rendezvous.choose_socket_interface(dataclasses.replace(LAUNCH, master_addr="127.0.0.1"), "gloo", store)
     assert os.environ["GLOO_SOCKET_IFNAME"] == "mine0" and store.data["net/source/1"] == b"127.0.0.1"
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "")  # empty counts as unset; monkeypatch restores it afterwards
     monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
     single = dataclasses.replace(LAUNCH, master_addr="127.0.0.1", local_world_size=2)
-    rendezvous.choose_socket_interface(single, "gloo", _Store())
+    rendezvous.choose_socket_interface(single, "gloo", DictStore())
     assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and "NCCL_SOCKET_IFNAME" not in os.environ
 
 

@@ -16,6 +16,7 @@ import torch
 from ddppo.ppo.loss import masked_mean, ppo_loss
 from ddppo.ppo.update import normalize_advantages
 from ddppo.rollout.gae import gae
+from rollout_testutil import NeverStop
 
 NAN = float("nan")
 
@@ -64,17 +65,6 @@ def test_advantage_statistics_ignore_nan_padding():
     valid = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     normalize_advantages(adv, valid, OneRank())
     assert adv[:, 0].tolist() == pytest.approx([-1.0, 1.0], abs=1e-6)
-
-
-class NeverStop:
-    def begin(self, update):
-        pass
-
-    def should_stop(self, update, step):
-        return False
-
-    def finished(self, update):
-        pass
 
 
 @pytest.mark.timeout(120)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ddppo.rollout.staging import HostStaging
+from rollout_testutil import NeverStop
 
 
 def obs(seed: int, shape=(4, 3)) -> dict[str, np.ndarray]:
@@ -57,17 +58,6 @@ def test_pinning_follows_the_device_and_the_driver(monkeypatch):
 
 
 # ----------------------------------------------------- every mode's copies go through the stager
-class NeverStop:
-    def begin(self, update):
-        pass
-
-    def should_stop(self, update, step):
-        return False
-
-    def finished(self, update):
-        pass
-
-
 def _collector(mode: str, workers: int):
     from ddppo.config import PolicyConfig, RolloutConfig
     from ddppo.model.policy import Policy

@@ -21,19 +21,9 @@ from ddppo.rollout.variable import VariableCollector
 from ddppo.timing import Timer
 from envs.base import AsyncVecEnv, worker_count
 from envs.registry import EnvSpec, make_vec_env
+from rollout_testutil import NeverStop
 
 GRIDNAV = str(Path(__file__).resolve().parents[2] / "configs" / "gridnav.yaml")
-
-
-class NeverStop:
-    def begin(self, update):
-        pass
-
-    def should_stop(self, update, step):
-        return False
-
-    def finished(self, update):
-        pass
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from ddppo.rollout.storage import RolloutStorage
 from ddppo.rollout.variable import importance_weights
 from ddppo.timing import Timer
 from envs.registry import EnvSpec, make_vec_env
+from rollout_testutil import NeverStop
 
 N, T = 4, 6
 
@@ -43,17 +44,6 @@ def test_the_loss_weighs_policy_value_and_entropy_terms_as_ver_does():
     torch.testing.assert_close(out.value, 0.5 * mean_w((values - returns) ** 2))
     torch.testing.assert_close(out.entropy, mean_w(ent))
     assert out.approx_kl == plain.approx_kl and out.clip_fraction == plain.clip_fraction  # diagnostics unweighted
-
-
-class NeverStop:
-    def begin(self, update):
-        pass
-
-    def should_stop(self, update, step):
-        return False
-
-    def finished(self, update):
-        pass
 
 
 @pytest.fixture

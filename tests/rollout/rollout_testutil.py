@@ -1,0 +1,16 @@
+"""Helpers of the rollout tests."""
+
+from __future__ import annotations
+
+
+class NeverStop:
+    """A stand-in for Preemption that never ends a rollout early (collectors built without a process group)."""
+
+    def begin(self, update):
+        pass
+
+    def should_stop(self, update, step):
+        return False
+
+    def finished(self, update):
+        pass
