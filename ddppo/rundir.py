@@ -31,7 +31,7 @@ _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
 # ------------------------------------------------------------------------------ plain file helpers
-MIN_FREE_BYTES = 1 << 20  # a run dir on a disk with less free than this cannot take its config and checkpoints
+MIN_FREE_BYTES = 64 << 10  # a run dir on a disk with less free than this cannot take its config and checkpoints
 
 
 def _size(n: float) -> str:

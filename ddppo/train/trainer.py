@@ -108,7 +108,8 @@ class Trainer:
         last_print = last_diagnosis = time.monotonic()
         log.info("training %s on %d rank(s) x %d envs, from update %d", cfg.env.name, ctx.world_size,
                  cfg.env.num_envs, self.update)
-        log.info("policy %s: %s parameters; torch threads per rank: %d intra-op, %d inter-op", cfg.policy.architecture,
+        log.info("policy.architecture=%s, %s parameters; torch threads per rank: %d intra-op, %d inter-op",
+                 cfg.policy.architecture,
                  f"{sum(p.numel() for p in self.policy.parameters()):,}", torch.get_num_threads(),
                  torch.get_num_interop_threads())
         while True:
