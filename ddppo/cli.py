@@ -106,13 +106,11 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ddppo.config import load_config
-    from ddppo.distributed import read_launch, run_in_process_group
-
     import psutil
 
-    from ddppo.config import ConfigError
+    from ddppo.config import ConfigError, load_config
     from ddppo.config.sizes import memory_problem
+    from ddppo.distributed import read_launch, run_in_process_group
     from ddppo.rundir import unusable_reason
 
     launch = read_launch()
