@@ -54,6 +54,27 @@ def unavailable(require_var: str, missing: str, reason: str) -> None:
     pytest.skip(f"{missing}: {reason} (set {require_var}=1 to make this a failure)")
 
 
+def stop_process(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGSTOP `pid` and return once every one of its threads is stopped. kill() returns before the stop takes
+    effect, so a request sent right after it can still be served (a store host that answers one more call)."""
+    import signal
+    import time
+
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    tasks = Path(f"/proc/{pid}/task")
+    while True:
+        states = []
+        for stat in tasks.glob("*/stat"):
+            with contextlib.suppress(OSError):
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        if states and all(s in "tT" for s in states):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} not stopped {timeout_s:g} s after SIGSTOP (thread states {states})")
+        time.sleep(0.01)
+
+
 def gloo_context(rank: int = 0, world: int = 1, port: int = 0, seed: int = 0, timeout_s: float = 60.0,
                  startup_timeout_s: float = 60.0, **launch: Any):
     """A DistContext on gloo and the CPU, as rank `rank` of `world` meeting at 127.0.0.1:`port` (one process:

@@ -31,6 +31,7 @@ from dist_harness import (
     subprocess_env,
     synthetic,
 )
+from testutil import stop_process
 
 # updates of ~0.1-0.2 s, so a signal lands mid-run; a budget far beyond what the tests wait for
 LONG_RUN = synthetic(num_envs=4, num_steps=8, **{"env.synthetic.step_sleep_s": 0.01,
@@ -92,7 +93,7 @@ def test_hung_store_host_makes_the_survivor_exit_nonzero_within_the_timeout(tmp_
     timeout_s = 10
     with start_ranks(2, tmp_path / "run", LONG_RUN + [f"dist.timeout_s={timeout_s}"], tmp_path) as job:
         job.wait_for_updates(2, timeout_s=120)
-        job.procs[0].send_signal(signal.SIGSTOP)
+        stop_process(job.procs[0].pid)
         # collective timeout + the store probe's own bound (10 s + 5 s) + slack for a loaded machine
         code, took = _wait_exit(job.procs[1], timeout_s + 15 + 30)
         log = job.log_text()
@@ -119,7 +120,7 @@ def test_store_calls_fail_within_the_timeout_when_the_store_host_hangs(tmp_path:
         ctx = DistContext(Launch(1, 2, 1, 2, "127.0.0.1", port, "torchrun"), torch.device("cpu"), "gloo",
                           dist.PrefixStore("ddppo/0/", client), run_seed=0, timeout_s=2)
         assert ctx.add_to_counter("preempt/done/1", 1) == 1
-        host.send_signal(signal.SIGSTOP)
+        stop_process(host.pid)
         start = time.monotonic()
         with pytest.raises(PeerLostError, match="did not answer within dist.timeout_s=2"):
             ctx.add_to_counter("preempt/done/1", 0)
