@@ -2,7 +2,7 @@
 
 Both trainers get the same scenes, episodes, sensors, policy and PPO settings, derived from one ddppo config
 (`--case CONFIG OVERRIDE...`) and mapped to habitat-baselines 0.2.x keys by benchmarks/hb_config.py. Each run is
-its own process, one rank, one after the other:
+its own process, one rank; throughput runs one after the other, learning runs `--jobs` at a time:
 
 - throughput: `--rounds` interleaved A/B pairs (the first side alternates) of `--updates` updates each; the
   steady rate of one run is (steps at its last update - steps at its first) / (time between them), the same
@@ -223,16 +223,22 @@ def throughput(bench: Bench, rounds: int, updates: int) -> dict[str, Any]:
                      for side, rs in runs.items()}}
 
 
-def learning(bench: Bench, seeds: list[int], updates: int) -> dict[str, Any]:
-    runs: list[dict[str, Any]] = []
-    for seed in seeds:
-        for side in ("ddppo", "habitat-baselines"):
-            run = bench.train(side, seed, updates, log_interval=max(1, updates // 50))
-            run["eval"] = {ev: bench.evaluate(ev, run) for ev in ("ddppo", "habitat-baselines")}
-            log.warning("learning seed %d %s: %s", seed, side, {ev: {k: v for k, v in r.items() if k != "per_episode"}
-                                                                for ev, r in run["eval"].items()})
-            runs.append(run)
-    return {"env_steps": updates * bench.per_update, "seeds": seeds, "runs": runs}
+def learning(bench: Bench, seeds: list[int], updates: int, jobs: int = 1) -> dict[str, Any]:
+    """Both sides for each seed, each run then both evaluations; `jobs` runs at once (each is its own processes:
+    a machine with cores to spare finishes the pairs sooner; the learning result does not depend on the timing)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(seed: int, side: str) -> dict[str, Any]:
+        run = bench.train(side, seed, updates, log_interval=max(1, updates // 50))
+        run["eval"] = {ev: bench.evaluate(ev, run) for ev in ("ddppo", "habitat-baselines")}
+        log.warning("learning seed %d %s: %s", seed, side, {ev: {k: v for k, v in r.items() if k != "per_episode"}
+                                                            for ev, r in run["eval"].items()})
+        return run
+
+    pairs = [(seed, side) for seed in seeds for side in ("ddppo", "habitat-baselines")]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        runs = list(pool.map(lambda pair: one(*pair), pairs))
+    return {"env_steps": updates * bench.per_update, "seeds": seeds, "jobs": jobs, "runs": runs}
 
 
 def mean_ci(values: list[float]) -> tuple[float, float, float]:
@@ -290,7 +296,7 @@ def _pair(value: Any) -> str:
 
 
 def main(config: str, overrides: list[str], rounds: int, updates: int, seeds: list[int], budget: int,
-         eval_split: str, out: str) -> int:
+         eval_split: str, out: str, jobs: int = 1) -> int:
     """Throughput (when rounds > 0), then learning with cross-evaluation (when budget > 0); one JSON."""
     work = Path(os.environ.get("DDPPO_BENCH_WORK", "/tmp")) / f"ddppo-bench-hb-{time.strftime('%Y%m%d-%H%M%S')}"
     bench = Bench(config, overrides, work, eval_split)
@@ -307,6 +313,6 @@ def main(config: str, overrides: list[str], rounds: int, updates: int, seeds: li
         report(table(results), results, out)  # written after each part: a long run keeps what it measured
     if budget > 0:
         total = -(-budget // bench.per_update)
-        results["learning"] = learning(bench, seeds, total)
+        results["learning"] = learning(bench, seeds, total, jobs)
         results["learning"]["parity"] = parity(results["learning"]["runs"])
     return report(table(results), results, out)

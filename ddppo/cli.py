@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="habitat-baselines: updates per throughput run (--rounds 0 = no throughput)")
     bench.add_argument("--eval-split", default="val",
                        help="habitat-baselines: held-out split, a folder beside the training split's")
+    bench.add_argument("--jobs", type=int, default=1,
+                       help="habitat-baselines: learning runs at once (throughput runs are always one at a time)")
     bench.add_argument("--out", default="",
                        help="JSON output path (default: results/WHAT.json of the benchmarks package)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
@@ -152,7 +154,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         config, overrides = (args.case[0][0], args.case[0][1:]) if args.case else (
             str(benchmarks.CONFIGS / "pointnav_habitat_cpu.yaml"), list(habitat_baselines.SIMPLE_CNN))
         return habitat_baselines.main(config, overrides, args.rounds, args.updates, args.seeds, args.budget,
-                                      args.eval_split, out)
+                                      args.eval_split, out, args.jobs)
     if args.what == "preempt":
         from benchmarks import preempt_store
 
