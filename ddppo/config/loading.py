@@ -167,7 +167,8 @@ def build_config(*layers: tuple[str, DictConfig]) -> Config:
         raise _wrap(err, "config") from None
     found = _non_finite(cfg) + problems(cfg)
     if found:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(found))
+        many = f" ({len(found)} problems)" if len(found) > 1 else ""
+        raise ConfigError(f"invalid config{many}: " + "; ".join(found))
     return cfg
 
 

@@ -331,7 +331,7 @@ def expand(spec: SweepSpec, cli_overrides: dict[str, Any], sweep_dir: Path) -> l
                 layer = OmegaConf.create(nest({**own, "run.dir": str(run_dir)}, f"run {name}"))
                 cfg = build_config(*base_layers, ("varied values", layer))
             except ConfigError as err:
-                errors.append((name, str(err).replace(":\n  ", ": ").replace("\n  ", "; ")))
+                errors.append((name, str(err)))
                 continue
             runs.append(Run(index=len(runs), name=name, variant=variant, seed=seed, varied=varied,
                             overrides={**fixed, **own}, run_dir=run_dir, cfg=cfg))

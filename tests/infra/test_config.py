@@ -107,6 +107,7 @@ def test_every_problem_reported_at_once(capsys):
     rc, out, err = run_main(capsys, "config", GRIDNAV, "ppo.clip=0", "ppo.gamma=2.0", "ppo.num_mini_batch=5")
     assert_user_error(rc, out, err, "ppo.clip=0", "ppo.gamma=2.0", "ppo.num_mini_batch=5")
     assert out == ""
+    assert "(3 problems): " in err and "\\n" not in err, err  # one readable line, not escaped newlines
 
 
 def test_train_with_bad_config_writes_nothing(capsys, tmp_path):
