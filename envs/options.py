@@ -90,9 +90,11 @@ class GymOptions:
 class SyntheticOptions:
     """A cheap environment with controllable step cost, for distribution and performance tests."""
 
-    obs_dim: int = dataclasses.field(default=8, metadata=doc("size of the vector observation", shape=True))
-    num_actions: int = dataclasses.field(default=4, metadata=doc("discrete actions", shape=True))
-    episode_length: int = dataclasses.field(default=32, metadata=doc("fixed episode length (a truncation)"))
+    obs_dim: int = dataclasses.field(default=8, metadata=doc("size of the vector observation", shape=True, gt=0,
+                                                             le=2**20, hint="each env holds obs_dim x num_actions "
+                                                             "floats of rewards"))
+    num_actions: int = dataclasses.field(default=4, metadata=doc("discrete actions", shape=True, gt=0, le=2**16))
+    episode_length: int = dataclasses.field(default=32, metadata=doc("fixed episode length (a truncation)", gt=0))
     step_sleep_s: float = dataclasses.field(default=0.0, metadata=doc("wall time each batched step sleeps"))
     slow_ranks: list = dataclasses.field(default_factory=list, metadata=doc("ranks whose steps are slower"))
     slow_factor: float = dataclasses.field(default=1.0, metadata=doc("step_sleep_s multiplier on slow_ranks"))
@@ -122,9 +124,6 @@ class SyntheticOptions:
 
     def problems(self) -> list[str]:
         p = []
-        for key in ("obs_dim", "num_actions", "episode_length"):
-            if getattr(self, key) <= 0:
-                p.append(f"{key}={getattr(self, key)} must be > 0")
         if self.step_sleep_s < 0 or self.slow_factor <= 0 or self.step_compute < 0:
             p.append("step_sleep_s and step_compute must be >= 0, slow_factor > 0")
         if self.step_sleep_sigma < 0 or self.reset_sleep_s < 0:

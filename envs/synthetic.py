@@ -18,6 +18,7 @@ makes env 0's observation after that batched step NaN, for tests of non-finite o
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -25,6 +26,7 @@ import gymnasium
 import numpy as np
 
 from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from envs.fields import field_problems
 from envs.options import SyntheticOptions
 
 
@@ -36,7 +38,8 @@ class SyntheticEnv:
     """Implements envs.base.VecEnv."""
 
     def __init__(self, options: SyntheticOptions, spec: Any):
-        problems = options.problems()
+        # declared ranges too: built without ddppo's config checks, the env still refuses what cannot run
+        problems = field_problems(options, dataclasses.fields(options)) + options.problems()
         if problems:
             raise EnvError("synthetic options: " + "; ".join(problems))
         self.options = options
