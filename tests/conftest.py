@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy.testing  # noqa: F401  (numpy < 2.1 runs `lscpu` when this is first imported: before the guard)
 import pytest
 
 import testutil

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -15,6 +16,11 @@ import pytest
 
 from ddppo.rundir import write_json
 from ddppo.sweep.summary import curve_stats, format_stat, summarize
+
+# matplotlib's first import in a fresh environment runs fc-list to build its font cache: done here, at import,
+# not inside a test, where the fast tier's guard takes it for a process the test started
+with contextlib.suppress(ImportError):
+    import matplotlib.pyplot  # noqa: F401
 
 TARGET = 300
 
