@@ -36,6 +36,7 @@ import copy
 import threading
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from ddppo.model.policy import Policy
@@ -114,6 +115,13 @@ class OverlapLearning:
         self.learning, self.collecting = learning, collecting
         self.learner = LearnerThread(device)
         self.ready: Any = None
+
+    @staticmethod
+    def generator(seed: int, update: int) -> torch.Generator:
+        """The learner's own generator for update `update`'s minibatches. Were both threads to draw from torch's
+        global generator, the order of their draws (actions sampled, minibatch permutations) would depend on
+        timing; this way a run repeats. Derived from (rank seed, update): no state to checkpoint."""
+        return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, update]).generate_state(1)[0]))
 
     @torch.no_grad()
     def refresh(self) -> None:

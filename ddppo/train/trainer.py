@@ -186,15 +186,17 @@ class Trainer:
         self.compute_advantages()
         return collected
 
-    def _learn(self, storage: RolloutStorage, timer: Timer) -> tuple[UpdateResult, float, float]:
+    def _learn(self, storage: RolloutStorage, timer: Timer, generator: torch.Generator | None = None
+               ) -> tuple[UpdateResult, float, float]:
         """The PPO update on `storage` (its collectives: advantage statistics, gradient all-reduces); (result,
-        learning rate, KL coefficient). On the learner thread under rollout.overlap_learning."""
+        learning rate, KL coefficient). On the learner thread under rollout.overlap_learning, with its own
+        `generator` for the minibatches (torch's global one is the acting policy's)."""
         lr = self.updater.set_lr_for(self.env_steps, self.cfg.run.total_env_steps)
         ref_params, beta = None, 0.0
         if self.reference is not None:
             with timer(timing.REFERENCE_FORWARD):
                 ref_params, beta = self.reference.annotate(storage), self.reference.beta
-        return self.updater.update(storage, timer, ref_params, beta), lr, beta
+        return self.updater.update(storage, timer, ref_params, beta, generator), lr, beta
 
     def _collect_while_learning(self, update: int) -> tuple[CollectResult, UpdateResult, float, float, dict]:
         """rollout.overlap_learning (train/overlap.py): update `update` learns on the rollout collected last
@@ -207,8 +209,8 @@ class Trainer:
             self.collector.use_storage(ov.learning)
             ov.ready = self._collect(update)
         collected, self.storage = ov.ready, ov.learning
-        learn_timer = Timer(self.ctx.device)
-        ov.learner.start(lambda: (*self._learn(ov.learning, learn_timer), learn_timer.pop()))
+        learn_timer, generator = Timer(self.ctx.device), ov.generator(self.ctx.seed, update)
+        ov.learner.start(lambda: (*self._learn(ov.learning, learn_timer, generator), learn_timer.pop()))
         try:
             self.collector.use_storage(ov.collecting)
             following = self.collector.collect(update + 1)

@@ -98,3 +98,19 @@ def test_a_checkpoint_holds_no_collector_state_and_resume_starts_fresh_episodes(
         assert trainer.overlap.ready is None
         assert trainer.train() == 0
         assert (trainer.update, trainer.env_steps) == (4, 256)
+
+
+def test_two_runs_are_bit_identical(tmp_path):
+    """The learner draws its minibatches from its own generator: the threads' timing changes nothing."""
+    from testutil import trainer_in_process
+
+    weights = []
+    for run in ("a", "b"):
+        cfg = load_config(GRIDNAV, [f"run.dir={tmp_path / run}", "env.num_envs=4", "rollout.num_steps=16",
+                                    "ppo.num_mini_batch=2", "policy.hidden_size=32", "run.torch_threads=1",
+                                    "dist.device=cpu", "log.tensorboard=false", "run.total_env_steps=256",
+                                    "rollout.overlap_learning=true"])
+        with trainer_in_process(cfg) as trainer:
+            assert trainer.train() == 0
+            weights.append({k: v.clone() for k, v in trainer.policy.state_dict().items()})
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
