@@ -209,8 +209,8 @@ class Trainer:
             self.collector.use_storage(ov.learning)
             ov.ready = self._collect(update)
         collected, self.storage = ov.ready, ov.learning
-        learn_timer, generator = Timer(self.ctx.device), ov.generator(self.ctx.seed, update)
-        ov.learner.start(lambda: (*self._learn(ov.learning, learn_timer, generator), learn_timer.pop()))
+        storage, learn_timer, generator = ov.learning, Timer(self.ctx.device), ov.generator(self.ctx.seed, update)
+        ov.learner.start(lambda: (*self._learn(storage, learn_timer, generator), learn_timer.pop()))
         try:
             self.collector.use_storage(ov.collecting)
             following = self.collector.collect(update + 1)
