@@ -232,7 +232,7 @@ class Trainer:
 
     def _log_bottleneck(self) -> None:
         window = list(self.perf_window)
-        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window))
+        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window), self.overlap is not None)
         if found is not None:
             log.info("%s", found.line())
 
