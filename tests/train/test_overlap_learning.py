@@ -114,3 +114,22 @@ def test_two_runs_are_bit_identical(tmp_path):
             assert trainer.train() == 0
             weights.append({k: v.clone() for k, v in trainer.policy.state_dict().items()})
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_the_learner_thread_hands_back_its_result_or_its_error_and_runs_one_call_at_a_time():
+    from ddppo.distributed import PeerLostError
+    from ddppo.train.overlap import LearnerThread
+
+    learner = LearnerThread(torch.device("cpu"))
+    learner.start(lambda a, b: (a + b, torch.get_num_threads()), 1, 2)
+    with pytest.raises(RuntimeError, match="still running"):
+        learner.start(lambda: None)
+    assert learner.join() == (3, torch.get_num_threads())  # the main thread's torch threads, on the learner's
+
+    def lost():
+        raise PeerLostError("rank 0: gradient all-reduce failed: peer rank(s) [1] lost")
+
+    learner.start(lost)
+    with pytest.raises(PeerLostError, match=r"\[1\] lost"):
+        learner.join()
+    assert not learner.running
