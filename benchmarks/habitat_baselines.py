@@ -4,9 +4,11 @@ Both trainers get the same scenes, episodes, sensors, policy and PPO settings, d
 (`--case CONFIG OVERRIDE...`) and mapped to habitat-baselines 0.2.x keys by benchmarks/hb_config.py. Each run is
 its own process, one rank; throughput runs one after the other, learning runs `--jobs` at a time:
 
-- throughput: `--rounds` interleaved A/B pairs (the first side alternates) of `--updates` updates each; the
-  steady rate of one run is (steps at its last update - steps at its first) / (time between them), the same
-  definition on both sides (start-up and the first update are left out); medians over the rounds.
+- throughput: `--rounds` interleaved A/B pairs (the first side alternates) of `--updates` updates each; with
+  `--ab OVERRIDE...` a third side, ddppo with those overrides as well ("ddppo+ab", e.g.
+  rollout.overlap_learning=true), in every round too (the order rotates); the steady rate of one run is
+  (steps at its last update - steps at its first) / (time between them), the same definition on every side
+  (start-up and the first update are left out); medians over the rounds.
 - learning: for each of `--seeds`, both trainers to the same `--budget` env steps; success/SPL curves as each
   trainer logs them (ddppo: log.window episodes; habitat-baselines: reward_window_size updates).
 - cross-evaluation: both final checkpoints evaluated by both evaluators on the held-out split (`--eval-split`
@@ -91,10 +93,12 @@ def _run(cmd: list[str], log_path: Path, cwd: Path | None = None, env: dict[str,
 class Bench:
     """The two trainers on one config: `train(side, seed, steps)` and `evaluate(evaluator, checkpoint)`."""
 
-    def __init__(self, config: str, overrides: list[str], work: Path, eval_split: str):
+    def __init__(self, config: str, overrides: list[str], work: Path, eval_split: str, ab: list[str] | None = None):
         self.version, self.exp, self.task = habitat_baselines_home()
         self.config, self.overrides, self.work = config, list(overrides), work
+        self.ab = list(ab or [])  # the "ddppo+ab" side's further overrides
         self.cfg = load_config(config, self.overrides)
+        load_config(config, self.overrides + self.ab)  # a bad --ab override fails here, before any run
         bad = hb_config.unmappable(self.cfg)
         if bad:
             raise ConfigError("cannot run habitat-baselines with this config: " + "; ".join(bad))
@@ -116,8 +120,9 @@ class Bench:
         """One training run: its per-update records, steady rate, checkpoint and profile."""
         steps = updates * self.per_update
         out = self.work / f"{side}-s{seed}-{steps}-{time.time_ns()}"
-        if side == "ddppo":
-            wall = _run([sys.executable, "-m", "ddppo", "train", self.config, *self.overrides, f"run.dir={out}",
+        if side.startswith("ddppo"):
+            extra = self.ab if side == "ddppo+ab" else []
+            wall = _run([sys.executable, "-m", "ddppo", "train", self.config, *self.overrides, *extra, f"run.dir={out}",
                          f"run.seed={seed}", f"run.total_env_steps={steps}", "log.tensorboard=false",
                          f"checkpoint.interval_updates={updates}"], out / "stdout.log", env=_environ(self.threads))
             from ddppo.rundir import read_jsonl
@@ -193,8 +198,10 @@ def _ddppo_profile(records: list[dict[str, Any]]) -> dict[str, float]:
     later = records[1:] or records
     total = sum(r.get("perf/update_s", 0.0) for r in later) or 1.0
     phases = {"env_step": ["perf/env_step_s"], "policy_forward": ["perf/policy_forward_s"],
-              "learn": ["perf/learn_forward_backward_s", "perf/optimizer_s"], "other/straggler": []}
+              "learn": ["perf/learn_forward_backward_s", "perf/optimizer_s"],
+              "learner_wait": ["perf/learner_wait_s"], "other/straggler": []}
     shares = {name: sum(r.get(k, 0.0) for r in later for k in keys) / total for name, keys in phases.items()}
+    # rollout.overlap_learning: learning overlaps collection, the shares may add up to more than 1
     shares["other/straggler"] = max(0.0, 1.0 - sum(shares.values()))
     return shares
 
@@ -211,13 +218,17 @@ def _hb_profile(train_log: Path) -> dict[str, float]:
 
 
 def throughput(bench: Bench, rounds: int, updates: int) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {"ddppo": [], "habitat-baselines": []}
+    sides = ["ddppo", "habitat-baselines"] + (["ddppo+ab"] if bench.ab else [])
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for r in range(rounds):
-        for side in (("ddppo", "habitat-baselines") if r % 2 == 0 else ("habitat-baselines", "ddppo")):
+        for side in (sides[r % len(sides):] + sides[:r % len(sides)]):  # who goes first rotates
             runs[side].append(bench.train(side, bench.cfg.run.seed, updates))
             log.warning("throughput round %d %s: %.2f steps/s", r + 1, side, runs[side][-1]["steady_steps_per_s"])
     med = {side: statistics.median(x["steady_steps_per_s"] for x in rs) for side, rs in runs.items()}
-    return {"updates": updates, "rounds": rounds, "median_steps_per_s": med,
+    ab = {} if not bench.ab else {"ab_overrides": bench.ab,
+                                  "ratio_ab_over_hb": med["ddppo+ab"] / med["habitat-baselines"],
+                                  "ratio_ab_over_ddppo": med["ddppo+ab"] / med["ddppo"]}
+    return {"updates": updates, "rounds": rounds, "median_steps_per_s": med, **ab,
             "ratio_ddppo_over_hb": med["ddppo"] / med["habitat-baselines"],
             "runs": {side: [{k: x[k] for k in ("steady_steps_per_s", "wall_s", "profile")} for x in rs]
                      for side, rs in runs.items()}}
@@ -271,6 +282,9 @@ def table(results: dict[str, Any]) -> list[str]:
             prof = ", ".join(f"{k} {v:.0%}" for k, v in runs[-1]["profile"].items())
             lines.append(f"{side:<20}{tp['median_steps_per_s'][side]:>10.2f}  {rates:<28}{prof}")
         lines.append(f"ratio ddppo / habitat-baselines: {tp['ratio_ddppo_over_hb']:.2f}x")
+        if "ab_overrides" in tp:
+            lines.append(f"ddppo+ab = ddppo with {' '.join(tp['ab_overrides'])}: {tp['ratio_ab_over_hb']:.2f}x "
+                         f"habitat-baselines, {tp['ratio_ab_over_ddppo']:.2f}x ddppo")
     ln = results.get("learning")
     if ln:
         lines.append(f"\nlearning to {ln['env_steps']:,} env steps; held-out success / SPL by each evaluator "
@@ -296,10 +310,10 @@ def _pair(value: Any) -> str:
 
 
 def main(config: str, overrides: list[str], rounds: int, updates: int, seeds: list[int], budget: int,
-         eval_split: str, out: str, jobs: int = 1) -> int:
+         eval_split: str, out: str, jobs: int = 1, ab: list[str] | None = None) -> int:
     """Throughput (when rounds > 0), then learning with cross-evaluation (when budget > 0); one JSON."""
     work = Path(os.environ.get("DDPPO_BENCH_WORK", "/tmp")) / f"ddppo-bench-hb-{time.strftime('%Y%m%d-%H%M%S')}"
-    bench = Bench(config, overrides, work, eval_split)
+    bench = Bench(config, overrides, work, eval_split, ab)
     results: dict[str, Any] = {"case": " ".join([config, *overrides]), "habitat_baselines_version": bench.version,
                                "python": sys.executable, "work_dir": str(work),
                                "mapping": {d: h for d, h, _ in hb_config.MAPPING},

@@ -30,7 +30,7 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
 train/      the training application: trainer.py (the loop, saved-state owners), resume.py (resume, one owner),
             advantage.py (GAE or GRPO, decided once), stats.py, bottleneck.py (report), metrics.py,
-            wandb_sink.py
+            wandb_sink.py, overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             probes.py, stats.py, video.py
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py

@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="habitat-baselines: updates per throughput run (--rounds 0 = no throughput)")
     bench.add_argument("--eval-split", default="val",
                        help="habitat-baselines: held-out split, a folder beside the training split's")
+    bench.add_argument("--ab", nargs="+", default=[], metavar="OVERRIDE",
+                       help="habitat-baselines: throughput also of ddppo with these overrides (a third side, "
+                            "interleaved), e.g. rollout.overlap_learning=true")
     bench.add_argument("--jobs", type=int, default=1,
                        help="habitat-baselines: learning runs at once (throughput runs are always one at a time)")
     bench.add_argument("--out", default="",
@@ -154,7 +157,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         config, overrides = (args.case[0][0], args.case[0][1:]) if args.case else (
             str(benchmarks.CONFIGS / "pointnav_habitat_cpu.yaml"), list(habitat_baselines.SIMPLE_CNN))
         return habitat_baselines.main(config, overrides, args.rounds, args.updates, args.seeds, args.budget,
-                                      args.eval_split, out, args.jobs)
+                                      args.eval_split, out, args.jobs, args.ab)
     if args.what == "preempt":
         from benchmarks import preempt_store
 

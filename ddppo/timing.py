@@ -38,11 +38,12 @@ REFERENCE_FORWARD = "reference_forward"
 LEARN_FORWARD_BACKWARD = "learn_forward_backward"
 ALLREDUCE = "allreduce"
 OPTIMIZER = "optimizer"
+LEARNER_WAIT = "learner_wait"  # rollout.overlap_learning: the main thread, collection done, waits for the learner
 LOG_CHECKPOINT = "log_checkpoint"
 
 # the order of the `perf/*` columns reduced across ranks
 PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, GAE, REFERENCE_FORWARD,
-          LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LOG_CHECKPOINT)
+          LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT, LOG_CHECKPOINT)
 # the phases of rollout collection
 COLLECT = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE)
 

@@ -149,6 +149,7 @@ MARKS = {
         "rollout/test_ver_rules.py": ("test_the_collector_hands_the_weights_to_the_minibatches_when_asked",
                                       "test_idle_envs_at_the_rollout_end_step_with_the_old_policy_or_wait_for_the_"
                                       "new_one"),
+        "train/test_overlap_learning.py": ("test_acting_policy_lags_exactly_one_update_with_overlapped_workers",),
         "rollout/test_staging.py": ("test_every_host_to_device_copy_of_every_mode_goes_through_the_stager",),
         "rollout/test_nan_masking.py": ("test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_"
                                         "update", "test_variable_mode_training_a_nan_reward_makes_skipped_updates_"

@@ -33,6 +33,10 @@ def strategy_problems(r: RolloutConfig, num_workers: int) -> list[str]:
     elif r.overlap and num_workers < 2:
         p.append(f"rollout.overlap=true needs env.num_workers >= 2 (two halves of the workers step in turn; "
                  f"got {num_workers}): set env.num_workers=2 or more, or rollout.overlap=false")
+    if r.overlap_learning and r.mode == "variable" and r.idle_envs == "wait":
+        p.append("rollout.overlap_learning=true collects the next rollout while the learner runs, so no env waits "
+                 "for the new policy as rollout.idle_envs=wait asks: set rollout.idle_envs=step, or "
+                 "rollout.overlap_learning=false")
     return p
 
 

@@ -92,6 +92,10 @@ class RolloutConfig:
                           metadata=doc("fixed, needs env.num_workers >= 2: double-buffered halves of the workers step "
                                        "while the policy acts on the other half (overlaps env stepping and "
                                        "inference); every env still takes num_steps steps"))
+    overlap_learning: bool = field(default=False,
+                                   metadata=doc("collect the next rollout while the learner runs the PPO update on "
+                                                "this one (one update of policy lag; helps learner-bound runs with "
+                                                "envs in workers; resume starts fresh episodes)"))
     max_env_steps_factor: float = field(default=2.0,
                                         metadata=doc("variable: an env collects at most this x num_steps steps per "
                                                      "rollout (the storage holds that many per env)", ge=1))

@@ -137,8 +137,9 @@ class PPOUpdater:
         return lr
 
     def update(self, storage: RolloutStorage, timer, ref_params: torch.Tensor | None = None,
-               kl_coef: float = 0.0) -> UpdateResult:
-        """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref)."""
+               kl_coef: float = 0.0, generator: torch.Generator | None = None) -> UpdateResult:
+        """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref);
+        `generator` draws the minibatches' env permutations (None: torch's global generator)."""
         cfg = self.cfg
         L = storage.step
         if cfg.normalize_advantage and cfg.critic:  # config-driven: the same on every rank
@@ -146,7 +147,7 @@ class PPOUpdater:
         acc = _Stats()
         skipped = 0
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch, ref_params=ref_params):
+            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef)
         stats = acc.result()
         if L > 0 and cfg.critic:

@@ -159,6 +159,10 @@ class RolloutCollector:
         self.actor.detach()
 
     # ------------------------------------------------------------------ collect
+    def use_storage(self, storage: RolloutStorage) -> None:
+        """The storage the next rollouts go into (rollout.overlap_learning alternates two: train/overlap.py)."""
+        self.storage = storage
+
     def collect(self, update: int) -> CollectResult:
         """One rollout into the storage, from where the last one left the envs."""
         s = self.storage

@@ -10,6 +10,9 @@ point at one of the usual culprits of distributed RL:
   learner-bound        forward/backward/optimizer dominate the update
   communication-bound  the gradient all-reduce dominates the update
   memory pressure      resident or device memory near the limit (reported in any case)
+
+Under rollout.overlap_learning the learner runs while the next rollout is collected: its phases overlap the
+collection's, and only the time the main thread waited for it (learner_wait) is the learner's to blame.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ KNOBS = {
                          "keep env.num_envs per worker small",
     "policy-bound": "raise env.num_envs (bigger inference batches), run on a GPU, or shrink policy.hidden_size",
     "learner-bound": "lower ppo.epochs, or use fewer, larger minibatches (lower ppo.num_mini_batch); "
-                     "a GPU helps most",
+                     "a GPU helps most; with envs in workers rollout.overlap_learning=true hides it behind collection",
     "communication-bound": "lower ppo.num_mini_batch (fewer all-reduces per update) or ppo.epochs; "
                            "check the interconnect (NCCL on GPUs)",
     "memory pressure": "lower env.num_envs or rollout.num_steps (rollout storage), or policy size",
@@ -51,8 +54,10 @@ def _sum(perf: Mapping[str, float], phases: Iterable[str], suffix: str = "") -> 
     return sum(perf.get(f"perf/{p}_s{suffix}", 0.0) for p in phases)
 
 
-def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0) -> Diagnosis | None:
-    """Diagnose from the reduced perf dicts of recent updates (see stats.unpack)."""
+def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0,
+             overlapped: bool = False) -> Diagnosis | None:
+    """Diagnose from the reduced perf dicts of recent updates (see stats.unpack); `overlapped`: the learner
+    runs beside the collection (rollout.overlap_learning), only its wait counts against it."""
     if not window:
         return None
     total = sum(p.get("perf/update_s", 0.0) for p in window)
@@ -65,6 +70,9 @@ def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0) ->
     comm = sum(_sum(p, (timing.ALLREDUCE,)) for p in window) / total
     shares = {"straggler wait": wait, "env step": env, "policy forward": policy, "learning": learn,
               "all-reduce": comm}
+    if overlapped:
+        learn = sum(_sum(p, (timing.LEARNER_WAIT,)) for p in window) / total
+        shares["learner wait"] = learn
     if memory_fraction >= 0.9:
         return Diagnosis("memory pressure", memory_fraction, KNOBS["memory pressure"], shares)
     # a straggler shows as the slowest rank's wait share being large, whatever else dominates

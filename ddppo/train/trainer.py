@@ -27,15 +27,16 @@ from ddppo.train.metrics import MetricsWriter, progress_line
 from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
 from ddppo.ppo.reference import ReferencePolicy
-from ddppo.ppo.update import PPOUpdater
+from ddppo.ppo.update import PPOUpdater, UpdateResult
 from ddppo.train.advantage import advantage_for
 from ddppo.train.resume import check_run_dir, resume, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
-from ddppo.rollout.collector import EPISODE_KEYS
+from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
+from ddppo.train.overlap import OverlapLearning, acting_copy
 from ddppo.train.stats import StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,20 @@ class Stateful(Protocol):
 
     def load_state_dict(self, state: Any) -> None: ...
 
+
+class NothingSaved:
+    """The collector's owner under rollout.overlap_learning: nothing is saved. At a checkpoint the collector
+    has already collected the next rollout, which no update has learned on; it is dropped, and a resumed run
+    starts fresh episodes (train/overlap.py)."""
+
+    def state_dict(self) -> None:
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        """Nothing to restore."""
+
+
+NOTHING_SAVED = NothingSaved()
 
 # stop flags, OR-ed over ranks once per update
 STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
@@ -77,12 +92,14 @@ class Trainer:
                                   value_head=cfg.ppo.critic).to(ctx.device)
         self.advantage = advantage_for(cfg.ppo, spec.num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
-        hidden_shape = tuple(self.policy.initial_hidden(spec.num_envs).shape)
-        self.storage = RolloutStorage(storage_steps(cfg.rollout), spec.num_envs, self.envs.observation_space,
-                                      self.envs.action_space, hidden_shape, ctx.device)
-        self.collector = make_collector(cfg.rollout, self.envs, self.policy, self.storage,
+        self.storage = self._new_storage()
+        # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
+        acting = acting_copy(self.policy) if cfg.rollout.overlap_learning else self.policy
+        self.collector = make_collector(cfg.rollout, self.envs, acting, self.storage,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})")
+        self.overlap = (OverlapLearning(self.policy, acting, self.storage, self._new_storage(), ctx.device)
+                        if cfg.rollout.overlap_learning else None)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,
@@ -97,6 +114,11 @@ class Trainer:
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
+
+    def _new_storage(self) -> RolloutStorage:
+        hidden_shape = tuple(self.policy.initial_hidden(self.env_spec.num_envs).shape)
+        return RolloutStorage(storage_steps(self.cfg.rollout), self.env_spec.num_envs, self.envs.observation_space,
+                              self.envs.action_space, hidden_shape, self.ctx.device)
 
     # --------------------------------------------------------------------- loop
     def train(self) -> int:
@@ -115,20 +137,14 @@ class Trainer:
         while True:
             update = self.update + 1
             t0 = time.perf_counter()
-            collected = self.collector.collect(update)
-            with self.timer(timing.STRAGGLER_WAIT):
-                ctx.rollout_barrier(collected.steps)
-            ctx.mark_started()
-            with self.timer(timing.GAE):
-                self.compute_advantages()
-            lr = self.updater.set_lr_for(self.env_steps, cfg.run.total_env_steps)
-            ref_params, beta = None, 0.0
-            if self.reference is not None:
-                with self.timer(timing.REFERENCE_FORWARD):
-                    ref_params, beta = self.reference.annotate(self.storage), self.reference.beta
-            result = self.updater.update(self.storage, self.timer, ref_params, beta)
+            if self.overlap is None:
+                collected = self._collect(update)
+                result, lr, beta = self._learn(self.storage, self.timer)
+                timings = self.timer.pop()
+            else:
+                collected, result, lr, beta, timings = self._collect_while_learning(update)
             local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
-                              self.timer.pop(), *memory_usage(ctx.device))
+                              timings, *memory_usage(ctx.device))
             reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
             self.update = update
             self.env_steps += reduced.env_steps_this_update
@@ -158,11 +174,65 @@ class Trainer:
 
     def compute_advantages(self) -> None:
         """GAE (with the critic's bootstrap) or GRPO advantages for the collected rollout."""
-        self.advantage.compute(self.storage, self.collector.last_value)
+        with self.timer(timing.GAE):
+            self.advantage.compute(self.collector.storage, self.collector.last_value)
+
+    def _collect(self, update: int) -> CollectResult:
+        """One rollout, the end-of-rollout sync (a collective), then its advantages."""
+        collected = self.collector.collect(update)
+        with self.timer(timing.STRAGGLER_WAIT):
+            self.ctx.rollout_barrier(collected.steps)
+        self.ctx.mark_started()
+        self.compute_advantages()
+        return collected
+
+    def _learn(self, storage: RolloutStorage, timer: Timer, generator: torch.Generator | None = None
+               ) -> tuple[UpdateResult, float, float]:
+        """The PPO update on `storage` (its collectives: advantage statistics, gradient all-reduces); (result,
+        learning rate, KL coefficient). On the learner thread under rollout.overlap_learning, with its own
+        `generator` for the minibatches (torch's global one is the acting policy's)."""
+        lr = self.updater.set_lr_for(self.env_steps, self.cfg.run.total_env_steps)
+        ref_params, beta = None, 0.0
+        if self.reference is not None:
+            with timer(timing.REFERENCE_FORWARD):
+                ref_params, beta = self.reference.annotate(storage), self.reference.beta
+        return self.updater.update(storage, timer, ref_params, beta, generator), lr, beta
+
+    def _collect_while_learning(self, update: int) -> tuple[CollectResult, UpdateResult, float, float, dict]:
+        """rollout.overlap_learning (train/overlap.py): update `update` learns on the rollout collected last
+        while the acting copy collects the next one; after the join, the next rollout's end-of-rollout sync,
+        then the acting copy takes the new weights. The first call (and the first after a resume) collects
+        its own rollout first, with the acting copy equal to the policy."""
+        ov = self.overlap
+        if ov.ready is None:
+            ov.refresh()
+            self.collector.use_storage(ov.learning)
+            ov.ready = self._collect(update)
+        collected, self.storage = ov.ready, ov.learning
+        storage, learn_timer, generator = ov.learning, Timer(self.ctx.device), ov.generator(self.ctx.seed, update)
+        ov.learner.start(lambda: (*self._learn(storage, learn_timer, generator), learn_timer.pop()))
+        try:
+            self.collector.use_storage(ov.collecting)
+            following = self.collector.collect(update + 1)
+            self.compute_advantages()  # with the acting copy's bootstrap value, like the stored values
+        except BaseException:
+            ov.close()
+            raise
+        with self.timer(timing.LEARNER_WAIT):
+            result, lr, beta, learn_timings = ov.learner.join()
+        with self.timer(timing.STRAGGLER_WAIT):
+            self.ctx.rollout_barrier(following.steps)
+        ov.ready = following
+        ov.refresh()
+        ov.swap()
+        timings = self.timer.pop()
+        for k, v in learn_timings.items():
+            timings[k] = timings.get(k, 0.0) + v
+        return collected, result, lr, beta, timings
 
     def _log_bottleneck(self) -> None:
         window = list(self.perf_window)
-        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window))
+        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window), self.overlap is not None)
         if found is not None:
             log.info("%s", found.line())
 
@@ -239,7 +309,8 @@ class Trainer:
     def saved_state_owners(self) -> dict[str, Stateful]:
         """Every rank's saved-state owners, one namespace each, in the order they are restored. Adding a piece of
         saved state is adding its owner here: the checkpoint carries it and resume restores it."""
-        owners: dict[str, Stateful] = {"rng": ckpt.RngState(self.ctx.device), "collector": self.collector,
+        owners: dict[str, Stateful] = {"rng": ckpt.RngState(self.ctx.device),
+                                       "collector": self.collector if self.overlap is None else NOTHING_SAVED,
                                        "advantage": self.advantage}
         if self.reference is not None:
             owners["reference"] = self.reference
@@ -304,5 +375,7 @@ class Trainer:
                       self.update, err)
 
     def close(self) -> None:
+        if self.overlap is not None:
+            self.overlap.close()
         self.writer.close()
         self.envs.close()

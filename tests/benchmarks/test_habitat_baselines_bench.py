@@ -127,3 +127,27 @@ def test_options_are_accepted_by_habitat_baselines_own_config(tmp_path):
     assert real.TASK_CONFIG.TASK.SUCCESS.SUCCESS_DISTANCE == cfg.env.habitat.success_distance
     assert real.TASK_CONFIG.ENVIRONMENT.MAX_EPISODE_STEPS == cfg.env.habitat.max_episode_steps
     assert real.TASK_CONFIG.DATASET.DATA_PATH == "/data/pointnav/v1/{split}/{split}.json.gz"
+
+
+def test_the_ab_side_runs_in_every_round_in_rotating_order_and_is_compared_to_both():
+    """--ab: a third side (ddppo with more overrides) interleaved with the other two; its ratios to both."""
+    from types import SimpleNamespace
+
+    from benchmarks.habitat_baselines import table, throughput
+
+    rates = {"ddppo": 100.0, "habitat-baselines": 80.0, "ddppo+ab": 130.0}
+    order: list[str] = []
+
+    def train(side, seed, updates):
+        order.append(side)
+        return {"steady_steps_per_s": rates[side], "wall_s": 1.0, "profile": {"learn": 0.5}}
+
+    bench = SimpleNamespace(ab=["rollout.overlap_learning=true"], cfg=SimpleNamespace(run=SimpleNamespace(seed=0)),
+                            train=train)
+    tp = throughput(bench, 3, 2)
+    assert order == ["ddppo", "habitat-baselines", "ddppo+ab", "habitat-baselines", "ddppo+ab", "ddppo",
+                     "ddppo+ab", "ddppo", "habitat-baselines"]
+    assert tp["ratio_ab_over_hb"] == pytest.approx(130 / 80) and tp["ratio_ab_over_ddppo"] == pytest.approx(1.3)
+    assert tp["ratio_ddppo_over_hb"] == pytest.approx(100 / 80)
+    lines = table({"habitat_baselines_version": "0.2.2", "case": "c", "throughput": tp})
+    assert any("rollout.overlap_learning=true: 1.62x habitat-baselines, 1.30x ddppo" in line for line in lines), lines

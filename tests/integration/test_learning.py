@@ -8,6 +8,7 @@ episodes (a different seed: different maps and goals), sampling actions as in tr
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
@@ -57,9 +58,12 @@ def success_rate(cfg, policy, episodes=160, seed=12345):
         env.close()
 
 
-def test_short_gridnav_run_learns(tmp_path, cli):
+@pytest.mark.parametrize("overlap_learning", ["false", "true"], ids=["serial", "overlap_learning"])
+def test_short_gridnav_run_learns(tmp_path, cli, overlap_learning):
+    """Also with rollout.overlap_learning (one update of policy lag): the same thresholds."""
     run = tmp_path / "run"
-    res = cli("train", GRIDNAV, f"run.dir={run}", *[f"{k}={v}" for k, v in LEARN.items()])
+    res = cli("train", GRIDNAV, f"run.dir={run}", *[f"{k}={v}" for k, v in LEARN.items()],
+              f"rollout.overlap_learning={overlap_learning}")
     assert res.returncode == 0, res
 
     cfg = from_yaml_text((run / "config.yaml").read_text(), "config.yaml")

@@ -78,3 +78,14 @@ def test_straggler_bound_run(tmp_path):
                              "rollout.num_steps=32", "ppo.epochs=1", "ppo.num_mini_batch=1",
                              "run.total_env_steps=640"], nproc=2)
     assert "straggler-bound" in line
+
+
+def test_overlapped_learning_counts_only_the_wait_for_the_learner():
+    """rollout.overlap_learning: a learner hidden behind collection is no bottleneck, an exposed one is."""
+    hidden = {**perf(1.0, env=0.6, policy=0.2, learn=0.7), "perf/learner_wait_s": 0.05}
+    assert diagnose([hidden] * 3).name == "learner-bound"  # read as serial, the learner would be blamed
+    d = diagnose([hidden] * 3, overlapped=True)
+    assert d.name == "environment-bound" and d.shares["learner wait"] == pytest.approx(0.05)
+    exposed = {**perf(1.0, env=0.3, policy=0.1, learn=0.9), "perf/learner_wait_s": 0.5}
+    d = diagnose([exposed] * 3, overlapped=True)
+    assert d.name == "learner-bound" and d.share == pytest.approx(0.5)
