@@ -154,11 +154,21 @@ class HabitatLabVecEnv:
         self.observation_space, self._convert = convert_observation_space(first.observation_space)
         self.actions = ActionMap(list(first.task.actions.keys()), first.action_space)
         self.action_space = self.actions.space
+        self.episode_metrics = self._declared_metrics(first)
         self._current: list[Any] = [None] * self.num_envs
         self._measure = np.zeros(self.num_envs, np.float64)
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
         self.episodes_done = 0
+
+    def _declared_metrics(self, env: Any) -> tuple[str, ...]:
+        """The task's measures (their uuids), ddppo's aliases of them, success, return and length: the episode
+        metrics a trainer aggregates (envs.base.declared_metrics). A dict-valued measure reports flattened names
+        (`collisions_count`), which are not known before its first value: only its alias (collisions) counts."""
+        measurements = getattr(getattr(env, "task", None), "measurements", None)
+        uuids = [str(u) for u in getattr(measurements, "measures", {})]
+        aliases = [ours for theirs, ours in ALIASES.items() if theirs.split("_")[0] in uuids]
+        return tuple(dict.fromkeys(uuids + aliases + ["success", "return", "length"]))
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
