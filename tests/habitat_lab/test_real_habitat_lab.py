@@ -100,6 +100,21 @@ def test_step_limit_is_a_truncation_and_reward_follows_distance(data):
         env.close()
 
 
+def test_failed_stop_reward_only_where_the_agent_stops_short(data):
+    """failed_stop_reward is added where STOP ends an episode without success, not at the step limit."""
+    env = HabitatLabVecEnv(options(data, failed_stop_reward=-1.0, overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=2"]),
+                           EnvSpec(num_envs=2, seed=0))
+    try:
+        env.reset()
+        res = env.step(np.array([0, 2]))  # env 0 STOPs (>= 1 m away: no success), env 1 turns
+        assert res.terminated[0] and not res.done[1]
+        assert res.reward[0] == pytest.approx(-1.01) and res.reward[1] == pytest.approx(-0.01, abs=1e-5)
+        res = env.step(np.array([2, 2]))  # env 1 reaches the step limit: truncated, no penalty
+        assert res.truncated[1] and res.reward[1] == pytest.approx(-0.01, abs=1e-5)
+    finally:
+        env.close()
+
+
 def test_episodes_split_across_ranks_workers_and_envs_exactly_once(data):
     """2 ranks x 2 workers x 2 envs over 3 scenes: every episode of the split in exactly one env, counted."""
     seen = collections.Counter()
