@@ -26,7 +26,8 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py, staging.py (every host-to-device copy of a step), gae.py, grpo.py, preemption.py
+            storage.py, staging.py (every host-to-device copy of a step), gae.py, grpo.py, preemption.py,
+            episode_metrics.py (which episode metrics train/* aggregates, fixed at start)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
 train/      the training application: trainer.py (the loop, saved-state owners), resume.py (resume, one owner),
             advantage.py (GAE or GRPO, decided once), stats.py, bottleneck.py (report), metrics.py,

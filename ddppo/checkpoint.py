@@ -44,7 +44,8 @@ FORMAT = 1
 #                         flags, recurrent state, env state), "grpo_carry" (advantage), "ref_hidden" (reference),
 #                         and any other owner under its own name
 # Counters that older checkpoints lack, and what they mean there (applied once, by `counters_of`):
-COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None}
+# ("episode_metrics": the names of the window's columns; None: ddppo.rollout.episode_metrics.EPISODE_KEYS)
+COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None, "episode_metrics": None}
 # Per-rank namespaces stored under another key since format 1; the collector's state is the record itself.
 _RECORD_KEYS = {"advantage": "grpo_carry", "reference": "ref_hidden"}
 _SPREAD = "collector"

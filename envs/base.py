@@ -90,6 +90,9 @@ class VecEnv(Protocol):
         restores only its counters and sets `restores_state = False` (see `restores_state`)."""
         ...
 
+    # Optional attribute `episode_metrics: tuple[str, ...]`: the names of the scalar episode metrics
+    # (EpisodeInfo.metrics) it reports, known at construction (see `declared_metrics`).
+
 
 @dataclasses.dataclass
 class WorkerStep:
@@ -150,6 +153,13 @@ def restores_state(env: Any) -> bool:
     if it restores only counters (attribute `restores_state = False`): the caller must then start
     fresh episodes, and treat the observations `reset` returns as episode starts."""
     return bool(getattr(env, "restores_state", True))
+
+
+def declared_metrics(env: Any) -> tuple[str, ...]:
+    """The episode metric names `env` declares at construction (attribute `episode_metrics`; empty if none).
+    A trainer aggregating metrics across processes fixes its columns from these before the first episode ends
+    (return and length, and the names of the trainer's own list, need no declaring)."""
+    return tuple(str(n) for n in getattr(env, "episode_metrics", ()) or ())
 
 
 def fresh_reset(env: Any, seed: int) -> Obs:

@@ -43,7 +43,8 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
-                       StepResult, VecEnv, WorkerStep, fresh_reset, restores_state)
+                       StepResult, VecEnv, WorkerStep, declared_metrics, fresh_reset,
+                       restores_state)
 from envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
 from envs.worker_output import OutputRelay, redirect_output_to
 
@@ -106,6 +107,7 @@ class SubprocVecEnv:
                 if other != spaces[0]:
                     raise EnvError(f"env worker {w} built spaces {other}, worker 0 built {spaces[0]}")
             self.restores_state = all(b[2] for b in built)  # see envs.base.restores_state
+            self.episode_metrics = tuple(sorted({n for b in built for n in b[3]}))  # envs.base.declared_metrics
             self._attach()
         except BaseException:
             self.close()
@@ -358,7 +360,7 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
     try:
         try:
             env = build(name, options, spec)
-            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env))))
+            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env), declared_metrics(env))))
         except BaseException as exc:
             conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
             return

@@ -58,14 +58,38 @@ def summarize(values: list[float], binary: bool = False, bounds: tuple[float, fl
     return {"mean": mean, "std": std, "count": n, "ci95": [lo, hi], "ci_method": method}
 
 
+# bounds of other envs' metrics known by name (habitat-lab's measures); any other metric is unbounded
+OTHER_BOUNDS = {"softspl": (0.0, 1.0), "collisions_count": (0.0, math.inf)}
+
+
 def summarize_episodes(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per reported metric, its summary over the episodes that report it (soft SPL only where defined)."""
+    """Per reported metric, its summary over the episodes that report it (soft SPL only where defined): METRICS
+    first, under their reported names, then every other scalar metric an episode reports, under its own name
+    (sorted). A value that is not a finite number is left out of its metric, with one debug line per metric."""
     out = {}
     for key, (name, lo, hi) in METRICS.items():
-        vals = [ep["metrics"][key] for ep in episodes if key in ep["metrics"]]
+        vals = _values(episodes, key)
         if vals:
             out[name] = summarize(vals, binary=key == "success", bounds=(lo, hi))
+    others = sorted({k for ep in episodes for k in ep["metrics"]} - set(METRICS) - {n for n, _, _ in METRICS.values()})
+    for key in others:
+        vals = _values(episodes, key)
+        if vals:
+            out[key] = summarize(vals, bounds=OTHER_BOUNDS.get(key, (-math.inf, math.inf)))
     return out
+
+
+def _values(episodes: list[dict[str, Any]], key: str) -> list[float]:
+    vals, bad = [], 0
+    for ep in episodes:
+        v = ep["metrics"].get(key)
+        if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)) and math.isfinite(float(v)):
+            vals.append(float(v))
+        elif key in ep["metrics"]:
+            bad += 1
+    if bad:
+        log.debug("eval metric %r: %d value(s) that are not finite numbers left out", key, bad)
+    return vals
 
 
 def split(total: int, parts: int) -> list[int]:

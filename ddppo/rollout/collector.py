@@ -39,22 +39,22 @@ import torch
 from envs.base import StepResult, VecEnv, fresh_reset, restores_state
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, check_finite
+from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 
 log = logging.getLogger(__name__)
 
-# per-episode metrics the trainer aggregates (an env reports the ones that apply to it)
-EPISODE_KEYS = ("return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions")
+__all__ = ["EPISODE_KEYS", "CollectResult", "RolloutCollector"]  # EPISODE_KEYS: ddppo.rollout.episode_metrics
 
 
 @dataclasses.dataclass
 class CollectResult:
     steps: float  # steps per env collected (L; in variable mode the mean over envs)
     preempted: bool
-    episode_sums: np.ndarray  # (len(EPISODE_KEYS),)
-    episode_counts: np.ndarray  # (len(EPISODE_KEYS),)
+    episode_sums: np.ndarray  # (len(metric_names),): the collector's episode metrics, in its order
+    episode_counts: np.ndarray  # (len(metric_names),)
     env_steps: int = 0  # steps collected over all envs
     diag: dict[str, float] = dataclasses.field(default_factory=dict)  # see DIAG_KEYS
 
@@ -72,8 +72,11 @@ class RolloutCollector:
     carries: str | None = None  # the key of what `_extra_state` saves (one of CARRIES), None: nothing
 
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
-                 timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None):
+                 timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
+                 metric_names: tuple[str, ...] | None = None):
         self.envs, self.policy, self.storage = envs, policy, storage
+        # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
+        self.tally = EpisodeTally(env_metric_names(envs) if metric_names is None else metric_names)
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.num_steps = storage.num_steps if num_steps is None else num_steps
         self.label = label  # names the environment (and rank) in errors
@@ -168,8 +171,7 @@ class RolloutCollector:
         s = self.storage
         s.set_first(self.actor.obs, self.actor.start, self.actor.hidden)
         self.preemption.begin(update)
-        sums = np.zeros(len(EPISODE_KEYS))
-        counts = np.zeros(len(EPISODE_KEYS))
+        sums, counts = self.tally.zeros()
         t0 = time.perf_counter()
         preempted, lengths, slowest = self._collect(update, sums, counts)
         share = slowest / max(time.perf_counter() - t0, 1e-9)
@@ -183,13 +185,13 @@ class RolloutCollector:
         """(preempted, steps per env (CPU long), each env's slowest step in seconds)."""
         raise NotImplementedError
 
-    @staticmethod
-    def add_episodes(episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
-        for ep in episodes:
-            for i, key in enumerate(EPISODE_KEYS):
-                if key in ep.metrics:
-                    sums[i] += ep.metrics[key]
-                    counts[i] += 1
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The names of CollectResult.episode_sums / episode_counts, in order."""
+        return self.tally.names
+
+    def add_episodes(self, episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
+        self.tally.add(episodes, sums, counts)
 
     def truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor,
                              env_index: np.ndarray | None = None) -> torch.Tensor:

@@ -15,7 +15,8 @@ import torch
 from ddppo.distributed import DistContext
 from ddppo.ppo.loss import SCALAR_NAMES
 from ddppo.ppo.update import EPOCH_KEYS, UPDATE_KEYS, UpdateResult
-from ddppo.rollout.collector import DIAG_KEYS, EPISODE_KEYS, CollectResult
+from ddppo.rollout.collector import DIAG_KEYS, CollectResult
+from ddppo.rollout.episode_metrics import EPISODE_KEYS, metric_names
 
 from ddppo.timing import PHASES, STRAGGLER_WAIT
 
@@ -77,8 +78,10 @@ def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
                         dtype=torch.float64)
 
 
-def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: int) -> Reduced:
-    n_ep, n_loss = len(EPISODE_KEYS), len(keys)
+def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: int,
+           n_ep: int = len(EPISODE_KEYS)) -> Reduced:
+    """The reduced stats of the (world_size, K) table; `n_ep`: how many episode metrics each row carries."""
+    n_loss = len(keys)
     head = table[:, : len(_HEAD)]
     col = len(_HEAD)
     ep_sums = table[:, col: col + n_ep].sum(0)
@@ -135,4 +138,14 @@ def memory_usage(device: torch.device) -> tuple[float, float]:
 
 def reduce_stats(ctx: DistContext, local: StepStats, epochs: int, num_envs: int, num_steps: int) -> Reduced:
     keys = loss_keys(epochs)
-    return unpack(ctx.all_gather_stats(pack(local, keys)).numpy(), keys, num_envs, num_steps)
+    return unpack(ctx.all_gather_stats(pack(local, keys)).numpy(), keys, num_envs, num_steps,
+                  len(local.collected.episode_sums))
+
+
+def agree_metric_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, ...]:
+    """The episode metric names every rank aggregates: the union of every rank's (envs of one config declare the
+    same names; a union still gives every rank the same columns if they differ), EPISODE_KEYS first. Two
+    collectives at start, the same on every rank."""
+    gathered = ctx.gather_objects(list(local))
+    union = metric_names(n for names in gathered for n in names) if gathered is not None else None
+    return tuple(ctx.broadcast_object(union))

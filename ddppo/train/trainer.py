@@ -31,13 +31,14 @@ from ddppo.ppo.update import PPOUpdater, UpdateResult
 from ddppo.train.advantage import advantage_for
 from ddppo.train.resume import check_run_dir, resume, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
-from ddppo.rollout.collector import EPISODE_KEYS, CollectResult
+from ddppo.rollout.collector import CollectResult
+from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.overlap import OverlapLearning, acting_copy
-from ddppo.train.stats import StepStats, memory_usage, reduce_stats
+from ddppo.train.stats import StepStats, agree_metric_names, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +94,13 @@ class Trainer:
         self.advantage = advantage_for(cfg.ppo, spec.num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
         self.storage = self._new_storage()
+        self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
         acting = acting_copy(self.policy) if cfg.rollout.overlap_learning else self.policy
         self.collector = make_collector(cfg.rollout, self.envs, acting, self.storage,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
-                                        cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})")
+                                        cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
+                                        metric_names=self.metric_names)
         self.overlap = (OverlapLearning(self.policy, acting, self.storage, self._new_storage(), ctx.device)
                         if cfg.rollout.overlap_learning else None)
         self.reference = None
@@ -292,7 +295,7 @@ class Trainer:
         out: dict[str, float] = {"fps": fps, "perf/fps": fps, "perf/fps_update": r.env_steps_this_update /
                                  max(r.update_time_max, 1e-9), "loss/lr": lr}
         names = {"return": "reward", "length": "episode_length"}
-        for i, key in enumerate(EPISODE_KEYS):
+        for i, key in enumerate(self.metric_names):
             if counts[i] > 0:
                 out[f"train/{names.get(key, key)}"] = float(sums[i] / counts[i])
         out["train/episodes"] = float(r.episode_counts[0])
@@ -335,8 +338,9 @@ class Trainer:
         self.update, self.env_steps = counters["update"], counters["env_steps"]
         self.skipped_in_a_row = counters["skipped_in_a_row"]
         self.window.clear()
+        saved = tuple(counters.get("episode_metrics") or EPISODE_KEYS)  # the window's columns
         for sums, counts, steps, seconds in counters["window"]:
-            self.window.append((np.asarray(sums), np.asarray(counts), steps, seconds))
+            self.window.append((self._remap(sums, saved), self._remap(counts, saved), steps, seconds))
         if self.reference is not None and counters["kl_beta"] is not None:
             self.reference.beta = float(counters["kl_beta"])
         rank = state.get("rank") or {}
@@ -350,7 +354,16 @@ class Trainer:
     def _counters(self) -> dict[str, Any]:
         return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
                 "kl_beta": self.reference.beta if self.reference is not None else 0.0,
-                "window": [list(w) for w in self.window]}
+                "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names)}
+
+    def _remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
+        """A saved window row (columns `saved`) in this run's metric columns; a name this run lacks is dropped."""
+        out = np.zeros(len(self.metric_names))
+        index = {n: i for i, n in enumerate(self.metric_names)}
+        for name, value in zip(saved, np.asarray(values, np.float64)):
+            if name in index:
+                out[index[name]] = value
+        return out
 
     def _rank_state(self) -> dict[str, Any]:
         return {name: owner.state_dict() for name, owner in self.rank_owners.items()}

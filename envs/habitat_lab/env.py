@@ -13,10 +13,11 @@ run endlessly, reshuffled every pass (grouped by scene), by setting habitat-lab'
 reset.
 
 Reward (habitat-lab's task defines measures, not a reward): `slack_reward` + the decrease of `reward_measure`
-+ `success_reward` x `success_measure` at the episode's end. An episode ends when habitat-lab says so: the task
++ `success_reward` x `success_measure` at the episode's end, + `failed_stop_reward` where the task ended the
+episode (STOP) without success (0 by default, habitat-baselines' reward). An episode ends when habitat-lab says so: the task
 ended it (STOP: terminated) or the step/time limit did (truncated). Every scalar measure at the end is an
 episode metric, under habitat-lab's name, plus ddppo's names for the ones its logs know (soft_spl,
-collisions).
+collisions); `episode_metrics` declares them (the task's measures), so training aggregates them as train/<name>.
 
 Resuming: habitat-lab cannot restore a running episode, so `restores_state` is False: `state_dict` keeps the
 episode order and position of every env, and after `load_state_dict` the caller starts fresh episodes -- the
@@ -154,11 +155,21 @@ class HabitatLabVecEnv:
         self.observation_space, self._convert = convert_observation_space(first.observation_space)
         self.actions = ActionMap(list(first.task.actions.keys()), first.action_space)
         self.action_space = self.actions.space
+        self.episode_metrics = self._declared_metrics(first)
         self._current: list[Any] = [None] * self.num_envs
         self._measure = np.zeros(self.num_envs, np.float64)
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
         self.episodes_done = 0
+
+    def _declared_metrics(self, env: Any) -> tuple[str, ...]:
+        """The task's measures (their uuids), ddppo's aliases of them, success, return and length: the episode
+        metrics a trainer aggregates (envs.base.declared_metrics). A dict-valued measure reports flattened names
+        (`collisions_count`), which are not known before its first value: only its alias (collisions) counts."""
+        measurements = getattr(getattr(env, "task", None), "measurements", None)
+        uuids = [str(u) for u in getattr(measurements, "measures", {})]
+        aliases = [ours for theirs, ours in ALIASES.items() if theirs.split("_")[0] in uuids]
+        return tuple(dict.fromkeys(uuids + aliases + ["success", "return", "length"]))
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
@@ -187,13 +198,14 @@ class HabitatLabVecEnv:
         is the env's own, restored by `load_state_dict`, so fresh episodes are the ones not yet started)."""
         return self._stack([self._start_next(i) for i in range(self.num_envs)])
 
-    def _reward(self, i: int, metrics: dict[str, Any], done: bool) -> tuple[float, float]:
-        """(reward of this step, success at this step)."""
+    def _reward(self, i: int, metrics: dict[str, Any], done: bool, ended: bool = False) -> tuple[float, float]:
+        """(reward of this step, success at this step); `ended`: the task ended the episode (STOP)."""
         now = self._reward_measure(metrics)
         reward = self.opt.slack_reward + (self._measure[i] - now)
         self._measure[i] = now
         success = float(metrics.get(self.opt.success_measure, 0.0) or 0.0) if done else 0.0
-        return float(reward + self.opt.success_reward * success), success
+        failed_stop = self.opt.failed_stop_reward if ended and success <= 0.0 else 0.0
+        return float(reward + self.opt.success_reward * success + failed_stop), success
 
     def step(self, actions: np.ndarray) -> StepResult:
         n = self.num_envs
@@ -203,14 +215,14 @@ class HabitatLabVecEnv:
         for i, env in enumerate(self._envs):
             obs = self._convert(env.step(self.actions.to_habitat(actions[i])))
             done = bool(env.episode_over)
+            ended = done and not env.task.is_episode_active  # the task ended it (STOP), not the limit
             metrics = env.get_metrics()
-            reward[i], _ = self._reward(i, metrics, done)
+            reward[i], _ = self._reward(i, metrics, done, ended)
             self._ret[i] += reward[i]
             self._len[i] += 1
             final_rows.append(obs)
             if done:
-                terminated[i] = not env.task.is_episode_active  # the task ended it (STOP), not the limit
-                truncated[i] = not terminated[i]
+                terminated[i], truncated[i] = ended, not ended
                 finished.append(EpisodeInfo(i, self._episode_metrics(i, metrics)))
                 obs = self._start_next(i)
             obs_rows.append(obs)

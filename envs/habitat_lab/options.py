@@ -39,6 +39,10 @@ class HabitatLabOptions:
                                                           "end)"))
     slack_reward: float = dataclasses.field(default=-0.01, metadata=doc("reward added every step"))
     success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful episode"))
+    failed_stop_reward: float = dataclasses.field(default=0.0,
+                                                  metadata=doc("reward when the task ends the episode (STOP) without "
+                                                               "success; < 0 keeps a policy that cannot yet find the "
+                                                               "goal from stopping at once (e.g. ImageNav)"))
     shuffle: bool = dataclasses.field(default=True,
                                       metadata=doc("shuffle each env's episodes every pass (grouped by scene, seeded)"))
     gpu_device_id: int = dataclasses.field(default=-2,

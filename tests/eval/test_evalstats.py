@@ -41,3 +41,21 @@ def test_split_and_dataset_quotas():
     # rank 1 env 1 repeats an episode of rank 0 (more slots than episodes): counted once, by rank 0
     quotas, total = dataset_quotas([[["a", "b"], ["c"]], [["d"], ["a"]]])
     assert quotas == [[2, 1], [1, 0]] and total == 4
+
+
+def test_every_other_scalar_metric_is_summarised_under_its_own_name_with_a_ci(caplog):
+    """An env's own metric (habitat-lab's softspl, any custom measure) gets a summary and CI like the known ones;
+    a value that is not a finite number is left out with one debug line; the known names stay as they were."""
+    eps = [{"metrics": {"success": 1.0, "return": 1.0, "softspl": 0.9, "custom": 3.0, "trace": [1, 2]}},
+           {"metrics": {"success": 0.0, "return": 0.0, "softspl": 0.1, "custom": 5.0, "trace": [3]}},
+           {"metrics": {"success": 0.0, "return": 0.5, "softspl": 0.2, "custom": float("nan")}}]
+    with caplog.at_level("DEBUG", logger="ddppo.eval.stats"):
+        out = summarize_episodes(eps)
+    assert list(out) == ["success", "reward", "custom", "softspl"]  # known first (METRICS order), then sorted
+    assert out["custom"]["count"] == 2 and out["custom"]["mean"] == 4.0 and out["custom"]["ci_method"] == "student-t"
+    half = 12.706 * math.sqrt(2.0) / math.sqrt(2)
+    assert out["custom"]["ci95"] == pytest.approx([4.0 - half, 4.0 + half], rel=2e-3)
+    assert out["softspl"]["ci95"][0] >= 0.0 and out["softspl"]["ci95"][1] <= 1.0  # habitat-lab's range: [0, 1]
+    assert [r.getMessage() for r in caplog.records] == [
+        "eval metric 'custom': 1 value(s) that are not finite numbers left out",
+        "eval metric 'trace': 2 value(s) that are not finite numbers left out"]

@@ -73,6 +73,11 @@ def test_pointnav_spaces_stop_and_measures(data):
             assert key in m, key
         assert m["length"] == 1.0 and m["success"] in (0.0, 1.0)
         assert m["distance_to_goal"] > 0.2 and m["success"] == 0.0  # episodes start >= 1 m away
+        # what a trainer aggregates: the task's measures (uuids), ddppo's aliases, success, return, length; every
+        # scalar metric an episode reports is among them but for dict measures' flattened parts (collisions_count)
+        assert env.episode_metrics == ("distance_to_goal", "success", "spl", "softspl", "collisions", "soft_spl",
+                                       "return", "length")
+        assert set(m) - set(env.episode_metrics) <= {"collisions_count", "collisions_is_collision"}
     finally:
         env.close()
 
@@ -91,6 +96,21 @@ def test_step_limit_is_a_truncation_and_reward_follows_distance(data):
         m = res.episodes[0].metrics
         assert m["length"] == 6.0 and m["success"] == 0.0
         assert m["return"] == pytest.approx(sum(rewards) + float(res.reward[0]), abs=1e-5)
+    finally:
+        env.close()
+
+
+def test_failed_stop_reward_only_where_the_agent_stops_short(data):
+    """failed_stop_reward is added where STOP ends an episode without success, not at the step limit."""
+    env = HabitatLabVecEnv(options(data, failed_stop_reward=-1.0, overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=2"]),
+                           EnvSpec(num_envs=2, seed=0))
+    try:
+        env.reset()
+        res = env.step(np.array([0, 2]))  # env 0 STOPs (>= 1 m away: no success), env 1 turns
+        assert res.terminated[0] and not res.done[1]
+        assert res.reward[0] == pytest.approx(-1.01) and res.reward[1] == pytest.approx(-0.01, abs=1e-5)
+        res = env.step(np.array([2, 2]))  # env 1 reaches the step limit: truncated, no penalty
+        assert res.truncated[1] and res.reward[1] == pytest.approx(-0.01, abs=1e-5)
     finally:
         env.close()
 
@@ -200,6 +220,13 @@ def test_train_then_eval_every_episode_once_through_the_cli(data, tmp_path, cli)
     keys = [f"{e['episode']['scene_id']}/{e['episode']['episode_id']}" for e in result["episodes"]]
     assert result["mode"] == "dataset" and len(keys) == len(set(keys)) == data["count"]
     assert {"success", "spl"} <= set(result["metrics"])
+    # every scalar habitat-lab measure reaches train/<name> (declared by the env in each of its 2 workers) and the
+    # eval summary, under habitat-lab's own name, with a confidence interval
+    trained = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert all(0.0 <= r["train/softspl"] <= 1.0 and r["train/softspl"] == r["train/soft_spl"] for r in trained)
+    softspl = result["metrics"]["softspl"]
+    assert softspl["count"] == data["count"] and softspl["ci_method"] == "student-t"
+    assert 0.0 <= softspl["ci95"][0] <= softspl["mean"] <= softspl["ci95"][1] <= 1.0
     resumed = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={run}", "run.total_env_steps=512",
                   "env.num_envs=4", "env.num_workers=2", "rollout.num_steps=32", "checkpoint.interval_updates=1",
                   "policy.hidden_size=32", *common)

@@ -33,11 +33,33 @@ def test_trainer_state_dict_and_load_state_dict_are_exact_inverses(tmp_path, tin
         assert set(state) == {"model", "optimizer", "counters", "rank"}
         assert set(state["rank"]) == {"rng", "collector", "advantage"}
         state["counters"] = {"update": 7, "env_steps": 896, "skipped_in_a_row": 1, "kl_beta": 0.0,
-                             "window": [[np.ones(7), np.full(7, 2.0), 128, 0.5]]}
+                             "window": [[np.ones(7), np.full(7, 2.0), 128, 0.5]],
+                             "episode_metrics": list(trainer.metric_names)}
         if advantage == "grpo":
             state["rank"]["advantage"] = torch.ones(2, 4)
         trainer.load_state_dict(state)
         assert same(trainer.state_dict(), state)
+
+
+def test_a_saved_window_keeps_each_metric_in_its_named_column(tmp_path, tiny_config):
+    """The window's columns are named in the checkpoint: a resume with other metric names (another env's declared
+    ones) moves each saved value to its name's column and drops the names this run lacks; a checkpoint without
+    names (older) holds EPISODE_KEYS' columns."""
+    cfg = tiny_config(tmp_path, **{"log.tensorboard": "false"})
+    with trainer_in_process(cfg) as trainer:
+        state = trainer.state_dict()
+        names = trainer.metric_names
+        state["counters"] = {"update": 3, "env_steps": 96, "skipped_in_a_row": 0, "kl_beta": 0.0,
+                             "window": [[np.array([5.0, 7.0, 1.0]), np.array([1.0, 2.0, 1.0]), 32, 0.1]],
+                             "episode_metrics": ["success", "not_here", "return"]}
+        trainer.load_state_dict(state)
+        (sums, counts, _, _), = trainer.window
+        assert sums[names.index("success")] == 5.0 and sums[names.index("return")] == 1.0
+        assert counts[names.index("success")] == 1.0 and counts.sum() == 2.0 and len(sums) == len(names)
+        del state["counters"]["episode_metrics"]
+        state["counters"]["window"] = [[np.arange(7.0), np.ones(7), 32, 0.1]]
+        trainer.load_state_dict(state)
+        assert trainer.window[0][0][names.index("spl")] == 3.0
 
 
 def test_older_checkpoints_get_their_counter_defaults(tmp_path):
