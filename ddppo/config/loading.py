@@ -46,12 +46,17 @@ def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:
 
 
 def _section_problems(layer: Any, schema: Any, prefix: str = "") -> list[str]:
-    """Keys of a (plain) layer that give a value where the schema has a section of keys."""
+    """Keys of a (plain) layer that give a value where the schema has a section of keys, or keys where it has a
+    list."""
     if not isinstance(layer, dict):
         return []
     out = []
     for key, value in layer.items():
         default = getattr(schema, key, None) if isinstance(key, str) else None
+        if isinstance(default, list) and isinstance(value, dict):  # `a.list.x=0`: omegaconf's merge raises TypeError
+            out.append(f"{prefix}{key} is a list, not a section of keys: give it whole, e.g. {prefix}{key}=[...] "
+                       f"(not {prefix}{key}.{next(iter(value), 'x')}=...)")
+            continue
         if not dataclasses.is_dataclass(default):
             continue  # a leaf, or an unknown key (the merge names it)
         if isinstance(value, dict):

@@ -110,6 +110,12 @@ def test_every_problem_reported_at_once(capsys):
     assert "(3 problems): " in err and "\\n" not in err, err  # one readable line, not escaped newlines
 
 
+def test_a_key_into_a_list_is_refused_by_name(capsys):
+    """`a.list.x=0` made omegaconf's merge raise a bare TypeError (a traceback; found by the CLI fuzz test)."""
+    rc, out, err = run_main(capsys, "config", GRIDNAV, "env.habitat_lab.overrides.x=0")
+    assert_user_error(rc, out, err, "env.habitat_lab.overrides is a list", "env.habitat_lab.overrides=[...]")
+
+
 def test_train_with_bad_config_writes_nothing(capsys, tmp_path):
     run_dir = tmp_path / "run"
     for bad in (["ppo.foo=1"], ["ppo.lr=abc"], ["ppo.num_mini_batch=3"], ["env.name=nowhere"]):
