@@ -60,7 +60,7 @@ class GoalObject:
     positions: np.ndarray
     yaws: np.ndarray
 
-    def to_json(self, scene_file: str) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         o = self.obj
         center = [(a + b) / 2 for a, b in zip(o.lo, o.hi)]
         return {
@@ -174,7 +174,7 @@ def generate_for_scene(sim: NavSimulator, scene_file: str, scene_id: str, num: i
         })
     key = os.path.basename(scene_id)
     return {"episodes": episodes,
-            "goals_by_category": {f"{key}_{c}": [g.to_json(scene_file) for g in goals[c]] for c in cats}}
+            "goals_by_category": {f"{key}_{c}": [g.to_json() for g in goals[c]] for c in cats}}
 
 
 def category_maps(categories: tuple[str, ...]) -> dict[str, dict[str, int]]:
