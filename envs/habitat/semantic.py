@@ -9,8 +9,8 @@ sensors render. Frame: habitat-sim turns a semantic PLY from Z-up to Y-up when i
 with the stage's frame, which for a bare .glb is Z-up too; so its vertices are the .glb's mesh-frame vertices
 turned once more by the same rotation (world (x, y, z) stored as (x, -y, -z)). Checked by rendering: a SEMANTIC
 sensor's instance masks cover the pixels of each object's colour in the RGB view (tests/habitat).
-The AABBs habitat-sim derives for `semantic_scene.objects` are taken before the stage frame and so are not in
-world coordinates; use `semantic_objects` for the boxes.
+The AABBs habitat-sim 0.2.2 reports for these `semantic_scene.objects` are not the boxes (right in x and y, but
+of zero extent in z); use `semantic_objects` for the boxes.
 
 Instances: 1 = the walls, 2 = the floor, 3 = the ceiling, then one per furniture box (layout order). A
 furniture box's category follows from its colour (`layout.FURNITURE_COLORS`), so RGB tells them apart.
