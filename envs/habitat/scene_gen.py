@@ -2,10 +2,14 @@
 
     python -m envs.habitat.scene_gen generate --out data/scene_datasets/gen --num-scenes 4 --seed 0
     python -m envs.habitat.scene_gen navmesh data/scene_datasets/gen/*.glb
+    python -m envs.habitat.scene_gen semantic data/scene_datasets/gen/*.glb
 
 `generate` writes, per scene, `<name>.glb` (floor, walls with doors,
 furniture-like boxes, a ceiling), `<name>.layout.json` (the floor plan, read by
-the grid simulator double) and, when habitat-sim imports, `<name>.navmesh`
+the grid simulator double), its semantic annotations `<name>_semantic.ply` +
+`<name>_semantic.txt` (instances and categories, see envs.habitat.semantic;
+`semantic` writes them for existing scenes from their layout.json) and, when
+habitat-sim imports, `<name>.navmesh`
 (habitat-sim only computes navmeshes at simulator creation when a renderer
 exists, so it is computed here once and saved next to the scene). Without
 habitat-sim it says so; run `navmesh` later where habitat-sim is installed.
@@ -30,6 +34,7 @@ from envs.base import EnvError
 from envs.habitat.glb import Primitive, world_to_glb_frame, write_glb
 from envs.habitat.interface import SimSettings
 from envs.habitat.layout import Box, Layout, LayoutParams, generate_layout
+from envs.habitat.semantic import instance_color, semantic_objects, write_semantic
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +80,25 @@ class MeshBuilder:
         return out
 
 
-def layout_primitives(layout: Layout) -> list[Primitive]:
-    """The mesh of a floor plan: floor, walls, furniture and a downward-facing ceiling."""
+def furniture_paint(kind: str, box: Box | None) -> tuple[str, tuple[float, float, float]]:
+    """The render mesh's (material name, colour) of a part: flat colours per kind, furniture its own."""
+    flat = {"floor": FLOOR_COLOR, "ceiling": CEILING_COLOR, "wall": WALL_COLOR}
+    return (kind, flat[kind]) if kind in flat else (f"furniture_{_color_name(box)}", box.color)
+
+
+def layout_primitives(layout: Layout, paint=furniture_paint) -> list[Primitive]:
+    """The mesh of a floor plan: floor, walls, furniture and a downward-facing ceiling.
+
+    `paint(kind, box)` names and colours each part (kind: floor, ceiling, wall, furniture; box None for floor and
+    ceiling); parts painted alike become one primitive. The semantic mesh is the same geometry painted by instance.
+    """
     x0, z0, x1, z1 = layout.footprint
     y0, y1 = layout.floor_y, layout.ceiling_y
     mb = MeshBuilder()
-    mb.quad("floor", FLOOR_COLOR, [(x0, y0, z0), (x1, y0, z0), (x1, y0, z1), (x0, y0, z1)], (0, 1, 0))
-    mb.quad("ceiling", CEILING_COLOR, [(x0, y1, z0), (x1, y1, z0), (x1, y1, z1), (x0, y1, z1)], (0, -1, 0))
-    for i, b in enumerate(layout.boxes):
-        if b.kind == "wall":
-            mb.box("wall", WALL_COLOR, b.lo, b.hi, top=False)
-        else:
-            mb.box(f"furniture_{_color_name(b)}", b.color, b.lo, b.hi, top=True)
+    mb.quad(*paint("floor", None), [(x0, y0, z0), (x1, y0, z0), (x1, y0, z1), (x0, y0, z1)], (0, 1, 0))
+    mb.quad(*paint("ceiling", None), [(x0, y1, z0), (x1, y1, z0), (x1, y1, z1), (x0, y1, z1)], (0, -1, 0))
+    for b in layout.boxes:
+        mb.box(*paint(b.kind, b), b.lo, b.hi, top=b.kind != "wall")
     return mb.primitives()
 
 
@@ -94,24 +106,41 @@ def _color_name(b: Box) -> str:
     return "".join(f"{int(round(c * 255)):02x}" for c in b.color)
 
 
+def write_scene_semantic(glb: str, layout: Layout) -> tuple[str, str]:
+    """`<scene>_semantic.ply` + `<scene>_semantic.txt` (see envs.habitat.semantic): the scene's geometry
+    painted by instance (walls, floor, ceiling, each furniture box), categories from furniture colours."""
+    objects = semantic_objects(layout)
+    structure = {o.category: o.id for o in objects[:3]}
+    furniture = iter(o.id for o in objects[3:])  # layout_primitives paints the boxes in layout order
+
+    def paint(kind: str, box: Box | None):
+        ident = structure[kind] if kind in structure else next(furniture)
+        return f"instance_{ident}", tuple(c / 255 for c in instance_color(ident))
+
+    parts = [(int(p.name.split("_")[1]), p) for p in layout_primitives(layout, paint)]
+    return write_semantic(glb, objects, parts)
+
+
 @dataclasses.dataclass
 class SceneFiles:
     glb: str
     layout: str
     navmesh: str | None  # None when habitat-sim was not available (or not asked)
+    semantic: tuple[str, str] | None = None  # (_semantic.ply, _semantic.txt) when written
 
 
-def write_scene(out_dir: str, name: str, layout: Layout) -> SceneFiles:
+def write_scene(out_dir: str, name: str, layout: Layout, semantic: bool = True) -> SceneFiles:
     os.makedirs(out_dir, exist_ok=True)
     glb = os.path.join(out_dir, f"{name}.glb")
     plan = os.path.join(out_dir, f"{name}.layout.json")
     write_glb(glb, layout_primitives(layout))
     layout.save(plan)
-    return SceneFiles(glb, plan, None)
+    return SceneFiles(glb, plan, None, write_scene_semantic(glb, layout) if semantic else None)
 
 
 def generate_scenes(out_dir: str, num_scenes: int, seed: int, params: LayoutParams = LayoutParams(),
-                    prefix: str = "gen", navmesh: bool = True, gpu_device_id: int = -1) -> tuple[list[SceneFiles], str]:
+                    prefix: str = "gen", navmesh: bool = True, gpu_device_id: int = -1,
+                    semantic: bool = True) -> tuple[list[SceneFiles], str]:
     """Write `num_scenes` scenes; returns their files and a note about navmeshes."""
     from envs.habitat.sim import compute_navmesh, habitat_sim_available  # lazy: habitat-sim is optional
 
@@ -121,7 +150,7 @@ def generate_scenes(out_dir: str, num_scenes: int, seed: int, params: LayoutPara
     scenes = []
     for k in range(num_scenes):
         rng = np.random.default_rng([seed, k])
-        files = write_scene(out_dir, f"{prefix}_{k:03d}", generate_layout(rng, params))
+        files = write_scene(out_dir, f"{prefix}_{k:03d}", generate_layout(rng, params), semantic=semantic)
         if do_navmesh:
             files.navmesh, area = compute_navmesh(files.glb, settings)
             log.info("navmesh %s: %.1f m^2 navigable", files.navmesh, area)
@@ -153,12 +182,24 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--agent-height", type=float, default=LayoutParams.agent_height)
     g.add_argument("--no-navmesh", action="store_true", help="do not compute navmeshes even if habitat-sim imports")
     g.add_argument("--gpu-device-id", type=int, default=-1, help="renderer device for the navmesh pass")
+    g.add_argument("--no-semantic", action="store_true", help="do not write the semantic annotations")
     n = sub.add_parser("navmesh", help="compute <scene>.navmesh for existing scenes (needs habitat-sim)")
     n.add_argument("scenes", nargs="+", help=".glb files")
     n.add_argument("--agent-radius", type=float, default=LayoutParams.agent_radius)
     n.add_argument("--agent-height", type=float, default=LayoutParams.agent_height)
     n.add_argument("--gpu-device-id", type=int, default=-1)
+    m = sub.add_parser("semantic", help="write <scene>_semantic.ply/.txt for existing scenes from their layout.json")
+    m.add_argument("scenes", nargs="+", help=".glb files (each with <scene>.layout.json next to it)")
     return p
+
+
+def _write_semantic_for(scenes: list[str]) -> None:
+    for scene in scenes:
+        plan = os.path.splitext(scene)[0] + ".layout.json"
+        if not os.path.isfile(plan):
+            raise EnvError(f"scene {scene!r} has no floor plan {plan!r} (only scene_gen's scenes can be annotated)")
+        ply, txt = write_scene_semantic(scene, Layout.load(plan))
+        print(f"wrote {ply}, {txt}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,10 +214,14 @@ def main(argv: list[str] | None = None) -> int:
                                   max_furniture=args.max_furniture, ceiling_y=args.ceiling,
                                   agent_radius=args.agent_radius, agent_height=args.agent_height)
             scenes, note = generate_scenes(args.out, args.num_scenes, args.seed, params, args.prefix,
-                                           navmesh=not args.no_navmesh, gpu_device_id=args.gpu_device_id)
+                                           navmesh=not args.no_navmesh, gpu_device_id=args.gpu_device_id,
+                                           semantic=not args.no_semantic)
             for s in scenes:
-                print(f"wrote {s.glb}, {s.layout}" + (f", {s.navmesh}" if s.navmesh else ""))
+                print(f"wrote {', '.join([s.glb, s.layout, *(s.semantic or ()), *([s.navmesh] if s.navmesh else [])])}")
             print(note)
+            return 0
+        if args.command == "semantic":
+            _write_semantic_for(args.scenes)
             return 0
         from envs.habitat.sim import compute_navmesh
 
