@@ -245,6 +245,24 @@ class _Watcher:
         except Exception:  # the store is gone or hung: nothing to tell it
             pass
 
+    def wait_for_others(self, timeout_s: float) -> None:
+        """Rank 0, whose process hosts the store: return once every other rank has marked done or failed (has
+        read why, or failed itself), at most `timeout_s`. A fixed pause was too short on a loaded machine: a rank
+        that had not looked yet saw only that the store went away."""
+        others = [r for r in range(self.launch.world_size) if r != self.launch.rank]
+
+        def settled() -> bool:
+            return all(self._client.check([f"failed/{r}"]) or self._client.check([f"done/{r}"]) for r in others)
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if self._client is None or self._pool.submit(settled).result(timeout=timeout_s):
+                    return
+            except Exception:  # the store is hung or gone: nobody left to wait for
+                return
+            time.sleep(0.1)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False)
 
@@ -308,8 +326,8 @@ def _watch(launch: Launch, lost_after_s: float, future: concurrent.futures.Futur
             line = explain_failure(launch, err)
             if watcher is not None:
                 watcher.mark("failed", line)
-                if launch.rank == 0 and not launch.agent_store:
-                    time.sleep(2 * HEARTBEAT_S)  # the store dies with this process: let the others read why
+                if launch.rank == 0 and not launch.agent_store:  # the store dies with this process: let the
+                    watcher.wait_for_others(max(2 * HEARTBEAT_S, min(lost_after_s, 15.0)))  # others read why
             raise RendezvousError(line) from None
         if watcher is None and time.monotonic() - last_note > NOTE_EVERY_S:
             last_note = time.monotonic()
@@ -321,7 +339,11 @@ def _watch(launch: Launch, lost_after_s: float, future: concurrent.futures.Futur
                 log.warning("rank %d: rendezvous at %s:%d: waiting for rank 0 to hand out this start's generation "
                             "(%.0f s)", launch.rank, launch.master_addr, launch.master_port, last_note - start)
         if watcher is not None and time.monotonic() >= next_poll:
-            watcher.poll()
+            try:
+                watcher.poll()
+            except RendezvousError as err:  # another rank failed: say so, which also frees rank 0 to exit
+                watcher.mark("failed", str(err))
+                raise
             # a store call per rank per look: large jobs look less often (the store serves every rank)
             next_poll = time.monotonic() + HEARTBEAT_S * max(1.0, launch.world_size / 16)
         time.sleep(0.05)
