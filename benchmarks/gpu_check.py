@@ -198,6 +198,21 @@ def deterministic_lstm(e: Env) -> str:
     return f"2 runs bit-identical ({a[:12]}); fps {metrics(first)[-1].get('perf/fps', 0):.0f}"
 
 
+def overlap_learning(e: Env) -> str:
+    """rollout.overlap_learning on CUDA: the learner thread's stream hand-overs (ddppo/train/overlap.py). Two
+    deterministic runs must end bit-identical: a missing wait between the streams shows as a difference (or NaN)."""
+    args = [*GRID, e.steps(8192, 1024), "policy.rnn_type=lstm", "run.deterministic=true", "env.num_workers=2",
+            "rollout.overlap_learning=true", "checkpoint.interval_updates=1000", *e.dev()]
+    first, _ = trained(e, "overlap_learning_a", 1, GRIDNAV, *args)
+    second, _ = trained(e, "overlap_learning_b", 1, GRIDNAV, *args)
+    a, b = model_digest(first), model_digest(second)
+    if a != b:
+        raise CheckFailed(f"two deterministic overlap_learning runs differ: {a[:12]} vs {b[:12]}")
+    last = metrics(first)[-1]
+    return (f"2 runs bit-identical ({a[:12]}); fps {last.get('perf/fps', 0):.0f}, "
+            f"learner wait {last.get('perf/learner_wait_s', 0):.3f} s per update")
+
+
 def overlap_workers(e: Env) -> str:
     run_dir, _ = trained(e, "overlap", 1, GRIDNAV, *GRID, e.steps(20480, 1024), "rollout.overlap=true",
                          "env.num_workers=4", *e.dev())
@@ -369,6 +384,7 @@ CHECKS: list[tuple[str, str, Callable[[Env], str]]] = [
     ("shared_gpu_refused", "d3: explicit NCCL, 2 ranks on 1 GPU", shared_gpu_refused),
     ("deterministic_lstm", "d2: deterministic LSTM on CUDA", deterministic_lstm),
     ("deterministic_cnn", "d2: deterministic CNN pooling on CUDA", deterministic_cnn),
+    ("overlap_learning", "27: learner thread + acting copy on CUDA streams", overlap_learning),
     ("overlap_workers", "d5: overlap mode with workers", overlap_workers),
     ("variable_workers", "d5: variable mode with workers", variable_workers),
     ("resume_gpu", "CUDA: resume onto the GPU", resume_gpu),
