@@ -159,14 +159,19 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = ()) -
     return [episodes[j] for j in partition(episodes, len(sharing), group - sharing[0])]
 
 
-def write_episodes(path: str, episodes: list[Episode]) -> None:
-    """One gzipped JSON file (written atomically, byte-reproducible)."""
+def write_json_gz(path: str, data: dict[str, Any]) -> None:
+    """One gzipped JSON file, written atomically and byte-reproducibly (no name or time in the gzip header)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
-    data = json.dumps({"episodes": [ep.to_json() for ep in episodes]}).encode()
+    encoded = json.dumps(data).encode()
     with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
-        f.write(data)
+        f.write(encoded)
     os.replace(tmp, path)
+
+
+def write_episodes(path: str, episodes: list[Episode]) -> None:
+    """One PointNav episode file (`write_json_gz`)."""
+    write_json_gz(path, {"episodes": [ep.to_json() for ep in episodes]})
 
 
 def write_split(folder: str, episodes: list[Episode], split: str | None = None) -> list[str]:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
-import json
 import math
 import os
 import sys
@@ -32,7 +30,7 @@ import numpy as np
 
 from envs.base import EnvError
 from envs.habitat.backends import make_simulator
-from envs.habitat.dataset import scene_name
+from envs.habitat.dataset import scene_name, write_json_gz
 from envs.habitat.episode_gen import _scene_files, pick_backend
 from envs.habitat.geometry import quat_from_yaw
 from envs.habitat.interface import NavSimulator, SimSettings
@@ -183,22 +181,15 @@ def category_maps(categories: tuple[str, ...]) -> dict[str, dict[str, int]]:
                                              for c in categories}}
 
 
-def _write_json_gz(path: str, data: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
-        f.write(json.dumps(data).encode())
-    os.replace(path + ".tmp", path)
-
-
 def write_objectnav_split(folder: str, per_scene: dict[str, dict[str, Any]], categories: tuple[str, ...]) -> list[str]:
     """`<folder>/<split>.json.gz` + `content/<scene>.json.gz`, each carrying the category maps."""
     maps = category_maps(categories)
     written = []
     for scene_id, data in sorted(per_scene.items()):
         written.append(os.path.join(folder, "content", f"{scene_name(scene_id)}.json.gz"))
-        _write_json_gz(written[-1], {**data, **maps})
+        write_json_gz(written[-1], {**data, **maps})
     written.append(os.path.join(folder, f"{os.path.basename(os.path.normpath(folder))}.json.gz"))
-    _write_json_gz(written[-1], {"episodes": [], **maps})
+    write_json_gz(written[-1], {"episodes": [], **maps})
     return written
 
 
