@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from envs.registry import EnvSpec, make_vec_env  # noqa: E402
+from ddppo.envs.registry import EnvSpec, make_vec_env  # noqa: E402
 
 
 def steps_per_second(name: str, options: dict, spec: EnvSpec, seconds: float) -> float:

@@ -32,7 +32,7 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from a checkout
 
-from benchmarks import phase_check  # noqa: E402
+from ddppo.benchmarks import phase_check  # noqa: E402
 
 PY = sys.executable
 BAD_EXIT = re.compile(r"core dumped|Aborted|terminate called|Fatal Python error|Watchdog caught|SIGABRT")
@@ -129,7 +129,7 @@ def expect(text: str, pattern: str, what: str) -> re.Match:
 
 
 def model_digest(run_dir: Path) -> str:
-    from benchmarks.gpu_ranks import digest
+    from ddppo.benchmarks.gpu_ranks import digest
     from ddppo import checkpoint
 
     newest = max((run_dir / "checkpoints").glob("ckpt-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
@@ -229,8 +229,8 @@ def habitat_data(e: Env) -> list[str]:
     """Two generated scenes, a train split (50 episodes per scene) and a val split (2 per scene, for eval)."""
     scenes, episodes, val = e.work / "scenes", e.work / "episodes" / "train", e.work / "episodes" / "val"
     if not (episodes.exists() and val.exists()):
-        gen = [PY, "-m", "envs.habitat.episode_gen", "--scenes-dir", str(scenes), "--backend", "grid", "--seed", "0"]
-        for cmd in ([PY, "-m", "envs.habitat.scene_gen", "generate", "--out", str(scenes / "gen"), "--num-scenes",
+        gen = [PY, "-m", "ddppo.envs.habitat.episode_gen", "--scenes-dir", str(scenes), "--backend", "grid", "--seed", "0"]
+        for cmd in ([PY, "-m", "ddppo.envs.habitat.scene_gen", "generate", "--out", str(scenes / "gen"), "--num-scenes",
                      "2", "--seed", "0"],
                     [*gen, "--out", str(val), "--episodes-per-scene", "2"],
                     [*gen, "--out", str(episodes), "--episodes-per-scene", "50"]):
@@ -309,7 +309,7 @@ def timing_overhead(e: Env) -> str:
 
 
 def habitat_sim_cuda0(e: Env) -> str:
-    rc, text = run([PY, "-m", "envs.habitat.check", "--gpu-device-id", "-1" if e.dry else "0"],
+    rc, text = run([PY, "-m", "ddppo.envs.habitat.check", "--gpu-device-id", "-1" if e.dry else "0"],
                    e.work / "habitat_sim.log")
     if rc == 2:
         return "SKIP: habitat-sim does not import here"

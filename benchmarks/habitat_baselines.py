@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import hb_config, report
+from ddppo.benchmarks import hb_config, report
 from ddppo.config import ConfigError, load_config
 
 log = logging.getLogger(__name__)

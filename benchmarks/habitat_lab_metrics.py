@@ -1,7 +1,7 @@
 """One ddppo checkpoint of an env.name=habitat_lab run, evaluated by habitat-lab's own Benchmark loop and metrics
 (envs/habitat_lab/benchmark.py), to set beside `ddppo eval` on the same split: greedy actions, every episode once.
 
-    python -m benchmarks.habitat_lab_metrics RUN_DIR [--checkpoint PATH] [overrides ...]
+    python -m ddppo.benchmarks.habitat_lab_metrics RUN_DIR [--checkpoint PATH] [overrides ...]
 prints one JSON line: the checkpoint, habitat-lab's means, the episode count.
 """
 
@@ -16,8 +16,8 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config.loading import build_config, parse_overrides, yaml_layer
 from ddppo.model.build import make_policy
-from envs.habitat_lab.benchmark import habitat_lab_metrics
-from envs.habitat_lab.options import HabitatLabOptions
+from ddppo.envs.habitat_lab.benchmark import habitat_lab_metrics
+from ddppo.envs.habitat_lab.options import HabitatLabOptions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                                                    deterministic=cfg.eval.deterministic)
         return action.numpy()
 
-    from envs.base import EnvSpec
-    from envs.habitat_lab.env import HabitatLabVecEnv
+    from ddppo.envs.base import EnvSpec
+    from ddppo.envs.habitat_lab.env import HabitatLabVecEnv
 
     probe = HabitatLabVecEnv(options, EnvSpec(num_envs=1, seed=0))  # the spaces the policy was built for
     state["spaces"], state["action_space"] = dict(probe.observation_space.spaces), probe.action_space

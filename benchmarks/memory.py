@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks import report
+from ddppo.benchmarks import report
 from ddppo.config import load_config
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 
 def _release_free_heap() -> None:

@@ -151,6 +151,6 @@ def main(out: str, rounds: int = 3, rollouts: int = 10, num_steps: int = 128, st
             lines.append(f"rank {rank} @{rtt:g}ms now/before: store ops {r['store_ops']:.3f}x, time the step path "
                          f"spends in the check {r['check_time']:.3f}x, wall time per collected step "
                          f"{r['seconds_per_step']:.3f}x")
-    from benchmarks import report
+    from ddppo.benchmarks import report
 
     return report(lines, {"summary": summary, "ratios": ratios, "rows": results}, out)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from benchmarks import report
+from ddppo.benchmarks import report
 from ddppo.config import load_config
 from ddppo.distributed import init_distributed
 from ddppo.train.bottleneck import diagnose

@@ -132,6 +132,6 @@ def main(seeds: list[int], budget: int, config: str, out: str) -> int:
                          f"{(x['seconds_to_target'] or float('nan')):>9.1f} {x['fps']:>8.0f}")
     lines.append(f"median ddppo/sb3: time {ratios['time_ratio'] or float('nan'):.2f}x, "
                  f"steps {ratios['steps_ratio'] or float('nan'):.2f}x (goal: time <= 0.5x at steps <= 1.5x)")
-    from benchmarks import report
+    from ddppo.benchmarks import report
 
     return report(lines, {"runs": rows, "median": summary, "ratios": ratios}, out)

@@ -18,8 +18,8 @@ import torch
 
 from ddppo.config import load_config
 from ddppo.distributed import init_distributed
-from benchmarks import report
-from envs.registry import simulator_fps
+from ddppo.benchmarks import report
+from ddppo.envs.registry import simulator_fps
 
 log = logging.getLogger(__name__)
 

@@ -144,32 +144,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out = args.out or str(benchmarks.RESULTS / f"{args.what}.json")
     gridnav, cartpole = str(benchmarks.CONFIGS / "gridnav.yaml"), str(benchmarks.CONFIGS / "cartpole.yaml")
     if args.what == "sb3":
-        from benchmarks import sb3
+        from ddppo.benchmarks import sb3
 
         return sb3.main(args.seeds, args.budget, cartpole, out)
     if args.what == "rollout":
-        from benchmarks import rollout_modes
+        from ddppo.benchmarks import rollout_modes
 
         return rollout_modes.main(gridnav, out, args.rounds, [(c[0], c[1:]) for c in args.case] if args.case else None)
     if args.what == "habitat-baselines":
-        from benchmarks import habitat_baselines
+        from ddppo.benchmarks import habitat_baselines
 
         config, overrides = (args.case[0][0], args.case[0][1:]) if args.case else (
             str(benchmarks.CONFIGS / "pointnav_habitat_cpu.yaml"), list(habitat_baselines.SIMPLE_CNN))
         return habitat_baselines.main(config, overrides, args.rounds, args.updates, args.seeds, args.budget,
                                       args.eval_split, out, args.jobs, args.ab)
     if args.what == "preempt":
-        from benchmarks import preempt_store
+        from ddppo.benchmarks import preempt_store
 
         return preempt_store.main(out)
     defaults = {"throughput": [(gridnav, []), (cartpole, [])],
                 "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
     cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]
     if args.what == "memory":
-        from benchmarks import memory
+        from ddppo.benchmarks import memory
 
         return memory.main_memory(cases, out)
-    from benchmarks import throughput
+    from ddppo.benchmarks import throughput
 
     return throughput.main_throughput(cases, out, args.rounds)
 
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.errors import CheckpointError
     from ddppo.config import ConfigError
     from ddppo.distributed.launch import LaunchError
-    from envs.base import EnvError, env_failure
+    from ddppo.envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
                 "eval": cmd_eval, "export": interop_cli.run}

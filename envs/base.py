@@ -107,7 +107,7 @@ class WorkerStep:
 
 @runtime_checkable
 class AsyncVecEnv(VecEnv, Protocol):
-    """A VecEnv whose envs step in workers that can be sent and received one at a time (envs.vector's
+    """A VecEnv whose envs step in workers that can be sent and received one at a time (ddppo.envs.vector's
     SubprocVecEnv). The overlapped and variable rollouts are built on this API alone."""
 
     @property

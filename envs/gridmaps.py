@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from envs.base import EnvError
+from ddppo.envs.base import EnvError
 
 
 def parse_ascii(lines: list[str] | str) -> np.ndarray:

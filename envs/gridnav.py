@@ -35,9 +35,9 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
-from envs.options import GridNavOptions
+from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from ddppo.envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
+from ddppo.envs.options import GridNavOptions
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 _STATE_KEYS = ("map", "pos", "goal", "heading", "dist", "prev_geo", "shortest", "steps", "ret", "path_len",
@@ -45,10 +45,10 @@ _STATE_KEYS = ("map", "pos", "goal", "heading", "dist", "prev_geo", "shortest", 
 
 
 class GridNav:
-    """A batch of `spec.num_envs` grid-world PointNav episodes (implements envs.base.VecEnv).
+    """A batch of `spec.num_envs` grid-world PointNav episodes (implements ddppo.envs.base.VecEnv).
 
     `maps`: optional hand-made maps ((H, W) bool, True = blocked, blocked border,
-    all the same shape; see envs.gridmaps.parse_ascii) used instead of generated ones.
+    all the same shape; see ddppo.envs.gridmaps.parse_ascii) used instead of generated ones.
     """
 
     def __init__(self, options: GridNavOptions, spec: Any, maps: Sequence[np.ndarray] | None = None):
@@ -106,7 +106,7 @@ class GridNav:
 
     # ---- VecEnv -----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Obs:
-        if seed is not None:  # fresh episodes from a stream of their own (see envs.base.fresh_reset)
+        if seed is not None:  # fresh episodes from a stream of their own (see ddppo.envs.base.fresh_reset)
             self._rng = np.random.default_rng([self._seed, 2, RESEED, int(seed)])
         self._reset_groups(np.arange(self.num_envs // self.group_size))
         self._started = True

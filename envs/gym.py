@@ -24,12 +24,12 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from envs.options import GymOptions
+from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from ddppo.envs.options import GymOptions
 
 
 class GymVecEnv:
-    """Implements envs.base.VecEnv on top of a gymnasium vector env."""
+    """Implements ddppo.envs.base.VecEnv on top of a gymnasium vector env."""
 
     restores_state = False  # load_state_dict restores counters only: resume starts fresh episodes
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from envs.fields import doc
-from envs.habitat.options import HabitatOptions
-from envs.habitat_lab.options import HabitatLabOptions
+from ddppo.envs.fields import doc
+from ddppo.envs.habitat.options import HabitatOptions
+from ddppo.envs.habitat_lab.options import HabitatLabOptions
 
 __all__ = ["GridNavOptions", "GymOptions", "HabitatLabOptions", "HabitatOptions", "SyntheticOptions"]
 

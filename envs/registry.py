@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Mapping
 
-from envs.base import EnvError, EnvSpec, VecEnv  # noqa: F401  (EnvSpec re-exported: it used to live here)
-from envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
+from ddppo.envs.base import EnvError, EnvSpec, VecEnv  # noqa: F401  (EnvSpec re-exported: it used to live here)
+from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 
 # config section name -> option dataclass (one sub-section of `env` each)
 OPTION_SECTIONS: dict[str, type] = {
@@ -26,16 +26,16 @@ OPTION_SECTIONS: dict[str, type] = {
 
 # env.name -> (module, factory function, option section)
 _FACTORIES: dict[str, tuple[str, str, str]] = {
-    "gridnav": ("envs.gridnav", "make_gridnav", "gridnav"),
-    "habitat_lab": ("envs.habitat_lab.env", "make_habitat_lab", "habitat_lab"),
-    "habitat_pointnav": ("envs.habitat.env", "make_habitat_pointnav", "habitat"),
-    "synthetic": ("envs.synthetic", "make_synthetic", "synthetic"),
+    "gridnav": ("ddppo.envs.gridnav", "make_gridnav", "gridnav"),
+    "habitat_lab": ("ddppo.envs.habitat_lab.env", "make_habitat_lab", "habitat_lab"),
+    "habitat_pointnav": ("ddppo.envs.habitat.env", "make_habitat_pointnav", "habitat"),
+    "synthetic": ("ddppo.envs.synthetic", "make_synthetic", "synthetic"),
 }
 GYM_PREFIX = "gym:"
 # env.name -> (module, function(options, spec, steps) -> steps/s of one bare simulator, option section):
 # environments that wrap a simulator say how fast it runs alone, for `ddppo bench throughput`
 _SIMULATOR_FPS: dict[str, tuple[str, str, str]] = {
-    "habitat_pointnav": ("envs.habitat.env", "simulator_fps", "habitat"),
+    "habitat_pointnav": ("ddppo.envs.habitat.env", "simulator_fps", "habitat"),
 }
 
 
@@ -58,7 +58,7 @@ def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv
     """Build the named environment batch. `options` is its option section as a dict.
 
     With `spec.num_workers > 0` the envs are split over that many subprocess
-    workers (envs.vector.SubprocVecEnv); each worker calls this with num_workers=0.
+    workers (ddppo.envs.vector.SubprocVecEnv); each worker calls this with num_workers=0.
     """
     if spec.group_size > 1 and (name not in GROUPED_EPISODES or spec.num_workers > 0):
         raise EnvError(f"env.name={name!r} with env.num_workers={spec.num_workers} cannot run grouped episodes "
@@ -66,11 +66,11 @@ def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv
     if spec.num_workers > 0:
         if section_for(name) is None:
             raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
-        from envs.vector import SubprocVecEnv
+        from ddppo.envs.vector import SubprocVecEnv
 
         return SubprocVecEnv(name, options, spec, spec.num_workers, make_vec_env)
     if name.startswith(GYM_PREFIX):
-        from envs.gym import make_gym
+        from ddppo.envs.gym import make_gym
 
         return make_gym(name[len(GYM_PREFIX):], GymOptions(**options), spec)
     if name not in _FACTORIES:

@@ -25,9 +25,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from envs.fields import field_problems
-from envs.options import SyntheticOptions
+from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from ddppo.envs.fields import field_problems
+from ddppo.envs.options import SyntheticOptions
 
 
 class SyntheticFailure(RuntimeError):
@@ -35,7 +35,7 @@ class SyntheticFailure(RuntimeError):
 
 
 class SyntheticEnv:
-    """Implements envs.base.VecEnv."""
+    """Implements ddppo.envs.base.VecEnv."""
 
     def __init__(self, options: SyntheticOptions, spec: Any):
         # declared ranges too: built without ddppo's config checks, the env still refuses what cannot run
@@ -63,7 +63,7 @@ class SyntheticEnv:
         self._total_steps = 0
 
     def reset(self, seed: int | None = None) -> Obs:
-        if seed is not None:  # fresh episodes from a stream of their own (see envs.base.fresh_reset)
+        if seed is not None:  # fresh episodes from a stream of their own (see ddppo.envs.base.fresh_reset)
             self._rng = np.random.default_rng([self._seed, 2, RESEED, int(seed)])
         self._obs = self._draw(self.num_envs)
         self._steps[:] = 0

@@ -8,7 +8,7 @@ flags straight into shared memory; actions, commands and episode summaries
 travel over pipes.
 
 Robustness: workers, their forkserver and the resource tracker ignore SIGINT,
-SIGTERM and SIGUSR1, also when sent to the whole job (envs.helper_signals; the
+SIGTERM and SIGUSR1, also when sent to the whole job (ddppo.envs.helper_signals; the
 trainer owns signal handling and closes the workers); an exception in a worker is raised in
 the parent as EnvError with the worker's index and traceback; a worker that
 dies or does not answer within `EnvSpec.worker_timeout_s` is reported as an
@@ -17,7 +17,7 @@ further calls raise, and `close()` (always safe, idempotent, also run at garbage
 collection and interpreter exit) terminates the workers and frees the memory.
 Workers are started with "forkserver" (never a plain fork: the parent may have
 imported torch). Their stdout and stderr reach the parent's stderr a whole line
-at a time, prefixed with the worker's name (envs.worker_output).
+at a time, prefixed with the worker's name (ddppo.envs.worker_output).
 
 Asynchronous use (the one API both rollout modes build on): `send(w, actions)` starts a step of worker
 `w`'s envs (rows `bounds[w]`) and returns at once; `recv(min_ready, wait_s)` returns the `WorkerStep`s of
@@ -42,15 +42,15 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
+from ddppo.envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
                        StepResult, VecEnv, WorkerStep, declared_metrics, fresh_reset,
                        restores_state)
-from envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
-from envs.worker_output import OutputRelay, redirect_output_to
+from ddppo.envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
+from ddppo.envs.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["envs.forkserver_init", "numpy", "gymnasium", "envs.base", "envs.registry"]
+_PRELOAD = ["ddppo.envs.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry"]
 
 
 def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
@@ -68,7 +68,7 @@ def _split(n: int, parts: int) -> list[int]:
 
 
 class SubprocVecEnv:
-    """Implements envs.base.VecEnv with `num_workers` subprocesses (see the module docstring)."""
+    """Implements ddppo.envs.base.VecEnv with `num_workers` subprocesses (see the module docstring)."""
 
     def __init__(self, name: str, options: Mapping[str, Any], spec: EnvSpec, num_workers: int,
                  build: Callable[[str, Mapping[str, Any], EnvSpec], VecEnv], start_method: str = "forkserver"):
@@ -106,8 +106,8 @@ class SubprocVecEnv:
             for w, other in enumerate(spaces):
                 if other != spaces[0]:
                     raise EnvError(f"env worker {w} built spaces {other}, worker 0 built {spaces[0]}")
-            self.restores_state = all(b[2] for b in built)  # see envs.base.restores_state
-            self.episode_metrics = tuple(sorted({n for b in built for n in b[3]}))  # envs.base.declared_metrics
+            self.restores_state = all(b[2] for b in built)  # see ddppo.envs.base.restores_state
+            self.episode_metrics = tuple(sorted({n for b in built for n in b[3]}))  # ddppo.envs.base.declared_metrics
             self._attach()
         except BaseException:
             self.close()
@@ -353,7 +353,7 @@ def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
 def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -> None:
     """Worker process: build the env with `build` (the registry's make_vec_env, passed in so this module
     does not import the registry that imports it), then serve commands until "close" or the parent goes away."""
-    ignore_job_signals()  # the trainer owns them (envs.helper_signals)
+    ignore_job_signals()  # the trainer owns them (ddppo.envs.helper_signals)
     redirect_output_to(output)
 
     env, shm, views = None, None, None

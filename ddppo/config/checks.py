@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from envs.fields import field_problems
-from envs.registry import GROUPED_EPISODES, known_names, section_for
+from ddppo.envs.fields import field_problems
+from ddppo.envs.registry import GROUPED_EPISODES, known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from envs.fields import BOUNDS, CHOICES, SHAPE, fmt
+from ddppo.envs.fields import BOUNDS, CHOICES, SHAPE, fmt
 from ddppo.config.schema import Config, ConfigError, fields_of, get_key
 
 

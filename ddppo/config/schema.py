@@ -7,9 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from envs.fields import SHAPE, doc
-from envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
-from envs.registry import section_for
+from ddppo.envs.fields import SHAPE, doc
+from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
+from ddppo.envs.registry import section_for
 
 
 class ConfigError(ValueError):

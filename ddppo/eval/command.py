@@ -52,7 +52,7 @@ from ddppo.config import Config, ConfigError, get_key, load_config
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator, result_name
 from ddppo.rundir import RunDir, checkpoint_update, write_json
-from envs.registry import section_for
+from ddppo.envs.registry import section_for
 
 log = logging.getLogger(__name__)
 

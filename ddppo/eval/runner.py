@@ -28,7 +28,7 @@ from ddppo.model.build import make_policy
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir, checkpoint_update
-from envs.registry import make_vec_env
+from ddppo.envs.registry import make_vec_env
 
 log = logging.getLogger(__name__)
 EVAL_FIX = "evaluate it with the keys set back to the checkpoint's values"

@@ -25,7 +25,7 @@ from ddppo import timing
 from ddppo.model.policy import Policy
 from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
-from envs.base import EnvError, EnvSpec, StepResult, VecEnv
+from ddppo.envs.base import EnvError, EnvSpec, StepResult, VecEnv
 
 
 def rank_env_spec(ctx: Any, num_envs: int, seed: int, num_workers: int = 0, group_size: int = 1) -> EnvSpec:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.base import StepResult, VecEnv, fresh_reset, restores_state
+from ddppo.envs.base import StepResult, VecEnv, fresh_reset, restores_state
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, check_finite
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names

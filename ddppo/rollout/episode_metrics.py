@@ -3,7 +3,7 @@
 Every rank packs its episode sums and counts into the once-per-update stats all-gather (ddppo/train/stats.py), so
 every rank must hold the same metric names in the same order before the first update. The names are therefore
 fixed at start: ddppo's own `EPISODE_KEYS` first (always, in their order: the columns tests, docs and sweeps read),
-then, sorted, every other name the environment declares (`envs.base.declared_metrics`: habitat-lab's task measures,
+then, sorted, every other name the environment declares (`ddppo.envs.base.declared_metrics`: habitat-lab's task measures,
 habitat-sim's and gridnav's metrics), agreed as the union over ranks (`agree` in ddppo/train/stats.py). A rank
 whose envs never report a name contributes a zero count; a metric reported by an episode but not declared at start
 (or one that is not a finite number) cannot get a column later, so it is skipped with one debug line per name.
@@ -17,7 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
-from envs.base import declared_metrics
+from ddppo.envs.base import declared_metrics
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.lockstep import LockstepCollector
 from ddppo.rollout.overlapped import OverlappedCollector
 from ddppo.rollout.variable import VariableCollector
-from envs.base import VecEnv, worker_count
+from ddppo.envs.base import VecEnv, worker_count
 
 
 def storage_steps(cfg: RolloutConfig) -> int:

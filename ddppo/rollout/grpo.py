@@ -1,7 +1,7 @@
 """Critic-free GRPO advantages: each episode's return normalised within its group of shared episodes.
 
 Environments run in groups of `group_size` that start the same episode together
-(envs.base.StepResult.idle/started). When every member of a group has finished
+(ddppo.envs.base.StepResult.idle/started). When every member of a group has finished
 the shared episode, each member's return R_i becomes the advantage of every
 step of its episode: A_i = (R_i - mean(R)) / (std(R) + eps) (population std).
 

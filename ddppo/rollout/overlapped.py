@@ -13,7 +13,7 @@ import torch
 
 from ddppo import timing
 from ddppo.rollout.workers import WorkerCollector
-from envs.base import WorkerStep
+from ddppo.envs.base import WorkerStep
 
 
 class OverlappedCollector(WorkerCollector):

@@ -40,7 +40,7 @@ import torch
 
 from ddppo import timing
 from ddppo.rollout.workers import WorkerCollector
-from envs.base import EpisodeInfo, StepResult, WorkerStep
+from ddppo.envs.base import EpisodeInfo, StepResult, WorkerStep
 
 IDLE_RULES = ("step", "wait")
 

@@ -1,5 +1,5 @@
 """What the overlapped and variable collectors share: acting on some workers' envs and storing the steps they
-return, on the envs' asynchronous worker API (envs.base.AsyncVecEnv: `send` to one worker, `recv` whichever
+return, on the envs' asynchronous worker API (ddppo.envs.base.AsyncVecEnv: `send` to one worker, `recv` whichever
 finished).
 
 Per env, `pending` holds the action in flight with its log-probability, value and the recurrent state after
@@ -18,7 +18,7 @@ import torch
 from ddppo import timing
 from ddppo.rollout.acting import check_finite
 from ddppo.rollout.collector import RolloutCollector
-from envs.base import AsyncVecEnv, StepResult, WorkerStep
+from ddppo.envs.base import AsyncVecEnv, StepResult, WorkerStep
 
 
 class WorkerCollector(RolloutCollector):

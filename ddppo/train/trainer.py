@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 from ddppo import checkpoint as ckpt
 from ddppo import signals
 from ddppo.config import Config, to_yaml

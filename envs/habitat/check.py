@@ -1,4 +1,4 @@
-"""Check a habitat-sim install end to end: `python -m envs.habitat.check [--gpu-device-id N]`.
+"""Check a habitat-sim install end to end: `python -m ddppo.envs.habitat.check [--gpu-device-id N]`.
 
 Generates one small scene in a temporary folder, computes its navmesh, renders
 depth along a walk, compares the depth with the grid double of the same floor
@@ -18,17 +18,17 @@ import time
 
 import numpy as np
 
-from envs.base import EnvError
-from envs.habitat.geometry import quat_from_yaw
-from envs.habitat.gridsim import GridSim
-from envs.habitat.interface import SimSettings
-from envs.habitat.layout import LayoutParams
-from envs.habitat.scene_gen import generate_scenes
+from ddppo.envs.base import EnvError
+from ddppo.envs.habitat.geometry import quat_from_yaw
+from ddppo.envs.habitat.gridsim import GridSim
+from ddppo.envs.habitat.interface import SimSettings
+from ddppo.envs.habitat.layout import LayoutParams
+from ddppo.envs.habitat.scene_gen import generate_scenes
 
 
 def run_check(gpu_device_id: int, resolution: int = 128, steps: int = 300) -> list[str]:
     """The report lines; raises EnvError (or habitat-sim's own errors) when a stage fails."""
-    from envs.habitat.sim import HabitatSim, import_habitat_sim
+    from ddppo.envs.habitat.sim import HabitatSim, import_habitat_sim
 
     hs = import_habitat_sim()
     lines = [f"habitat-sim {getattr(hs, '__version__', '?')} from {hs.__file__}"]
@@ -69,12 +69,12 @@ def run_check(gpu_device_id: int, resolution: int = 128, steps: int = 300) -> li
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m envs.habitat.check", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ddppo.envs.habitat.check", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu-device-id", type=int, default=-1,
                    help="renderer: -1 = software (Mesa llvmpipe), N = the GPU CUDA calls N")
     p.add_argument("--resolution", type=int, default=128, help="depth image side (pixels)")
     args = p.parse_args(argv)
-    from envs.habitat.sim import habitat_sim_available, import_habitat_sim
+    from ddppo.envs.habitat.sim import habitat_sim_available, import_habitat_sim
 
     if not habitat_sim_available():
         try:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import EnvError
+from ddppo.envs.base import EnvError
 
 DEFAULT_SCENE_PREFIX = "data/scene_datasets/"
 _KNOWN = ("episode_id", "scene_id", "start_position", "start_rotation", "goals", "info")

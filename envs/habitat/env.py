@@ -2,7 +2,7 @@
 
 `make_habitat_pointnav(options, spec)` builds `spec.num_envs` PointNav envs
 stepped in this process, one simulator each (subprocess workers come from
-envs.vector, which calls this factory once per worker).
+ddppo.envs.vector, which calls this factory once per worker).
 
 Episodes are partitioned so none is played twice in one pass over the dataset:
 the dataset is cut into `world_size * worker_count` disjoint groups, one per
@@ -24,13 +24,13 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from envs.habitat.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
-from envs.habitat.gridsim import layout_path_for
-from envs.habitat.backends import make_simulator
-from envs.habitat.interface import ACTIONS, SimSettings
-from envs.habitat.options import HabitatOptions
-from envs.habitat.task import GOAL_KEY, PointNavTask
+from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
+from ddppo.envs.habitat.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
+from ddppo.envs.habitat.gridsim import layout_path_for
+from ddppo.envs.habitat.backends import make_simulator
+from ddppo.envs.habitat.interface import ACTIONS, SimSettings
+from ddppo.envs.habitat.options import HabitatOptions
+from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
@@ -74,7 +74,7 @@ def check_files(options: HabitatOptions, episodes: list[Episode], indices: list[
 
 
 class HabitatPointNavEnv:
-    """`num_envs` PointNav envs in this process, one simulator each (implements envs.base.VecEnv)."""
+    """`num_envs` PointNav envs in this process, one simulator each (implements ddppo.envs.base.VecEnv)."""
 
     def __init__(self, options: HabitatOptions, spec: Any, episodes: list[Episode] | None = None):
         found = options.problems()
@@ -140,7 +140,7 @@ class HabitatPointNavEnv:
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
     def close(self) -> None:
-        for task in reversed(self._tasks):  # last-created first (see envs.habitat.sim)
+        for task in reversed(self._tasks):  # last-created first (see ddppo.envs.habitat.sim)
             task.sim.close()
         self._tasks = []
 

@@ -1,9 +1,9 @@
 """The simulator boundary: what the PointNav task needs from a simulator.
 
-Two implementations: `envs.habitat.sim.HabitatSim` (habitat-sim, the only
-module that imports it) and `envs.habitat.gridsim.GridSim` (a 2-D double
+Two implementations: `ddppo.envs.habitat.sim.HabitatSim` (habitat-sim, the only
+module that imports it) and `ddppo.envs.habitat.gridsim.GridSim` (a 2-D double
 that reads a generated scene's floor plan, for tests and demos without
-habitat-sim). Both are built from a `SimSettings` by `envs.habitat.backends.make_simulator`.
+habitat-sim). Both are built from a `SimSettings` by `ddppo.envs.habitat.backends.make_simulator`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from envs.habitat.options import HabitatOptions
+from ddppo.envs.habitat.options import HabitatOptions
 
 # Action index -> name. Same order as habitat's HabitatSimActions.
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import EnvError
-from envs.habitat.interface import SimSettings
-from envs.habitat.layout import NAVMESH_CELL_HEIGHT
+from ddppo.envs.base import EnvError
+from ddppo.envs.habitat.interface import SimSettings
+from ddppo.envs.habitat.layout import NAVMESH_CELL_HEIGHT
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ INSTALL_HINT = (
     "habitat-sim is needed for env.habitat.backend=habitat but could not be imported ({err}). It is not on PyPI "
     "for Linux; install it into a conda environment: with Python 3.9, `conda install habitat-sim withbullet "
     "headless -c conda-forge -c aihabitat` (stable builds exist for Python 3.9 only), with Python 3.10/3.11 the "
-    "same with `-c aihabitat-nightly`; then check it with `python -m envs.habitat.check`. Without it, "
+    "same with `-c aihabitat-nightly`; then check it with `python -m ddppo.envs.habitat.check`. Without it, "
     "env.habitat.backend=grid runs the same task on a 2-D double of generated scenes."
 )
 
@@ -229,7 +229,7 @@ class HabitatSim:
         navmesh = navmesh_path_for(scene_path)
         if self.settings.require_navmesh and not os.path.isfile(navmesh):
             raise EnvError(f"navmesh {navmesh!r} of scene {scene_path!r} does not exist; "
-                           f"make it with `python -m envs.habitat.scene_gen navmesh {scene_path}`")
+                           f"make it with `python -m ddppo.envs.habitat.scene_gen navmesh {scene_path}`")
         config = self._config(scene_path)
         try:
             if self._sim is None:

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import EnvError
-from envs.habitat.dataset import Episode
-from envs.habitat.geometry import polar_in_agent_frame
-from envs.habitat.interface import ACTIONS, STOP, NavSimulator
-from envs.habitat.options import HabitatOptions
+from ddppo.envs.base import EnvError
+from ddppo.envs.habitat.dataset import Episode
+from ddppo.envs.habitat.geometry import polar_in_agent_frame
+from ddppo.envs.habitat.interface import ACTIONS, STOP, NavSimulator
+from ddppo.envs.habitat.options import HabitatOptions
 
 GOAL_KEY = "pointgoal_with_gps_compass"
 

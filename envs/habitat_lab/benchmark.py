@@ -12,11 +12,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs.base import EnvSpec
-from envs.habitat_lab.compat import Api
-from envs.habitat_lab.env import check_dataset, configured
-from envs.habitat_lab.options import HabitatLabOptions
-from envs.habitat_lab.spaces import ActionMap, convert_observation_space
+from ddppo.envs.base import EnvSpec
+from ddppo.envs.habitat_lab.compat import Api
+from ddppo.envs.habitat_lab.env import check_dataset, configured
+from ddppo.envs.habitat_lab.options import HabitatLabOptions
+from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space
 
 
 def habitat_lab_metrics(options: HabitatLabOptions, act: Callable[[dict, bool], np.ndarray],

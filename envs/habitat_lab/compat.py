@@ -19,7 +19,7 @@ import os
 import warnings
 from typing import Any
 
-from envs.base import EnvError
+from ddppo.envs.base import EnvError
 
 QUIET_ENV = {"HABITAT_SIM_LOG": "quiet", "MAGNUM_LOG": "quiet", "GLOG_minloglevel": "2"}
 INSTALL = ("install habitat-lab: 0.3.x with `pip install habitat-lab` (needs habitat-sim 0.3.x), or v0.2.2 for "

@@ -1,7 +1,7 @@
 """Any habitat-lab task as a VecEnv (env.name: habitat_lab).
 
 `make_habitat_lab(options, spec)` builds `spec.num_envs` habitat-lab `Env`s stepped in this process (subprocess
-workers come from envs.vector, which calls this factory once per worker: one process holds the Envs of its
+workers come from ddppo.envs.vector, which calls this factory once per worker: one process holds the Envs of its
 share). Only this package imports `habitat`; the version differences live in envs/habitat_lab/compat.py.
 
 Episodes are shared out so none is played twice in one pass: habitat-lab's dataset lists its scenes
@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from envs.habitat.dataset import EpisodeIterator, partition
-from envs.habitat_lab.compat import Api
-from envs.habitat_lab.options import HabitatLabOptions
-from envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
+from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
+from ddppo.envs.habitat.dataset import EpisodeIterator, partition
+from ddppo.envs.habitat_lab.compat import Api
+from ddppo.envs.habitat_lab.options import HabitatLabOptions
+from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
@@ -117,7 +117,7 @@ def load_share(api: Api, cfg: Any, spec: Any) -> tuple[Any, list[Any]]:
 
 
 class HabitatLabVecEnv:
-    """`num_envs` habitat-lab Envs in this process (implements envs.base.VecEnv)."""
+    """`num_envs` habitat-lab Envs in this process (implements ddppo.envs.base.VecEnv)."""
 
     restores_state = False  # habitat-lab cannot put an episode back mid-way: resume starts fresh episodes
 
@@ -164,7 +164,7 @@ class HabitatLabVecEnv:
 
     def _declared_metrics(self, env: Any) -> tuple[str, ...]:
         """The task's measures (their uuids), ddppo's aliases of them, success, return and length: the episode
-        metrics a trainer aggregates (envs.base.declared_metrics). A dict-valued measure reports flattened names
+        metrics a trainer aggregates (ddppo.envs.base.declared_metrics). A dict-valued measure reports flattened names
         (`collisions_count`), which are not known before its first value: only its alias (collisions) counts."""
         measurements = getattr(getattr(env, "task", None), "measurements", None)
         uuids = [str(u) for u in getattr(measurements, "measures", {})]

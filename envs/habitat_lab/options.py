@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from envs.fields import doc
+from ddppo.envs.fields import doc
 
 
 @dataclasses.dataclass

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
-from envs.base import EnvError
+from ddppo.envs.base import EnvError
 
 MAX_CATEGORIES = 100_000  # an integer box with a wider range is a quantity, not a category
 

@@ -42,7 +42,7 @@ def test_bench_memory(cli, tmp_path):
 
 
 def test_bench_sb3(cli, tmp_path):
-    from benchmarks import sb3
+    from ddppo.benchmarks import sb3
 
     if not sb3.available():
         pytest.skip("stable-baselines3 (the optional `bench` extra) is not installed")
@@ -54,7 +54,7 @@ def test_bench_sb3(cli, tmp_path):
 
 
 def test_bench_sb3_without_the_extra_says_how_to_install(cli, tmp_path):
-    from benchmarks import sb3
+    from ddppo.benchmarks import sb3
 
     if sb3.available():
         pytest.skip("stable-baselines3 is installed")

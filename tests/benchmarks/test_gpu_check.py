@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from benchmarks import gpu_check
+from ddppo.benchmarks import gpu_check
 
 
 def test_every_gpu_defect_has_a_check():

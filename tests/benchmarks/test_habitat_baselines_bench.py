@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import hb_config
-from benchmarks.habitat_baselines import parity, steady_rate
+from ddppo.benchmarks import hb_config
+from ddppo.benchmarks.habitat_baselines import parity, steady_rate
 from ddppo.config import ConfigError, get_key, load_config
 from testutil import REPO, cli_env
 
@@ -110,7 +110,7 @@ def _hb_02() -> bool:
 def test_options_are_accepted_by_habitat_baselines_own_config(tmp_path):
     """Its get_config type-checks every KEY VALUE against its defaults and the DD-PPO exp config; the values
     arrive where its trainer reads them."""
-    from benchmarks.habitat_baselines import habitat_baselines_home
+    from ddppo.benchmarks.habitat_baselines import habitat_baselines_home
     from habitat_baselines.config.default import get_config
 
     _, exp, task = habitat_baselines_home()
@@ -133,7 +133,7 @@ def test_the_ab_side_runs_in_every_round_in_rotating_order_and_is_compared_to_bo
     """--ab: a third side (ddppo with more overrides) interleaved with the other two; its ratios to both."""
     from types import SimpleNamespace
 
-    from benchmarks.habitat_baselines import table, throughput
+    from ddppo.benchmarks.habitat_baselines import table, throughput
 
     rates = {"ddppo": 100.0, "habitat-baselines": 80.0, "ddppo+ab": 130.0}
     order: list[str] = []

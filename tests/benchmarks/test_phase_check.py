@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks import phase_check
+from ddppo.benchmarks import phase_check
 
 
 def row(**phases: float) -> dict:

@@ -38,7 +38,7 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
     from ddppo.rollout.preemption import Preemption
     from ddppo.rollout.storage import RolloutStorage
     from ddppo.timing import Timer
-    from envs.registry import EnvSpec, make_vec_env
+    from ddppo.envs.registry import EnvSpec, make_vec_env
 
     torch.set_num_threads(1)
     from testutil import gloo_context

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from envs.base import EnvError, VecEnv, fresh_reset, restores_state
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.base import EnvError, VecEnv, fresh_reset, restores_state
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 
 def make(env_id, num_envs=4, seed=0, **options):

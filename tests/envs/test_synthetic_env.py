@@ -5,10 +5,10 @@ import time
 import numpy as np
 import pytest
 
-from envs.base import EnvError, VecEnv
-from envs.options import SyntheticOptions
-from envs.registry import EnvSpec, make_vec_env
-from envs.synthetic import SyntheticEnv, SyntheticFailure
+from ddppo.envs.base import EnvError, VecEnv
+from ddppo.envs.options import SyntheticOptions
+from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.synthetic import SyntheticEnv, SyntheticFailure
 
 
 def make(num_envs=4, seed=0, rank=0, **overrides):

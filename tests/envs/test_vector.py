@@ -9,9 +9,9 @@ from multiprocessing import shared_memory
 import numpy as np
 import pytest
 
-from envs.base import EnvError, VecEnv
-from envs.registry import EnvSpec, make_vec_env
-from envs.vector import SubprocVecEnv, worker_spec
+from ddppo.envs.base import EnvError, VecEnv
+from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.vector import SubprocVecEnv, worker_spec
 
 GRID = {"num_maps": 4, "max_episode_steps": 15}
 
@@ -154,7 +154,7 @@ import os, signal, time
 from multiprocessing import forkserver, resource_tracker
 import numpy as np
 import psutil
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 def alive(pid):
     try:

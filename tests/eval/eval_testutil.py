@@ -16,7 +16,7 @@ from ddppo.distributed import rank_seed
 from ddppo.eval.command import EvalRequest, resolve_config, run
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import obs_to_torch
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 from testutil import cli_env, gloo_context  # tests/testutil.py, shared with tests/conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,12 +52,12 @@ def eval_in_process(target, overrides=(), **request) -> tuple[int, str]:
 
 def make_habitat_dataset(root: Path, scenes: int = 2, per_scene: int = 12) -> dict:
     """Generated scenes (grid backend floor plans) and a split folder of PointNav episodes."""
-    from envs.habitat.dataset import write_split
-    from envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-    from envs.habitat.gridsim import GridSim
-    from envs.habitat.interface import SimSettings
-    from envs.habitat.layout import LayoutParams, generate_layout
-    from envs.habitat.scene_gen import write_scene
+    from ddppo.envs.habitat.dataset import write_split
+    from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
+    from ddppo.envs.habitat.gridsim import GridSim
+    from ddppo.envs.habitat.interface import SimSettings
+    from ddppo.envs.habitat.layout import LayoutParams, generate_layout
+    from ddppo.envs.habitat.scene_gen import write_scene
 
     small = LayoutParams(size_min=5.0, size_max=6.0, max_rooms=3, max_furniture=1)
     sim = GridSim(SimSettings(depth_sensor=False))
@@ -102,8 +102,8 @@ def habitat_config(data: dict, run_dir: Path, **extra) -> Config:
 
 def replay_gridnav(cfg: Config, checkpoint: Path, episodes: list[dict]) -> list[dict]:
     """Each recorded episode played again on its own, in a fresh one-env gridnav, with a plain loop."""
-    from envs.gridnav import GridNav
-    from envs.options import GridNavOptions
+    from ddppo.envs.gridnav import GridNav
+    from ddppo.envs.options import GridNavOptions
 
     env = GridNav(GridNavOptions(**cfg.env_options), EnvSpec(num_envs=1, seed=rank_seed(
         cfg.run.seed + cfg.eval.seed_offset, 0)))

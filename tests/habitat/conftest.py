@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.habitat.dataset import write_split
-from envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-from envs.habitat.gridsim import GridSim
-from envs.habitat.interface import SimSettings
-from envs.habitat.layout import Box, Layout, LayoutParams, generate_layout
-from envs.habitat.options import HabitatOptions
-from envs.habitat.scene_gen import write_scene
+from ddppo.envs.habitat.dataset import write_split
+from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
+from ddppo.envs.habitat.gridsim import GridSim
+from ddppo.envs.habitat.interface import SimSettings
+from ddppo.envs.habitat.layout import Box, Layout, LayoutParams, generate_layout
+from ddppo.envs.habitat.options import HabitatOptions
+from ddppo.envs.habitat.scene_gen import write_scene
 from habitat_testutil import habitat_gpu
 
 

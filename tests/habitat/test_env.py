@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from envs.base import EnvError, VecEnv
-from envs.habitat.dataset import write_episodes
-from envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
-from envs.habitat.follower import ShortestPathFollower
-from envs.habitat.options import HabitatOptions
-from envs.habitat.sim import habitat_sim_available
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.base import EnvError, VecEnv
+from ddppo.envs.habitat.dataset import write_episodes
+from ddppo.envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
+from ddppo.envs.habitat.follower import ShortestPathFollower
+from ddppo.envs.habitat.options import HabitatOptions
+from ddppo.envs.habitat.sim import habitat_sim_available
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 METRICS = {"return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions"}
 
@@ -119,13 +119,13 @@ def test_missing_scene_names_file_and_episode(make_options, generated, tmp_path)
 @pytest.mark.skipif(habitat_sim_available(), reason="checks the message shown without habitat-sim")
 def test_missing_habitat_sim_says_how_to_install(make_options):
     with pytest.raises(EnvError, match=r"Python 3.9, `conda install habitat-sim withbullet headless -c conda-forge "
-                                       r"-c aihabitat`.*aihabitat-nightly.*python -m envs.habitat.check"):
+                                       r"-c aihabitat`.*aihabitat-nightly.*python -m ddppo.envs.habitat.check"):
         HabitatPointNavEnv(make_options(backend="habitat"), EnvSpec(num_envs=1, seed=0))
 
 
 @pytest.mark.skipif(habitat_sim_available(), reason="checks the message shown without habitat-sim")
 def test_install_check_without_habitat_sim_exits_2_with_the_hint(capsys):
-    from envs.habitat.check import main
+    from ddppo.envs.habitat.check import main
 
     assert main([]) == 2
     assert "aihabitat" in capsys.readouterr().out

@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from envs.base import EnvError
-from envs.habitat import episode_gen
-from envs.habitat.dataset import read_episodes
-from envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-from envs.habitat.geometry import yaw_from_quat
-from envs.habitat.gridsim import GridSim
-from envs.habitat.interface import SimSettings
+from ddppo.envs.base import EnvError
+from ddppo.envs.habitat import episode_gen
+from ddppo.envs.habitat.dataset import read_episodes
+from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
+from ddppo.envs.habitat.geometry import yaw_from_quat
+from ddppo.envs.habitat.gridsim import GridSim
+from ddppo.envs.habitat.interface import SimSettings
 
 
 def test_episodes_meet_the_bounds(generated):

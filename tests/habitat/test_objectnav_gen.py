@@ -9,14 +9,14 @@ import os
 import numpy as np
 import pytest
 
-from envs.base import EnvError
-from envs.habitat import objectnav_gen
-from envs.habitat.gridsim import GridSim
-from envs.habitat.interface import SimSettings
-from envs.habitat.layout import Layout, LayoutParams, generate_layout
-from envs.habitat.objectnav_gen import ObjectNavGenParams, generate_for_scene
-from envs.habitat.scene_gen import write_scene
-from envs.habitat.semantic import semantic_objects
+from ddppo.envs.base import EnvError
+from ddppo.envs.habitat import objectnav_gen
+from ddppo.envs.habitat.gridsim import GridSim
+from ddppo.envs.habitat.interface import SimSettings
+from ddppo.envs.habitat.layout import Layout, LayoutParams, generate_layout
+from ddppo.envs.habitat.objectnav_gen import ObjectNavGenParams, generate_for_scene
+from ddppo.envs.habitat.scene_gen import write_scene
+from ddppo.envs.habitat.semantic import semantic_objects
 
 PARAMS = LayoutParams(size_min=6.0, size_max=8.0, max_rooms=3, max_furniture=3)
 CATEGORIES = ("cabinet", "sofa", "plant", "bed", "table")

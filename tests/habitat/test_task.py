@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from envs.habitat.dataset import Episode, Goal
-from envs.habitat.geometry import quat_from_yaw
-from envs.habitat.gridsim import GridSim
-from envs.habitat.interface import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, SimSettings
-from envs.habitat.options import HabitatOptions
-from envs.habitat.task import GOAL_KEY, PointNavTask
+from ddppo.envs.habitat.dataset import Episode, Goal
+from ddppo.envs.habitat.geometry import quat_from_yaw
+from ddppo.envs.habitat.gridsim import GridSim
+from ddppo.envs.habitat.interface import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, SimSettings
+from ddppo.envs.habitat.options import HabitatOptions
+from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 
 
 def make_task(room, **kw):

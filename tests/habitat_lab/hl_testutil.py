@@ -31,7 +31,7 @@ def real_habitat_lab_module() -> tuple[object | None, str]:
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != tests]  # tests/habitat is not habitat-lab
     try:
-        from envs.habitat_lab.compat import import_habitat
+        from ddppo.envs.habitat_lab.compat import import_habitat
 
         return import_habitat(), ""
     except Exception as err:
@@ -100,7 +100,7 @@ def habitat_lab_v03() -> tuple[object | None, str]:
             del sys.modules[name]
     if habitat is None:
         return None, why
-    from envs.habitat_lab.compat import version_of
+    from ddppo.envs.habitat_lab.compat import version_of
 
     if version_of(habitat) < (0, 3):
         return None, f"habitat-lab {habitat.__version__} is installed, not 0.3.x"

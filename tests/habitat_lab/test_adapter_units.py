@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from envs.base import EnvError
-from envs.habitat_lab.env import scene_share
-from envs.habitat_lab.options import HabitatLabOptions
-from envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
-from envs.registry import OPTION_SECTIONS, section_for
+from ddppo.envs.base import EnvError
+from ddppo.envs.habitat_lab.env import scene_share
+from ddppo.envs.habitat_lab.options import HabitatLabOptions
+from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
+from ddppo.envs.registry import OPTION_SECTIONS, section_for
 
 Box, Discrete, Dict = gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spaces.Dict
 
@@ -94,7 +94,7 @@ class Ep:
 @pytest.mark.parametrize("num_scenes,ranks,workers,envs", [(3, 2, 2, 2), (8, 2, 2, 3), (1, 2, 1, 2), (5, 1, 1, 4)])
 def test_every_episode_in_exactly_one_env_of_one_worker_of_one_rank(num_scenes, ranks, workers, envs):
     """The share logic of HabitatLabVecEnv (scenes per (rank, worker), then episodes per env), counted."""
-    from envs.habitat.dataset import partition
+    from ddppo.envs.habitat.dataset import partition
 
     by_scene = {f"s{k}": [Ep(f"{k}-{j}", f"s{k}") for j in range(7 + k)] for k in range(num_scenes)}
     scenes = sorted(by_scene)
@@ -122,7 +122,7 @@ def test_options_section_registered_and_problems_named():
 def test_missing_habitat_lab_is_one_clear_error(monkeypatch):
     import builtins
 
-    from envs.habitat_lab import compat
+    from ddppo.envs.habitat_lab import compat
 
     real_import = builtins.__import__
 

@@ -19,11 +19,11 @@ if HABITAT is None and os.environ.get("DDPPO_REQUIRE_HABITAT_LAB") == "1":
     raise RuntimeError(f"DDPPO_REQUIRE_HABITAT_LAB=1 but {WHY}")
 pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
 
-from envs.base import EnvError, EnvSpec  # noqa: E402
-from envs.habitat.dataset import Episode, Goal, write_split  # noqa: E402
-from envs.habitat_lab.compat import Api  # noqa: E402
-from envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
-from envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
+from ddppo.envs.base import EnvError, EnvSpec  # noqa: E402
+from ddppo.envs.habitat.dataset import Episode, Goal, write_split  # noqa: E402
+from ddppo.envs.habitat_lab.compat import Api  # noqa: E402
+from ddppo.envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
+from ddppo.envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
 
 TASK = "benchmark/nav/pointnav/pointnav_habitat_test.yaml"  # shipped inside habitat-lab 0.3.x
 SCENES, PER_SCENE = 3, 5
@@ -186,7 +186,7 @@ def test_v03_objectgoal_sensor_is_a_discrete_category():
     from habitat.tasks.nav.object_nav_task import ObjectGoal, ObjectGoalSensor
     from omegaconf import OmegaConf
 
-    from envs.habitat_lab.spaces import convert_observation_space
+    from ddppo.envs.habitat_lab.spaces import convert_observation_space
 
     dataset = types.SimpleNamespace(category_to_task_category_id={"chair": 0, "table": 1, "bed": 2, "sofa": 3})
     sensor = ObjectGoalSensor(sim=None, config=OmegaConf.structured(ObjectGoalSensorConfig), dataset=dataset)

@@ -1,4 +1,4 @@
-"""The adapter on the real habitat-lab (0.2.x here; its version path is picked by envs.habitat_lab.compat) and
+"""The adapter on the real habitat-lab (0.2.x here; its version path is picked by ddppo.envs.habitat_lab.compat) and
 the real habitat-sim, on generated scenes; skipped where either does not import."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from hl_testutil import IMAGENAV_TASK, POINTNAV_TASK, gpu, real_habitat_lab
 HABITAT, WHY = real_habitat_lab()
 pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
 
-from envs.base import EnvError, EnvSpec  # noqa: E402
-from envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
-from envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
+from ddppo.envs.base import EnvError, EnvSpec  # noqa: E402
+from ddppo.envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
+from ddppo.envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
 
 EPISODES_PER_SCENE = 5
 
@@ -27,12 +27,12 @@ EPISODES_PER_SCENE = 5
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Three generated scenes (habitat-sim navmeshes) and a PointNav-v1 split folder, habitat-lab's layout."""
-    from envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-    from envs.habitat.dataset import write_split
-    from envs.habitat.interface import SimSettings
-    from envs.habitat.layout import LayoutParams
-    from envs.habitat.scene_gen import generate_scenes
-    from envs.habitat.sim import HabitatSim
+    from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
+    from ddppo.envs.habitat.dataset import write_split
+    from ddppo.envs.habitat.interface import SimSettings
+    from ddppo.envs.habitat.layout import LayoutParams
+    from ddppo.envs.habitat.scene_gen import generate_scenes
+    from ddppo.envs.habitat.sim import HabitatSim
 
     root = tmp_path_factory.mktemp("habitat_lab")
     params = LayoutParams(size_min=5.0, size_max=6.0, max_rooms=2, max_furniture=1)
@@ -252,7 +252,7 @@ def test_objectgoal_sensor_of_habitat_lab_is_a_discrete_category():
 
     from habitat.tasks.nav.object_nav_task import ObjectGoal, ObjectGoalSensor
 
-    from envs.habitat_lab.spaces import convert_observation_space
+    from ddppo.envs.habitat_lab.spaces import convert_observation_space
 
     config = HABITAT.get_config().TASK.OBJECTGOAL_SENSOR
     dataset = types.SimpleNamespace(category_to_task_category_id={"chair": 0, "table": 1, "bed": 2})

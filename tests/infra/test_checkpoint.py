@@ -13,9 +13,9 @@ import yaml
 
 from ddppo.rundir import checkpoint_update
 from ddppo import checkpoint as ckpt
-from envs.gridnav import GridNav
-from envs.options import GridNavOptions
-from envs.registry import EnvSpec
+from ddppo.envs.gridnav import GridNav
+from ddppo.envs.options import GridNavOptions
+from ddppo.envs.registry import EnvSpec
 
 
 def payload(seed=0, **extra):

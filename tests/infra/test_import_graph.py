@@ -1,9 +1,11 @@
 """The package layout is the architecture: imports run one way, and `envs` is a DAG that never imports ddppo.
 
-Every module's imports (also those inside functions) are read with `ast`; nothing is imported.
-Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> ppo -> train | eval -> sweep ->
-benchmarks -> cli. A module may import its own layer and the layers below; `train` and `eval` are two
-applications side by side and never import each other.
+Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
+as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
+Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> ppo -> train | eval -> sweep -> cli ->
+benchmarks. A module may import its own layer and the layers below; `train` and `eval` are two applications side
+by side and never import each other; the library never imports `benchmarks/`, which registers its `ddppo bench`
+subcommands through the `ddppo.commands` entry point.
 """
 
 from __future__ import annotations
@@ -15,16 +17,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("ddppo", "envs", "benchmarks")
+INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks"}  # pyproject.toml's package-dir
 INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
-LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("benchmarks",),
-          ("cli",)]
+LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("cli",),
+          ("benchmarks",)]
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    parts[0] = INSTALLED_AS.get(parts[0], parts[0])
     return ".".join(parts)
+
+
+def is_envs(module: str) -> bool:
+    return module == "ddppo.envs" or module.startswith("ddppo.envs.")
 
 
 def imports_of(path: Path, known: set[str]) -> set[str]:
@@ -87,9 +95,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def group_of(module: str) -> str | None:
     """The layer group of a ddppo/benchmarks module; None outside them (envs, third party)."""
     parts = module.split(".")
-    if parts[0] == "benchmarks":
+    if parts[:2] == ["ddppo", "benchmarks"]:
         return "benchmarks"
-    if parts[0] != "ddppo":
+    if parts[0] != "ddppo" or is_envs(module):
         return None
     if len(parts) > 2 and parts[1] in INFRASTRUCTURE_PACKAGES:
         return "infrastructure"
@@ -114,19 +122,31 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 
 def test_envs_is_a_dag():
     graph = project_graph()
-    envs = {m: {t for t in ts if t.split(".")[0] == "envs"} for m, ts in graph.items() if m.split(".")[0] == "envs"}
+    envs = {m: {t for t in ts if is_envs(t)} for m, ts in graph.items() if is_envs(m)}
     assert find_cycle(envs) is None, f"import cycle in envs: {' -> '.join(find_cycle(envs))}"
 
 
 def test_envs_never_imports_ddppo():
-    bad = [f"{m} imports {t}" for m, ts in project_graph().items() if m.split(".")[0] == "envs"
-           for t in ts if t.split(".")[0] in ("ddppo", "benchmarks")]
+    bad = [f"{m} imports {t}" for m, ts in project_graph().items() if is_envs(m)
+           for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t)]
     assert not bad, bad
+
+
+def library_imports_of_benchmarks(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} imports {t}" for m, ts in sorted(graph.items()) if group_of(m) not in (None, "benchmarks")
+            for t in sorted(ts) if group_of(t) == "benchmarks"]
+
+
+def test_the_library_never_imports_benchmarks():
+    assert library_imports_of_benchmarks(project_graph()) == []
+    assert library_imports_of_benchmarks({"ddppo.cli": {"ddppo.benchmarks.throughput"}}) == [
+        "ddppo.cli imports ddppo.benchmarks.throughput"]
 
 
 def test_ddppo_has_no_import_cycle():
     graph = project_graph()
-    ddppo = {m: {t for t in ts if t.split(".")[0] == "ddppo"} for m, ts in graph.items() if m.startswith("ddppo")}
+    ddppo = {m: {t for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t)} for m, ts in graph.items()
+             if m.startswith("ddppo") and not is_envs(m)}
     cycle = find_cycle(ddppo)
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
 
@@ -136,8 +156,8 @@ def test_layers_run_one_way():
 
 
 @pytest.mark.parametrize("graph, cycle", [
-    ({"envs.a": {"envs.b"}, "envs.b": {"envs.c"}, "envs.c": {"envs.a"}}, True),
-    ({"envs.a": {"envs.b"}, "envs.b": {"envs.c"}, "envs.c": set()}, False),
+    ({"ddppo.envs.a": {"ddppo.envs.b"}, "ddppo.envs.b": {"ddppo.envs.c"}, "ddppo.envs.c": {"ddppo.envs.a"}}, True),
+    ({"ddppo.envs.a": {"ddppo.envs.b"}, "ddppo.envs.b": {"ddppo.envs.c"}, "ddppo.envs.c": set()}, False),
 ])
 def test_the_cycle_check_can_fail(graph, cycle):
     assert (find_cycle(graph) is not None) == cycle
@@ -145,8 +165,10 @@ def test_the_cycle_check_can_fail(graph, cycle):
 
 def test_the_layer_check_can_fail():
     graph = {"ddppo.rollout.collector": {"ddppo.train.trainer", "ddppo.model.policy", "ddppo.config"},
-             "ddppo.train.trainer": {"ddppo.eval.runner"}, "ddppo.config": {"envs.registry"}}
+             "ddppo.train.trainer": {"ddppo.eval.runner"}, "ddppo.config": {"ddppo.envs.registry"},
+             "ddppo.cli": {"ddppo.benchmarks.throughput"}}
     assert layer_violations(graph) == [
+        "ddppo.cli (cli) imports ddppo.benchmarks.throughput (benchmarks)",
         "ddppo.rollout.collector (rollout) imports ddppo.train.trainer (train)",
         "ddppo.train.trainer (train) imports ddppo.eval.runner (eval)",
     ]

@@ -14,7 +14,7 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import from_yaml_text
 from ddppo.model.policy import Policy
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 GRIDNAV = "configs/gridnav.yaml"
 LEARN = {

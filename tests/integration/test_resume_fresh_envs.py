@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ddppo.config import load_config
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 CARTPOLE = "configs/cartpole.yaml"
 GRIDNAV = "configs/gridnav.yaml"

@@ -15,7 +15,7 @@ from ddppo.config import PolicyConfig
 from ddppo.model.policy import ImageInput, Policy
 from ddppo.rollout.acting import obs_to_torch
 from ddppo.rollout.storage import RolloutStorage
-from envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 N = 3
 

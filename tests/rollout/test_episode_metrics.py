@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names, metric_names
-from envs.base import EpisodeInfo
+from ddppo.envs.base import EpisodeInfo
 
 
 class Declares:

@@ -10,9 +10,9 @@ import torch
 
 from ddppo.config import ConfigError, load_config
 from ddppo.rollout.grpo import grpo_advantages
-from envs.gridnav import STOP, TURN_LEFT, GridNav
-from envs.options import GridNavOptions
-from envs.registry import EnvSpec
+from ddppo.envs.gridnav import STOP, TURN_LEFT, GridNav
+from ddppo.envs.options import GridNavOptions
+from ddppo.envs.registry import EnvSpec
 
 
 def _z(shape):

@@ -12,7 +12,7 @@ from ddppo.model.policy import Policy
 from ddppo.rollout.lockstep import LockstepCollector
 from ddppo.rollout.gae import gae
 from ddppo.rollout.storage import RolloutStorage
-from envs.base import EpisodeInfo, StepResult
+from ddppo.envs.base import EpisodeInfo, StepResult
 
 OBS_SPACE = gymnasium.spaces.Dict({
     "vec": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
