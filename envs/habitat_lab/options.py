@@ -20,7 +20,9 @@ class HabitatLabOptions:
                                     metadata=doc("habitat-lab task config file (0.2.x: yacs YAML, e.g. "
                                                  "configs/tasks/pointnav.yaml of a habitat-lab checkout; 0.3.x: a "
                                                  "Hydra config, a path or one under habitat/config, e.g. "
-                                                 "benchmark/nav/pointnav/pointnav_habitat_test.yaml)"))
+                                                 "benchmark/nav/pointnav/pointnav_habitat_test.yaml); on 0.3.x a "
+                                                 "file X.yaml with X_v03.yaml beside it means X_v03.yaml (the shipped "
+                                                 "configs/habitat_lab/*_gen_task.yaml have such twins)"))
     overrides: list = dataclasses.field(default_factory=list,
                                         metadata=doc("habitat-lab config overrides, KEY=VALUE each, in the keys of "
                                                      "the installed version (0.2.x: SIMULATOR.AGENT_0.SENSORS="
@@ -29,6 +31,10 @@ class HabitatLabOptions:
     dataset: str = dataclasses.field(default="",
                                      metadata=doc("the dataset's data path with {split} (DATASET.DATA_PATH / "
                                                   "habitat.dataset.data_path); empty = the task config's"))
+    max_episode_steps: int = dataclasses.field(default=0,
+                                               metadata=doc("episode step limit (ENVIRONMENT.MAX_EPISODE_STEPS / "
+                                                            "habitat.environment.max_episode_steps, the same key on "
+                                                            "either version); 0 = the task config's"))
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",
@@ -57,6 +63,8 @@ class HabitatLabOptions:
         bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o or o.startswith("=")]
         if bad:
             p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30)")
+        if self.max_episode_steps < 0:
+            p.append(f"max_episode_steps={self.max_episode_steps} must be >= 0 (0 = the task config's limit)")
         if self.gpu_device_id < -2:
             p.append(f"gpu_device_id={self.gpu_device_id} must be >= -2 (-2 = local GPU, -1 = CPU rendering)")
         if not self.success_measure:
