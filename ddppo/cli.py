@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what KEY (or every key of a section, e.g. ppo) means, its type and default (and its "
                           "value, with a config); repeatable")
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
+    cfg.add_argument("--markdown", action="store_true",
+                     help="print the configuration reference page (docs/reference/config.md): every key by section")
     sweep_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
     bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout", "preempt", "habitat-baselines"],
@@ -96,12 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from ddppo.config import ConfigError, explain, help_keys, load_config, to_yaml
+    from ddppo.config.describe import markdown
 
-    if args.help_keys:
-        sys.stdout.write(help_keys())
+    if args.help_keys or args.markdown:
+        sys.stdout.write(help_keys() if args.help_keys else markdown())
         return 0
     if args.config is None and not args.explain:
-        raise ConfigError("ddppo config needs a YAML config file (or --explain KEY, or --help-keys)")
+        raise ConfigError("ddppo config needs a YAML config file (or --explain KEY, --help-keys, --markdown)")
     cfg = load_config(args.config, args.overrides) if args.config is not None else None
     if args.explain:
         sys.stdout.write("".join(explain(key, cfg) for key in args.explain))
