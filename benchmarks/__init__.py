@@ -1,8 +1,9 @@
 """The one benchmark home.
 
-`ddppo bench throughput|memory|sb3|rollout` run `throughput.py`, `memory.py`, `sb3.py` and
-`rollout_modes.py` (importable: this package is installed with ddppo); `scaling.py`, `env_fps.py` and
-`rollout_parity.py` are scripts run from a checkout (`python benchmarks/scaling.py`). Figures go to
+`ddppo bench throughput|memory|sb3|rollout|preempt|habitat-baselines` run `throughput.py`, `memory.py`, `sb3.py`,
+`rollout_modes.py`, `preempt_store.py` and `habitat_baselines.py` (importable: this package is installed with ddppo
+as `ddppo.benchmarks`); `scaling.py`, `env_fps.py`, `rollout_parity.py`, `ver_parity.py`, `learner_ab.py` and
+`gpu_ranks.py` are scripts run from a checkout (`python benchmarks/scaling.py`), `gpu_check.sh` the GPU check. Figures go to
 `results/` as JSON; benchmarks print figures and never assert.
 """
 
