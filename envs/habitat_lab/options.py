@@ -32,9 +32,9 @@ class HabitatLabOptions:
                                      metadata=doc("the dataset's data path with {split} (DATASET.DATA_PATH / "
                                                   "habitat.dataset.data_path); empty = the task config's"))
     max_episode_steps: int = dataclasses.field(default=0,
-                                               metadata=doc("episode step limit (ENVIRONMENT.MAX_EPISODE_STEPS / "
-                                                            "habitat.environment.max_episode_steps, the same key on "
-                                                            "either version); 0 = the task config's"))
+                                               metadata=doc("episode step limit, set in the installed version's "
+                                                            "key (ENVIRONMENT.MAX_EPISODE_STEPS / habitat.environment."
+                                                            "max_episode_steps); 0 = the task config's"))
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",
