@@ -5,7 +5,8 @@ Both versions share `habitat.Env(config, dataset)`, its `current_episode` setter
 `get_scenes_to_load`. They differ in the config: 0.2.x has yacs configs (`habitat.get_config(paths, opts)`
 with opts `[KEY, VALUE, ...]`, upper-case keys at the top level, `defrost`/`freeze`), 0.3.x Hydra
 configs (`habitat.get_config(path, overrides=["key=value"])`, lower-case keys under `habitat.`,
-`habitat.config.read_write`). `Api` hides that behind logical key names.
+`habitat.config.read_write`). `Api` hides that behind logical key names, and picks a task config's 0.3.x twin
+(`X_v03.yaml` beside `X.yaml`, as the shipped configs/habitat_lab/*_gen_task.yaml have) where 0.3.x is installed.
 """
 
 from __future__ import annotations
