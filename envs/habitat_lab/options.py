@@ -34,7 +34,8 @@ class HabitatLabOptions:
     max_episode_steps: int = dataclasses.field(default=0,
                                                metadata=doc("episode step limit, set in the installed version's "
                                                             "key (ENVIRONMENT.MAX_EPISODE_STEPS / habitat.environment."
-                                                            "max_episode_steps); 0 = the task config's"))
+                                                            "max_episode_steps), after the overrides; 0 = the task "
+                                                            "config's"))
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",

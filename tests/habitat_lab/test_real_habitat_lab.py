@@ -225,6 +225,7 @@ def test_train_then_eval_every_episode_once_through_the_cli(data, tmp_path, cli)
     run = tmp_path / "run"
     common = [f"env.habitat_lab.config={POINTNAV_TASK}", f"env.habitat_lab.dataset={data['data_path']}",
               f"env.habitat_lab.scenes_dir={data['scenes_dir']}", f"env.habitat_lab.gpu_device_id={gpu()}",
+              "env.habitat_lab.max_episode_steps=0",  # 0: the limit comes from the override (the option would win)
               f"env.habitat_lab.overrides=[{key('max_steps')}=30]"]  # an override, in the installed version's keys
     train = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={run}", "run.total_env_steps=256",
                 "env.num_envs=4", "env.num_workers=2", "rollout.num_steps=32", "checkpoint.interval_updates=1",
