@@ -53,14 +53,14 @@ def data(tmp_path_factory):
 
 def _lab_config(data, split: str):
     """habitat-lab's own HM3D ObjectNav task config, depth 32x32 (0.3.x: RGB too, 32x32), on the generated data."""
-    if not Api(HABITAT).v2:
+    api = Api(HABITAT)
+    if not api.v2:  # the data paths set on the loaded config ({split} is not Hydra override syntax)
         sensors = "habitat.simulator.agents.main_agent.sim_sensors"
-        return HABITAT.get_config("benchmark/nav/objectnav/objectnav_hm3d.yaml", overrides=[
+        cfg = api.load_config("benchmark/nav/objectnav/objectnav_hm3d.yaml", [
             f"habitat.simulator.habitat_sim_v0.gpu_device_id={gpu()}", "habitat.simulator.agents.main_agent.radius=0.1",
             *(f"{sensors}.{s}_sensor.{d}=32" for s in ("rgb", "depth") for d in ("width", "height")),
-            "habitat.task.measurements.success.success_distance=0.2",  # the generator's view points: a 0.25 m grid
-            f"habitat.dataset.data_path={data['data_path']}", f"habitat.dataset.scenes_dir={data['scenes_dir']}",
-            f"habitat.dataset.split={split}"])
+            "habitat.task.measurements.success.success_distance=0.2"])  # the generator's view points: a 0.25 m grid
+        return api.replace(cfg, data_path=data["data_path"], scenes_dir=data["scenes_dir"], split=split)
     task = Path(HABITAT.__file__).resolve().parents[1] / "configs" / "tasks" / "objectnav_hm3d.yaml"
     if not task.is_file():
         pytest.skip(f"habitat-lab's own task configs are not in this install ({task} is missing)")
