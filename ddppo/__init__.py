@@ -15,7 +15,7 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     (`ddppo export`)
     rundir.py       the one owner of a run directory's files (checkpoint names, pruning, "finished"); the one
                     atomic write and torn-line-tolerant reader
-    checkpoint.py   what a checkpoint holds; atomic save, weights_only loading; whether one fits a config
+    checkpoint/     what a checkpoint holds; atomic save, weights_only loading; whether one fits a config
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
