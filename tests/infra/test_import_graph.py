@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("ddppo", "envs", "benchmarks")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks"}  # pyproject.toml's package-dir
-INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
+INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint")  # packages of the infrastructure layer
 LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("cli",),
           ("benchmarks",)]
 
