@@ -29,11 +29,13 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py, staging.py (every host-to-device copy of a step), gae.py, grpo.py, preemption.py,
+            storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start)
+advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
+            gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
 train/      the training application: trainer.py (the loop, saved-state owners), resume.py (the run dir's config),
-            advantage.py (GAE or GRPO, decided once), stats.py, bottleneck.py (report), metrics.py,
+            stats.py, bottleneck.py (report), metrics.py,
             wandb_sink.py, overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             probes.py, stats.py, video.py

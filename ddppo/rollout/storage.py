@@ -29,7 +29,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from ddppo.rollout.gae import gae
+from ddppo.advantage.gae import gae
 
 
 @dataclasses.dataclass

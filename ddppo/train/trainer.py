@@ -29,7 +29,7 @@ from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
-from ddppo.train.advantage import advantage_for
+from ddppo.advantage import advantage_for
 from ddppo.train.resume import check_run_dir, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult

@@ -15,7 +15,7 @@ import torch
 
 from ddppo.ppo.loss import masked_mean, ppo_loss
 from ddppo.ppo.update import normalize_advantages
-from ddppo.rollout.gae import gae
+from ddppo.advantage.gae import gae
 from rollout_testutil import NeverStop
 
 NAN = float("nan")

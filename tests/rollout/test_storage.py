@@ -10,7 +10,7 @@ from ddppo.config import PolicyConfig
 from ddppo.timing import Timer
 from ddppo.model.policy import Policy
 from ddppo.rollout.lockstep import LockstepCollector
-from ddppo.rollout.gae import gae
+from ddppo.advantage.gae import gae
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.base import EpisodeInfo, StepResult
 

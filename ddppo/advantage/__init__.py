@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ddppo.config import PPOConfig
-from ddppo.rollout.grpo import grpo_advantages
+from ddppo.advantage.grpo import grpo_advantages
 from ddppo.rollout.storage import RolloutStorage
 
 
