@@ -1,55 +1,54 @@
-"""The advantage estimator, decided once from `ppo.advantage`: GAE bootstraps from the critic, GRPO normalises
-episode returns within groups of envs that share each episode (no critic).
+"""Advantage estimation, chosen once from the config (`ppo.advantage`, through `estimator_for`).
 
-Each is the saved-state owner of what it carries from one rollout to the next (namespace "advantage"): nothing
-for GAE, GRPO's partial returns and finished flags of the episodes still running.
+An estimator is one object with a small interface (`Estimator`):
+    compute(storage, bootstrap_value)   after each rollout: fills storage.advantages, .returns and .loss_mask over
+                                        the collected steps (`bootstrap_value()`: V(observation the next rollout
+                                        starts from), asked only by estimators that bootstrap)
+    normalise(storage, ctx)             before the PPO epochs, on every rank, every update (a collective when the
+                                        estimator normalises over ranks: the same decision on every rank)
+    state_dict() / load_state_dict()    what it carries from one rollout to the next: the saved-state namespace
+                                        "advantage" (per rank; restored only when the episodes continue)
+The storage keeps the buffers only; everything that computes advantages lives here: gae.py (GAE with the critic's
+bootstrap, and the advantage normalisation over every rank), grpo.py (critic-free GRPO: episode returns
+normalised within groups of envs, with the carry of the episodes still running).
+
+Adding an estimator is one module with such a class, one line in ESTIMATORS below, and one entry in
+`ddppo.config.schema.ADVANTAGES` (its name for `ppo.advantage`, and whether it learns a critic);
+tests/advantage/test_registry.py adds a toy one that way.
 """
 
 from __future__ import annotations
 
+from typing import Any, Callable, Protocol
+
 import torch
 
 from ddppo.config import PPOConfig
-from ddppo.advantage.grpo import grpo_advantages
+from ddppo.distributed import DistContext
 from ddppo.rollout.storage import RolloutStorage
+from ddppo.advantage.gae import GAE
+from ddppo.advantage.grpo import GRPO
 
 
-class GAE:
-    """Generalised advantage estimation with the critic's bootstrap at each env's last valid step."""
+class Estimator(Protocol):
+    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None: ...
 
-    def __init__(self, ppo: PPOConfig):
-        self.gamma, self.lam = ppo.gamma, ppo.gae_lambda
+    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None: ...
 
-    def compute(self, storage: RolloutStorage, bootstrap_value) -> None:
-        storage.compute_returns(bootstrap_value(), self.gamma, self.lam)
+    def state_dict(self) -> Any: ...
 
-    def state_dict(self) -> None:
-        return None
-
-    def load_state_dict(self, state) -> None:
-        """Nothing is carried (a GRPO carry in an older file is ignored)."""
+    def load_state_dict(self, state: Any) -> None: ...
 
 
-class GRPO:
-    """Group-relative advantages over whole episodes; episodes running at the rollout's end carry over."""
-
-    def __init__(self, ppo: PPOConfig, num_envs: int):
-        self.group_size = ppo.group_size
-        self.carry = torch.zeros(2, num_envs)  # partial returns and finished flags
-
-    def compute(self, storage: RolloutStorage, bootstrap_value) -> None:
-        L = storage.step
-        adv, mask, self.carry = grpo_advantages(storage.rewards[:L].cpu(), storage.dones[:L].cpu(),
-                                                storage.idle[:L].cpu(), self.carry, self.group_size)
-        storage.set_advantages(adv, mask)
-
-    def state_dict(self) -> torch.Tensor:
-        return self.carry.clone()
-
-    def load_state_dict(self, state) -> None:
-        self.carry = torch.as_tensor(state).float().cpu()
+# ppo.advantage -> the estimator's class, built as cls(ppo_config, num_envs_of_this_rank)
+ESTIMATORS: dict[str, Callable[[PPOConfig, int], Estimator]] = {"gae": GAE, "grpo": GRPO}
 
 
-def advantage_for(ppo: PPOConfig, num_envs: int) -> GAE | GRPO:
-    """The estimator `ppo.advantage` names."""
-    return GRPO(ppo, num_envs) if not ppo.critic else GAE(ppo)
+def estimator_for(ppo: PPOConfig, num_envs: int) -> Estimator:
+    """The estimator `ppo.advantage` names, for a rank with `num_envs` envs."""
+    try:
+        make = ESTIMATORS[ppo.advantage]
+    except KeyError:
+        raise ValueError(f"ppo.advantage={ppo.advantage!r} names no registered estimator "
+                         f"({', '.join(sorted(ESTIMATORS))}): ddppo/advantage/__init__.py ESTIMATORS") from None
+    return make(ppo, num_envs)

@@ -6,12 +6,8 @@ overlapped with backward) weights every rank by its sample count, so the applied
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
-Advantage normalisation (ppo.normalize_advantage, GAE): mean and population
-std over every valid sample of every rank, from one all-reduce of (sum, sum of
-squares, count) before the epochs, so a sample's advantage does not depend on
-which rank collected it and ranks count by their number of valid samples. GRPO
-advantages are already normalised within their group, and a group never spans
-ranks, so they are rank-independent as they are.
+Advantage normalisation is the estimator's (ddppo/advantage/): `update` asks it once, before the epochs, on
+every rank (GAE: over every valid sample of every rank, one all-reduce).
 
 Empty minibatches: a minibatch with no valid sample on any rank makes no
 optimiser step (nor Adam step count); the learning rate follows the env-step
@@ -30,6 +26,7 @@ from collections import defaultdict
 
 import torch
 
+from ddppo.advantage import Estimator
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo import timing
@@ -94,23 +91,6 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
-    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
-
-    Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
-    the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
-    """
-    m = valid.double()
-    a = torch.where(valid > 0, adv.double(), torch.zeros_like(m))  # selected, not multiplied: padding may be NaN
-    local = torch.stack([a.sum(), (a * a).sum(), m.sum()])
-    total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
-    if count <= 0:
-        return
-    mean = total / count
-    std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
-    adv.sub_(mean).div_(std + 1e-8)
-
-
 def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
     """Adam with the fused kernel (one kernel for every parameter, on CPU and CUDA) where this torch has
     it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step."""
@@ -121,8 +101,9 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.
 
 
 class PPOUpdater:
-    def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0):
-        self.policy, self.cfg, self.ctx = policy, cfg, ctx
+    def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0, *,
+                 advantage: Estimator):
+        self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
@@ -142,8 +123,7 @@ class PPOUpdater:
         `generator` draws the minibatches' env permutations (None: torch's global generator)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.critic:  # config-driven: the same on every rank
-            normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
+        self.advantage.normalise(storage, self.ctx)  # before the epochs, on every rank
         acc = _Stats()
         skipped = 0
         for epoch in range(cfg.epochs):

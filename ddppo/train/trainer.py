@@ -29,7 +29,7 @@ from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
-from ddppo.advantage import advantage_for
+from ddppo.advantage import estimator_for
 from ddppo.train.resume import check_run_dir, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult
@@ -112,8 +112,8 @@ class Trainer:
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                                   value_head=cfg.ppo.critic).to(ctx.device)
-        self.advantage = advantage_for(cfg.ppo, spec.num_envs)
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
+        self.advantage = estimator_for(cfg.ppo, spec.num_envs)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, advantage=self.advantage)
         self.storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
@@ -197,7 +197,7 @@ class Trainer:
                 return self._finish(stop)
 
     def compute_advantages(self) -> None:
-        """GAE (with the critic's bootstrap) or GRPO advantages for the collected rollout."""
+        """The advantages of the collected rollout (the estimator ppo.advantage chose: ddppo/advantage/)."""
         with self.timer(timing.GAE):
             self.advantage.compute(self.collector.storage, self.collector.last_value)
 

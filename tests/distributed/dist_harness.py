@@ -264,6 +264,7 @@ def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, step
     from ddppo.config import PolicyConfig
     from testutil import gloo_context
     from ddppo.model.policy import Policy
+    from ddppo.advantage import estimator_for
     from ddppo.ppo.update import PPOUpdater
     from ddppo.rollout.storage import RolloutStorage
 
@@ -273,7 +274,7 @@ def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, step
     policy = Policy(obs_space, gymnasium.spaces.Discrete(actions), PolicyConfig(hidden_size=8))
     storage = RolloutStorage(steps, num_envs, obs_space, gymnasium.spaces.Discrete(actions),
                              tuple(policy.initial_hidden(num_envs).shape), torch.device("cpu"))
-    return ctx, policy, PPOUpdater(policy, ppo, ctx), storage
+    return ctx, policy, PPOUpdater(policy, ppo, ctx, advantage=estimator_for(ppo, num_envs)), storage
 
 
 def fill_random_rollout(storage: Any, policy: Any, steps: int, actions: int, generator: Any) -> None:
