@@ -112,7 +112,7 @@ class TinyOwner:
 
 def test_adding_saved_state_is_registering_one_owner(tmp_path, tiny_config, monkeypatch):
     """The one change: the owner in Trainer.saved_state_owners. The checkpoint carries it, resume restores it,
-    with checkpoint.py and train/resume.py untouched."""
+    with ddppo/checkpoint/ untouched."""
     from ddppo.train.trainer import Trainer
 
     registered = Trainer.saved_state_owners
