@@ -12,8 +12,9 @@ keep the rank, and with it the job's allocation, forever. So:
 
 One daemon thread watches the deadlines; past one it writes one line to stderr (directly to file descriptor 2:
 the hung thread may hold a logging lock) and ends the process with `os._exit(code)`: 1 for a lost peer or an
-error, 2 for a user error (as the CLI), the run's own code after a finished run. Only a rank process arms
-anything (`enable`, called by run_in_process_group): a library user's or a test's process is never ended."""
+error, 2 for a user error (as the CLI), the run's own code after a finished run. Only a rank arms anything:
+run_in_process_group enables the deadlines for the run and `disable`s them once the group is closed (nothing
+native is left to bound), so a library user's or a test's process is never ended afterwards."""
 
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ _state = {"enabled": False, "thread": None, "exit": None}
 def enable() -> None:
     """This process is a rank: from now on armed deadlines end it."""
     _state["enabled"] = True
+
+
+def disable() -> None:
+    """The run is over and its group closed: forget every deadline; nothing is armed from now on."""
+    with _lock:
+        _state["enabled"] = False
+        _state["exit"] = None
+        _armed.clear()
+        _lock.notify_all()
 
 
 def arm(seconds: float, code: int, line: str) -> int | None:

@@ -140,8 +140,8 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
 
     A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
     torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint. Once `body` has ended
-    (returned or raised), the rank is gone within dist.timeout_s + deadline.EXIT_MARGIN_S with its exit code,
-    whatever `close` does in native code (deadline.py).
+    (returned or raised), the rank is gone within dist.timeout_s + deadline.EXIT_MARGIN_S with its exit code
+    if `close` hangs in native code (deadline.py); once `close` has returned the bound is lifted.
     """
     if cfg.run.deterministic:
         prepare_deterministic()  # before anything touches CUDA
@@ -167,3 +167,4 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
         return rc
     finally:
         ctx.close()
+        deadline.disable()  # the group is closed: nothing native is left to bound
