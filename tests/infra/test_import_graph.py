@@ -2,9 +2,9 @@
 
 Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
 as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
-Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> ppo -> train | eval -> sweep -> cli ->
-benchmarks. A module may import its own layer and the layers below; `train` and `eval` are two applications side
-by side and never import each other; the library never imports `benchmarks/`, which registers its `ddppo bench`
+Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> ppo -> train | eval | export -> sweep ->
+cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export` are
+applications side by side and never import each other; the library never imports `benchmarks/`, which registers its `ddppo bench`
 subcommands through the `ddppo.commands` entry point.
 """
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("ddppo", "envs", "benchmarks")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks"}  # pyproject.toml's package-dir
 INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
-LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("cli",),
+LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval", "export"), ("sweep",), ("cli",),
           ("benchmarks",)]
 
 

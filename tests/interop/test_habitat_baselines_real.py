@@ -170,7 +170,7 @@ def test_ddppo_export_into_habitat_baselines(tmp_path):
 def test_export_in_the_installed_release_layout_loads_into_its_agent(tmp_path):
     """`ddppo export`'s auto layout here (0.2.x: `actor_critic.` keys) loads into this release's own PPO agent
     (0.2.x's evaluator loads agent.load_state_dict) or policy (0.3.x), strict, with the same outputs."""
-    from ddppo.interop.export import installed_layout
+    from ddppo.export.habitat_baselines import installed_layout
 
     layout = installed_layout()[0]
     torch.manual_seed(8)

@@ -17,7 +17,7 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import PolicyConfig
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
-from ddppo.interop.export import installed_layout
+from ddppo.export.habitat_baselines import installed_layout
 from ddppo.model.habitat_baselines import GOAL_KEY
 from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
 from hb_real import habitat_baselines_version, load_habitat_baselines

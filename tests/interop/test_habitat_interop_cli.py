@@ -99,7 +99,7 @@ def test_train_export_finetune_evaluate(data, tmp_path):
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):
     from ddppo import checkpoint as ckpt
     from ddppo.config import Config, ConfigError, to_yaml
-    from ddppo.interop.export import export_habitat_baselines
+    from ddppo.export.habitat_baselines import export_habitat_baselines
 
     run = tmp_path / "run"
     ckpt.save(run, 1, ckpt.payload({"actor.weight": torch.zeros(4, 8)}, {}, {"update": 1, "env_steps": 8},

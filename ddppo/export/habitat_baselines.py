@@ -1,4 +1,4 @@
-"""`ddppo export`: a run's checkpoint written in another trainer's format (habitat-baselines)."""
+"""`ddppo export --format habitat-baselines`: a run's checkpoint as a habitat-baselines ckpt.N.pth."""
 
 from __future__ import annotations
 
