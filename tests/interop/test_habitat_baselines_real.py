@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.export.habitat_baselines import export_payload
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
@@ -157,7 +158,7 @@ def test_ddppo_export_into_habitat_baselines(tmp_path):
     """ddppo policy -> export payload -> habitat-baselines' own torch.load + load_state_dict(strict=True)."""
     torch.manual_seed(2)
     ours = ddppo_policy()
-    torch.save(habitat_ckpt.export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 99),
+    torch.save(export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 99),
                tmp_path / "ckpt.0.pth")
     data = torch.load(tmp_path / "ckpt.0.pth", map_location="cpu", weights_only=True)
     hb = hb_policy()
@@ -175,7 +176,7 @@ def test_export_in_the_installed_release_layout_loads_into_its_agent(tmp_path):
     layout = installed_layout()[0]
     torch.manual_seed(8)
     ours = ddppo_policy()
-    torch.save(habitat_ckpt.export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 5, layout),
+    torch.save(export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 5, layout),
                tmp_path / "ckpt.0.pth")
     data = torch.load(tmp_path / "ckpt.0.pth", map_location="cpu", weights_only=True)
     hb = hb_policy()
