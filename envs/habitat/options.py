@@ -69,7 +69,7 @@ class HabitatOptions:
             p.append(f"backend={self.backend!r} must be one of {', '.join(BACKENDS)}")
         if not self.dataset:
             p.append("dataset='' must name a PointNav .json.gz file or a folder with content/*.json.gz "
-                     "(make one with `python -m ddppo.envs.habitat.episode_gen`)")
+                     "(make one with `python -m ddppo.envs.scenes.episode_gen`)")
         for key in ("max_episode_steps", "depth_width", "depth_height", "rgb_width", "rgb_height"):
             if getattr(self, key) <= 0:
                 p.append(f"{key}={getattr(self, key)} must be > 0")

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.habitat.dataset import EpisodeIterator, partition
+from ddppo.envs.scenes.dataset import EpisodeIterator, partition
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv
-from ddppo.envs.habitat.dataset import write_episodes
+from ddppo.envs.scenes.dataset import write_episodes
 from ddppo.envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
 from ddppo.envs.habitat.follower import ShortestPathFollower
 from ddppo.envs.habitat.options import HabitatOptions
-from ddppo.envs.habitat.sim import habitat_sim_available
+from ddppo.envs.scenes.sim import habitat_sim_available
 from ddppo.envs.registry import EnvSpec, make_vec_env
 
 METRICS = {"return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions"}

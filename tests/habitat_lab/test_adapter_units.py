@@ -94,7 +94,7 @@ class Ep:
 @pytest.mark.parametrize("num_scenes,ranks,workers,envs", [(3, 2, 2, 2), (8, 2, 2, 3), (1, 2, 1, 2), (5, 1, 1, 4)])
 def test_every_episode_in_exactly_one_env_of_one_worker_of_one_rank(num_scenes, ranks, workers, envs):
     """The share logic of HabitatLabVecEnv (scenes per (rank, worker), then episodes per env), counted."""
-    from ddppo.envs.habitat.dataset import partition
+    from ddppo.envs.scenes.dataset import partition
 
     by_scene = {f"s{k}": [Ep(f"{k}-{j}", f"s{k}") for j in range(7 + k)] for k in range(num_scenes)}
     scenes = sorted(by_scene)

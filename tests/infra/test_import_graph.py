@@ -126,6 +126,29 @@ def test_envs_is_a_dag():
     assert find_cycle(envs) is None, f"import cycle in envs: {' -> '.join(find_cycle(envs))}"
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """`graph` with each envs sub-package (envs/habitat/, envs/scenes/, ...) as one node: its modules' imports."""
+    def node(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:3]) if len(parts) > 3 else module
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        out.setdefault(node(module), set()).update(node(t) for t in targets if node(t) != node(module))
+    return out
+
+
+def test_envs_packages_run_one_way():
+    """A package of envs sits either below or above another, never both: envs/scenes/ (scene files, simulators,
+    generators) below the environments built on it (envs/habitat/, envs/habitat_lab/)."""
+    graph = project_graph()
+    envs = package_graph({m: {t for t in ts if is_envs(t)} for m, ts in graph.items() if is_envs(m)})
+    assert find_cycle(envs) is None, f"import cycle between envs packages: {' -> '.join(find_cycle(envs))}"
+    assert "ddppo.envs.scenes" in envs["ddppo.envs.habitat"] and "ddppo.envs.scenes" in envs["ddppo.envs.habitat_lab"]
+    back = package_graph({"ddppo.envs.scenes.episode_gen": {"ddppo.envs.habitat.options"},
+                          "ddppo.envs.habitat.env": {"ddppo.envs.scenes.dataset", "ddppo.envs.base"}})
+    assert find_cycle(back) == ["ddppo.envs.habitat", "ddppo.envs.scenes", "ddppo.envs.habitat"]
+
+
 def test_envs_never_imports_ddppo():
     bad = [f"{m} imports {t}" for m, ts in project_graph().items() if is_envs(m)
            for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t)]

@@ -23,12 +23,12 @@ SMALL_HB = {"policy.architecture": "habitat_baselines", "policy.hidden_size": 16
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict:
-    from ddppo.envs.habitat.dataset import write_split
-    from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-    from ddppo.envs.habitat.gridsim import GridSim
-    from ddppo.envs.habitat.interface import SimSettings
-    from ddppo.envs.habitat.layout import LayoutParams, generate_layout
-    from ddppo.envs.habitat.scene_gen import write_scene
+    from ddppo.envs.scenes.dataset import write_split
+    from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene
+    from ddppo.envs.scenes.gridsim import GridSim
+    from ddppo.envs.scenes.interface import SimSettings
+    from ddppo.envs.scenes.layout import LayoutParams, generate_layout
+    from ddppo.envs.scenes.scene_gen import write_scene
 
     root = tmp_path_factory.mktemp("hbcli")
     sim = GridSim(SimSettings(depth_sensor=False))

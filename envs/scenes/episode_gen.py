@@ -1,6 +1,6 @@
 """Generate PointNav episodes on scenes' navmeshes, in habitat's standard format.
 
-    python -m ddppo.envs.habitat.episode_gen --scenes-dir data/scene_datasets --scenes gen/gen_000.glb gen/gen_001.glb \\
+    python -m ddppo.envs.scenes.episode_gen --scenes-dir data/scene_datasets --scenes gen/gen_000.glb gen/gen_001.glb \\
         --out data/datasets/pointnav/gen/train --episodes-per-scene 200 --seed 0
 
 Start and goal are sampled on the navmesh, must be connected (finite geodesic
@@ -25,10 +25,10 @@ import sys
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.dataset import Episode, Goal, write_episodes, write_split
-from ddppo.envs.habitat.geometry import quat_from_yaw
-from ddppo.envs.habitat.backends import make_simulator
-from ddppo.envs.habitat.interface import NavSimulator, SimSettings
+from ddppo.envs.scenes.dataset import Episode, Goal, write_episodes, write_split
+from ddppo.envs.scenes.geometry import quat_from_yaw
+from ddppo.envs.scenes.backends import make_simulator
+from ddppo.envs.scenes.interface import NavSimulator, SimSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +86,7 @@ def generate_for_scene(sim: NavSimulator, scene_file: str, scene_id: str, num: i
 def pick_backend(requested: str) -> str:
     if requested != "auto":
         return requested
-    from ddppo.envs.habitat.sim import habitat_sim_available  # lazy: habitat-sim is optional
+    from ddppo.envs.scenes.sim import habitat_sim_available  # lazy: habitat-sim is optional
 
     return "habitat" if habitat_sim_available() else "grid"
 
@@ -105,7 +105,7 @@ def _scene_files(scenes_dir: str, scenes: list[str]) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddppo.envs.habitat.episode_gen", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ddppo.envs.scenes.episode_gen", description=__doc__.split("\n\n")[0])
     p.add_argument("--scenes-dir", required=True, help="scenes root; written scene_ids are relative to it")
     p.add_argument("--scenes", nargs="*", default=[], help="scene .glb files (default: every .glb under the root)")
     p.add_argument("--out", required=True, help="a .json.gz file, or a split folder")

@@ -1,10 +1,10 @@
 """Generate ObjectNav episodes on generated scenes, in habitat-lab's ObjectNav-v1 format.
 
-    python -m ddppo.envs.habitat.objectnav_gen --scenes-dir data/scene_datasets \\
+    python -m ddppo.envs.scenes.objectnav_gen --scenes-dir data/scene_datasets \\
         --scenes data/scene_datasets/gen/gen_000.glb data/scene_datasets/gen/gen_001.glb \\
         --out data/datasets/objectnav/gen/v1/train --episodes-per-scene 200 --seed 0
 
-The scenes are `ddppo.envs.habitat.scene_gen`'s (`<scene>.layout.json` and the semantic annotations
+The scenes are `ddppo.envs.scenes.scene_gen`'s (`<scene>.layout.json` and the semantic annotations
 `<scene>_semantic.{ply,txt}` next to each .glb); every furniture instance of a wanted category is a goal.
 Its view points are the navigable points of a `--view-spacing` grid within `--view-radius` of the object's
 footprint with a clear line of sight to it in the floor plan, each facing the object. An episode starts on the
@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.backends import make_simulator
-from ddppo.envs.habitat.dataset import scene_name, write_json_gz
-from ddppo.envs.habitat.episode_gen import _scene_files, pick_backend
-from ddppo.envs.habitat.geometry import quat_from_yaw
-from ddppo.envs.habitat.interface import NavSimulator, SimSettings
-from ddppo.envs.habitat.layout import Layout
-from ddppo.envs.habitat.semantic import FURNITURE_CATEGORIES, MP3D_CATEGORY_ID, SemanticObject, scene_objects
+from ddppo.envs.scenes.backends import make_simulator
+from ddppo.envs.scenes.dataset import scene_name, write_json_gz
+from ddppo.envs.scenes.episode_gen import _scene_files, pick_backend
+from ddppo.envs.scenes.geometry import quat_from_yaw
+from ddppo.envs.scenes.interface import NavSimulator, SimSettings
+from ddppo.envs.scenes.layout import Layout
+from ddppo.envs.scenes.semantic import FURNITURE_CATEGORIES, MP3D_CATEGORY_ID, SemanticObject, scene_objects
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +194,7 @@ def write_objectnav_split(folder: str, per_scene: dict[str, dict[str, Any]], cat
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddppo.envs.habitat.objectnav_gen", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ddppo.envs.scenes.objectnav_gen", description=__doc__.split("\n\n")[0])
     p.add_argument("--scenes-dir", required=True, help="scenes root; written scene_ids are relative to it")
     p.add_argument("--scenes", nargs="*", default=[], help="scene .glb files (default: every .glb under the root)")
     p.add_argument("--out", required=True, help="split folder to write (<out>/<split>.json.gz + content/)")
