@@ -25,6 +25,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
+from ddppo.envs.fields import section_problems
 from ddppo.envs.scenes.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
 from ddppo.envs.scenes.gridsim import layout_path_for
 from ddppo.envs.scenes.backends import make_simulator
@@ -77,7 +78,7 @@ class HabitatPointNavEnv:
     """`num_envs` PointNav envs in this process, one simulator each (implements ddppo.envs.base.VecEnv)."""
 
     def __init__(self, options: HabitatOptions, spec: Any, episodes: list[Episode] | None = None):
-        found = options.problems()
+        found = section_problems(options)
         if found:
             raise EnvError("invalid env.habitat options: " + "; ".join(found))
         self.opt = options
