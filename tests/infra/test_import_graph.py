@@ -189,9 +189,14 @@ def test_the_cycle_check_can_fail(graph, cycle):
 def test_the_layer_check_can_fail():
     graph = {"ddppo.rollout.collector": {"ddppo.train.trainer", "ddppo.model.policy", "ddppo.config"},
              "ddppo.train.trainer": {"ddppo.eval.runner"}, "ddppo.config": {"ddppo.envs.registry"},
-             "ddppo.cli": {"ddppo.benchmarks.throughput"}}
+             "ddppo.cli": {"ddppo.benchmarks.throughput"},
+             "ddppo.interop.habitat_checkpoint": {"ddppo.model.habitat_baselines", "ddppo.export.habitat_baselines"},
+             "ddppo.export.habitat_baselines": {"ddppo.model.habitat_baselines", "ddppo.eval.command"}}
     assert layer_violations(graph) == [
         "ddppo.cli (cli) imports ddppo.benchmarks.throughput (benchmarks)",
+        "ddppo.export.habitat_baselines (export) imports ddppo.eval.command (eval)",
+        "ddppo.interop.habitat_checkpoint (infrastructure) imports ddppo.export.habitat_baselines (export)",
+        "ddppo.interop.habitat_checkpoint (infrastructure) imports ddppo.model.habitat_baselines (model)",
         "ddppo.rollout.collector (rollout) imports ddppo.train.trainer (train)",
         "ddppo.train.trainer (train) imports ddppo.eval.runner (eval)",
     ]
