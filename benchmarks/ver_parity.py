@@ -13,13 +13,14 @@ Variants (rollout.* overrides):
 The sample-weighting table of docs/results/ver-weighting.md (issue 33), one command:
 
     nice -n 10 python benchmarks/ver_parity.py --weighting
-    (= --cases skewed-11 gridnav --variants fixed per_minibatch per_sample --seeds 1 2 3 4 5
+    (= --cases skewed-11 skewed-11.5 gridnav --variants fixed per_minibatch per_sample --seeds 1 2 3 4 5
        --out benchmarks/results/ver_weighting.json)
 
 Cases: `skewed` (the synthetic env, 8 envs in 8 workers, per-env step times spread log-normally, sigma 1.0,
 redrawn every episode, and slow resets; threshold windowed train/reward >= 10.5 of 32, a uniform policy gets 8)
 `skewed-11` (the same, threshold 11.0, nearer where the synthetic task plateaus: each worker's env has its own
-reward matrix and the observation does not say which) and `gridnav` (8x8 maps through 8 workers; threshold
+reward matrix and the observation does not say which), `skewed-11.5` (threshold 11.5; the windowed reward then
+wanders between about 11.2 and 12.4) and `gridnav` (8x8 maps through 8 workers; threshold
 windowed success >= 0.9 and SPL >= 0.8). Each run is
 `ddppo train configs/gridnav.yaml CASE VARIANT run.seed=SEED` in its own process, one at a time (the variants
 of one seed back to back, so load drift on a shared machine touches all three alike), stopped with SIGTERM at
@@ -56,7 +57,8 @@ CASES = {
                               "policy.hidden_size=64", "run.total_env_steps=150000"],
                 "threshold": {"train/success": 0.9, "train/spl": 0.8}, "cap_s": 180},
 }
-CASES["skewed-11"]["overrides"] = CASES["skewed"]["overrides"]
+CASES["skewed-11.5"] = {"overrides": [], "threshold": {"train/reward": 11.5}, "cap_s": 150}  # nearer still
+CASES["skewed-11"]["overrides"] = CASES["skewed-11.5"]["overrides"] = CASES["skewed"]["overrides"]
 VARIANTS = {
     "fixed": ["rollout.mode=fixed"],
     "variable": ["rollout.mode=variable", "rollout.idle_envs=step", "rollout.importance_weights=false"],
@@ -65,7 +67,7 @@ VARIANTS = {
 }
 VARIANTS["per_minibatch"] = [*VARIANTS["weighted"], "rollout.variable_weighting=per_minibatch"]
 VARIANTS["per_sample"] = [*VARIANTS["weighted"], "rollout.variable_weighting=per_sample"]
-WEIGHTING = {"cases": ["skewed-11", "gridnav"], "variants": ["fixed", "per_minibatch", "per_sample"],
+WEIGHTING = {"cases": ["skewed-11", "skewed-11.5", "gridnav"], "variants": ["fixed", "per_minibatch", "per_sample"],
              "seeds": [1, 2, 3, 4, 5], "out": str(HOME / "results" / "ver_weighting.json")}
 DEFAULT_VARIANTS = ["fixed", "variable", "ver"]
 
@@ -136,11 +138,11 @@ def table(summary: dict) -> list[str]:
     def cell(s: dict, fmt: str) -> str:
         return "-" if s["median"] is None else f"{s['median']:{fmt}} [{s['min']:{fmt}}, {s['max']:{fmt}}]"
 
-    header = f"{'case':<10}{'variant':<15}{'reached':>8}  {'env steps':<26}{'minutes':<20}fps"
+    header = f"{'case':<12}{'variant':<15}{'reached':>8}  {'env steps':<26}{'minutes':<20}fps"
     lines = [header, "-" * (len(header) + 20)]
     for name, by_variant in summary.items():
         for variant, s in by_variant.items():
-            lines.append(f"{name:<10}{variant:<15}{s['reached']:>8}  {cell(s['env_steps'], ',.0f'):<26}"
+            lines.append(f"{name:<12}{variant:<15}{s['reached']:>8}  {cell(s['env_steps'], ',.0f'):<26}"
                          f"{cell(s['minutes'], '.2f'):<20}{cell(s['fps'], ',.0f')}")
     return lines
 
@@ -152,7 +154,7 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     parser.add_argument("--out", default=str(HOME / "results" / "ver_parity.json"))
     parser.add_argument("--weighting", action="store_true",
-                        help="issue 33's sample-weighting table (skewed-11 and gridnav; fixed, per_minibatch, "
+                        help="issue 33's sample-weighting table (skewed-11, skewed-11.5 and gridnav; fixed, per_minibatch, "
                              "per_sample; seeds 1-5; results/ver_weighting.json)")
     args = parser.parse_args()
     if args.weighting:

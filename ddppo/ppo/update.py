@@ -17,6 +17,8 @@ valid samples over all ranks, from one all-reduce per update, M: ppo.num_mini_ba
 of sum(w_i * loss_i) / (N / M) over the minibatch's samples of all ranks: over an epoch every valid sample of
 every rank counts alike (times its importance weight w_i), whatever its env's segment length or minibatch.
 With equal-size minibatches (fixed mode) the factor is exactly 1. Gradient clipping follows the scaling.
+per_sample is variable mode's default: as fast to a threshold as per_minibatch within the spread of 5 seeds on
+a skewed-speed env and gridnav (docs/results/ver-weighting.md), and the weighting the invariant above states.
 
 Advantage normalisation (ppo.normalize_advantage, GAE): mean and population
 std over every valid sample of every rank, from one all-reduce of (sum, sum of
