@@ -1,6 +1,6 @@
 """VER parity: fixed vs variable as before vs variable with habitat-baselines VER's rules, to a threshold.
 
-    python benchmarks/ver_parity.py [--seeds 1 2 3] [--cases skewed gridnav] [--out benchmarks/results/ver_parity.json]
+    ddppo bench ver-parity [--seeds 1 2 3] [--cases skewed gridnav] [--out benchmarks/results/ver_parity.json]
 
 Variants (rollout.* overrides):
     fixed        mode=fixed
@@ -10,11 +10,10 @@ Variants (rollout.* overrides):
     per_minibatch  weighted + variable_weighting=per_minibatch  (each env-split minibatch its own mean)
     per_sample     weighted + variable_weighting=per_sample     (VER's sample weighting: every sample alike)
 
-The sample-weighting table of docs/results/ver-weighting.md (issue 33), one command:
+The sample-weighting table of docs/results/ver-weighting.md (issue 33), one command (from the repository root):
 
-    nice -n 10 python benchmarks/ver_parity.py --weighting
-    (= --cases skewed-11 skewed-11.5 gridnav --variants fixed per_minibatch per_sample --seeds 1 2 3 4 5
-       --out benchmarks/results/ver_weighting.json)
+    nice -n 10 ddppo bench ver-parity --weighting --out benchmarks/results/ver_weighting.json
+    (--weighting = --cases skewed-11 skewed-11.5 gridnav --variants fixed per_minibatch per_sample --seeds 1 2 3 4 5)
 
 Cases: `skewed` (the synthetic env, 8 envs in 8 workers, per-env step times spread log-normally, sigma 1.0,
 redrawn every episode, and slow resets; threshold windowed train/reward >= 10.5 of 32, a uniform policy gets 8)
@@ -41,7 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HOME = Path(__file__).resolve().parent
+from ddppo.config.loading import shipped_config
+
 COMMON = ["log.tensorboard=false", "log.interval_s=30", "ppo.lr_schedule=constant", "checkpoint.interval_updates=1000"]
 CASES = {
     "skewed": {"overrides": ["env.name=synthetic", "env.num_envs=8", "env.num_workers=8", "rollout.num_steps=32",
@@ -68,7 +68,7 @@ VARIANTS = {
 VARIANTS["per_minibatch"] = [*VARIANTS["weighted"], "rollout.variable_weighting=per_minibatch"]
 VARIANTS["per_sample"] = [*VARIANTS["weighted"], "rollout.variable_weighting=per_sample"]
 WEIGHTING = {"cases": ["skewed-11", "skewed-11.5", "gridnav"], "variants": ["fixed", "per_minibatch", "per_sample"],
-             "seeds": [1, 2, 3, 4, 5], "out": str(HOME / "results" / "ver_weighting.json")}
+             "seeds": [1, 2, 3, 4, 5]}
 DEFAULT_VARIANTS = ["fixed", "variable", "ver"]
 
 
@@ -88,7 +88,7 @@ def _figures(rows: list[dict], threshold: dict[str, float]) -> dict:
 
 
 def run_one(case: dict, variant: list[str], seed: int, run_dir: Path) -> dict:
-    cmd = [sys.executable, "-m", "ddppo", "train", str(HOME.parent / "configs" / "gridnav.yaml"),
+    cmd = [sys.executable, "-m", "ddppo", "train", str(shipped_config("gridnav")),
            f"run.dir={run_dir}", *COMMON, *case["overrides"], *variant, f"run.seed={seed}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start = time.monotonic()
@@ -147,19 +147,21 @@ def table(summary: dict) -> list[str]:
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddppo bench ver-parity", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--cases", nargs="+", default=["skewed", "gridnav"], choices=list(CASES))
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
-    parser.add_argument("--out", default=str(HOME / "results" / "ver_parity.json"))
+    parser.add_argument("--out", default=None, help="JSON output (default results/ver_parity.json, with "
+                                                    "--weighting results/ver_weighting.json)")
     parser.add_argument("--weighting", action="store_true",
-                        help="issue 33's sample-weighting table (skewed-11, skewed-11.5 and gridnav; fixed, per_minibatch, "
-                             "per_sample; seeds 1-5; results/ver_weighting.json)")
-    args = parser.parse_args()
+                        help="issue 33's sample-weighting table: cases skewed-11, skewed-11.5 and gridnav; variants "
+                             "fixed, per_minibatch, per_sample; seeds 1-5")
+    args = parser.parse_args(argv)
     if args.weighting:
         for key, value in WEIGHTING.items():
             setattr(args, key, value)
+    args.out = args.out or ("results/ver_weighting.json" if args.weighting else "results/ver_parity.json")
     runs: dict = {c: {v: {} for v in args.variants} for c in args.cases}
     with tempfile.TemporaryDirectory(prefix="ddppo-ver-") as tmp:
         for name in args.cases:
@@ -173,9 +175,8 @@ def main() -> int:
               "common": COMMON,
               "runs": runs, "summary": summary}
     print("\n".join(table(summary)))  # noqa: T201
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
