@@ -21,7 +21,6 @@ PENDING_PAGES = (
     "guides/run-directory-safety.md",
     "guides/continuous-control.md",
     "reference/checkpoint-format.md",
-    "results/ver-weighting.md",
     "results/continuous-control.md",
 )
 
