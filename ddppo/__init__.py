@@ -9,7 +9,8 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     store.py (bounded store calls), startup.py (device, store, group, threads), rendezvous.py
                     (joining the job, one-line failures), launch.py (launcher variables), generation.py (the
                     namespace of one start, agreed by every rank), cuda.py (a GPU per rank, NCCL and cuBLAS
-                    settings), buckets.py (gradient buckets all-reduced as backward fills them)
+                    settings), buckets.py (gradient buckets all-reduced as backward fills them), deadline.py
+                    (the last-resort bound on a rank that is leaving or stuck in a native call)
     interop/        other trainers' files, below the checkpoint format: safe_unpickle.py, foreign.py (foreign
                     checkpoints as one type), habitat_checkpoint.py (habitat-baselines checkpoints: the key
                     mapping, reading)
