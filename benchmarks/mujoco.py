@@ -200,6 +200,37 @@ def main(tasks: list[str], seeds: list[int], budget: int, variants: list[str], o
     return report(table(rows), {"meta": meta, "runs": rows}, out)
 
 
+def plot(results: str, png: str) -> None:
+    """Learning curves from a results JSON: the mean of the last LAST episodes against env steps, one panel per
+    task, one colour per variant, one line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = json.loads(Path(results).read_text())["runs"]
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-before": "tab:red"}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        shown = set()
+        for r in (r for r in runs if r["task"] == task):
+            curve = r["result"]["curve"]
+            if not curve:
+                continue
+            label = r["variant"] if r["variant"] not in shown else None
+            shown.add(r["variant"])
+            ax.plot([c[0] for c in curve], [c[1] for c in curve], color=colours.get(r["variant"]), alpha=0.8,
+                    label=label)
+        ax.set_title(task)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(f"return (mean of the last {LAST} episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -209,5 +240,9 @@ if __name__ == "__main__":
     p.add_argument("--budget", type=int, default=100_000)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS))
     p.add_argument("--out", default="benchmarks/results/mujoco.json")
+    p.add_argument("--plot", nargs=2, metavar=("RESULTS_JSON", "PNG"), help="only draw the learning curves")
     a = p.parse_args()
+    if a.plot:
+        plot(*a.plot)
+        raise SystemExit(0)
     raise SystemExit(main(a.tasks, a.seeds, a.budget, a.variants, a.out))
