@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = ("ddppo", "envs", "benchmarks")
-INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks"}  # pyproject.toml's package-dir
+ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
+INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
+                "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
+DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
 INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
 LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("cli",),
           ("benchmarks",)]
@@ -128,8 +130,13 @@ def test_envs_is_a_dag():
 
 def test_envs_never_imports_ddppo():
     bad = [f"{m} imports {t}" for m, ts in project_graph().items() if is_envs(m)
-           for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t)]
+           for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t) and t not in DATA]
     assert not bad, bad
+
+
+def test_data_packages_import_nothing_of_the_project():
+    graph = project_graph()
+    assert all(not graph[m] for m in DATA), {m: graph[m] for m in DATA}
 
 
 def library_imports_of_benchmarks(graph: dict[str, set[str]]) -> list[str]:
