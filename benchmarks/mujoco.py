@@ -12,7 +12,7 @@ same number of env steps:
 
 Figures: the final return (mean of the last 20 finished episodes' unscaled returns), the wall time of the
 training call, and a learning curve (env step, mean of the last 20 episodes) per run. `plot(json, png)` draws the
-curves. Entry point for the CLI: `main(tasks, seeds, budget, variants, out)`.
+curves. Entry point for the CLI: `main(argv)` (`ddppo bench mujoco --tasks ... --seeds ... --budget ...`).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def main(tasks: list[str], seeds: list[int], budget: int, variants: list[str], out: str) -> int:
+def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], out: str) -> int:
     """Every (task, seed), each variant in turn; the JSON is rewritten after every run (a cut-short run keeps
     what it measured)."""
     from ddppo.benchmarks import report
@@ -231,18 +231,24 @@ def plot(results: str, png: str) -> None:
     fig.savefig(png, dpi=100)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """`ddppo bench mujoco [--tasks ...] [--seeds ...] [--budget N] [--variants ...] [--out JSON]`, or
+    `--plot RESULTS_JSON PNG` to draw the learning curves of a results file."""
     import argparse
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", nargs="+", default=["Hopper-v5"])
+    p = argparse.ArgumentParser(prog="ddppo bench mujoco", description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=["Hopper-v5"], help=f"of {', '.join(ZOO)}")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--budget", type=int, default=100_000)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    p.add_argument("--out", default="benchmarks/results/mujoco.json")
+    p.add_argument("--budget", type=int, default=100_000, help="env steps per run (both trainers)")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"of {', '.join(VARIANTS)}")
+    p.add_argument("--out", default="results/mujoco.json")
     p.add_argument("--plot", nargs=2, metavar=("RESULTS_JSON", "PNG"), help="only draw the learning curves")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.plot:
         plot(*a.plot)
-        raise SystemExit(0)
-    raise SystemExit(main(a.tasks, a.seeds, a.budget, a.variants, a.out))
+        return 0
+    return run(a.tasks, a.seeds, a.budget, a.variants, a.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
