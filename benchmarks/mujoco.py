@@ -9,6 +9,8 @@ same number of env steps:
                   per-minibatch advantage normalisation)
     ddppo-before  the same, with the new pieces off: normalize.obs=off normalize.reward=off policy.critic=shared
                   ppo.normalize_advantage_per=update (what ddppo did before issue 34)
+    ddppo-sample  ddppo with SB3's rollout and minibatches: one env of 512 steps, minibatches of batch_size
+                  samples drawn at random (ppo.minibatch_split=sample)
 
 Figures: the final return (mean of the last 20 finished episodes' unscaled returns), the wall time of the
 training call, and a learning curve (env step, mean of the last 20 episodes) per run. `plot(json, png)` draws the
@@ -28,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 LAST = 20  # episodes in the final return
-VARIANTS = ("sb3", "ddppo", "ddppo-before")
+VARIANTS = ("sb3", "ddppo", "ddppo-before", "ddppo-sample")
 BEFORE = ["normalize.obs=off", "normalize.reward=off", "policy.critic=shared", "ppo.normalize_advantage_per=update"]
 
 # RL Zoo (hyperparams/ppo.yml, the MuJoCo v3/v4 entries; all with normalize: true, n_envs: 1, n_steps: 512,
@@ -42,6 +44,12 @@ ZOO: dict[str, dict[str, float]] = {
                            clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096),
 }
 N_STEPS = 512
+
+
+def sample_overrides(task: str) -> list[str]:
+    """SB3's layout exactly: n_envs=1 x n_steps=512, N_STEPS / batch_size random-sample minibatches."""
+    return ["env.num_envs=1", f"rollout.num_steps={N_STEPS}", "ppo.minibatch_split=sample",
+            f"ppo.num_mini_batch={N_STEPS // int(ZOO[task]['batch_size'])}"]
 
 
 def ddppo_overrides(task: str) -> list[str]:
@@ -193,7 +201,8 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
                 if variant == "sb3":
                     result = run_sb3(task, seed, budget)
                 else:
-                    result = run_ddppo(task, seed, budget, BEFORE if variant == "ddppo-before" else [])
+                    extra = {"ddppo-before": BEFORE, "ddppo-sample": sample_overrides(task)}.get(variant, [])
+                    result = run_ddppo(task, seed, budget, extra)
                 rows.append({"task": task, "seed": seed, "variant": variant, "result": result})
                 print("\n".join(table(rows[-1:])[1:2]), flush=True)  # noqa: T201 - progress
                 atomic_write(out, json.dumps({"meta": meta, "runs": rows}, indent=1))
@@ -210,7 +219,7 @@ def plot(results: str, png: str) -> None:
 
     runs = json.loads(Path(results).read_text())["runs"]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
-    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-before": "tab:red"}
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-before": "tab:red", "ddppo-sample": "tab:orange"}
     fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         shown = set()

@@ -104,7 +104,14 @@ def problems(cfg: Config) -> list[str]:
     p.extend(_grpo_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
-    if cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0 and cfg.env.num_envs % cfg.ppo.num_mini_batch:
+    if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
+        p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a recurrent "
+                 f"policy learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")
+    elif cfg.ppo.minibatch_split == "sample" and cfg.ppo.num_mini_batch > cfg.steps_per_rank_update:
+        p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must be at most env.num_envs x rollout.num_steps="
+                 f"{cfg.steps_per_rank_update} with ppo.minibatch_split=sample")
+    if (cfg.ppo.minibatch_split == "env" and cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0
+            and cfg.env.num_envs % cfg.ppo.num_mini_batch):
         p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must divide env.num_envs={cfg.env.num_envs} "
                  f"(minibatches are split by environment)")
     if cfg.env.num_workers > 0 and cfg.env.num_envs % cfg.env.num_workers:

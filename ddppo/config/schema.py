@@ -158,6 +158,11 @@ class PPOConfig:
     num_mini_batch: int = field(default=2,
                                 metadata=doc("minibatches per epoch, split by environment (must divide env.num_envs)",
                                              gt=0))
+    minibatch_split: str = field(default="env",
+                                 metadata=doc("env (each minibatch is whole env columns: recurrent policies, "
+                                              "num_mini_batch must divide env.num_envs) | sample (samples drawn at "
+                                              "random from every step and env, as SB3 and CleanRL; needs "
+                                              "policy.rnn_type=none)", choices=("env", "sample")))
     value_coef: float = field(default=0.5, metadata=doc("value loss weight", ge=0))
     entropy_coef: float = field(default=0.01, metadata=doc("entropy bonus weight", ge=0))
     max_grad_norm: float = field(default=0.5, metadata=doc("global grad-norm clip after the all-reduce (0 = off)",

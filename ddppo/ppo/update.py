@@ -160,7 +160,8 @@ class PPOUpdater:
         acc = _Stats()
         skipped = 0
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params):
+            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
+                                          split=cfg.minibatch_split):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef)
         stats = acc.result()
         if L > 0 and cfg.critic:
