@@ -11,6 +11,7 @@ from ddppo.config import ConfigError, from_yaml_text, load_config, to_yaml
     (["normalize.obs=on", "policy.architecture=habitat_baselines_simple"], "normalize.obs=on needs"),
     (["policy.critic=separate", "policy.rnn_type=gru"], "policy.critic=separate needs policy.rnn_type=none"),
     (["normalize.reward=on", "rollout.overlap_learning=true"], "normalize.reward=on cannot run"),
+    (["ppo.minibatch_split=sample", "policy.rnn_type=lstm"], "ppo.minibatch_split=sample needs"),
 ])
 def test_what_cannot_run_is_refused_naming_the_key(overrides, named):
     with pytest.raises(ConfigError, match=named):
