@@ -5,12 +5,13 @@ For each seed, every variant runs in turn in this process (interleaved, so machi
 same number of env steps:
 
     sb3           SB3 PPO, RL Zoo's hyperparameters for the task, VecNormalize on observations and rewards
-    ddppo         configs/mujoco.yaml with the task's Zoo values (normalisation, a critic of its own,
-                  per-minibatch advantage normalisation)
-    ddppo-before  the same, with the new pieces off: normalize.obs=off normalize.reward=off policy.critic=shared
+    ddppo         configs/mujoco.yaml with the task's Zoo values: SB3's layout (one env of 512 steps, minibatches
+                  of batch_size samples drawn at random: ppo.minibatch_split=sample), observation and reward
+                  normalisation, a critic of its own, per-minibatch advantage normalisation
+    ddppo-env     the same pieces, minibatches split by env: 512 / batch_size envs of batch_size steps, one env
+                  per minibatch (GAE over batch_size-step horizons)
+    ddppo-before  ddppo-env with the new pieces off: normalize.obs=off normalize.reward=off policy.critic=shared
                   ppo.normalize_advantage_per=update (what ddppo did before issue 34)
-    ddppo-sample  ddppo with SB3's rollout and minibatches: one env of 512 steps, minibatches of batch_size
-                  samples drawn at random (ppo.minibatch_split=sample)
 
 Figures: the final return (mean of the last 20 finished episodes' unscaled returns), the wall time of the
 training call, and a learning curve (env step, mean of the last 20 episodes) per run. `plot(json, png)` draws the
@@ -30,7 +31,7 @@ from typing import Any, Callable
 import torch
 
 LAST = 20  # episodes in the final return
-VARIANTS = ("sb3", "ddppo", "ddppo-before", "ddppo-sample")
+VARIANTS = ("sb3", "ddppo", "ddppo-env", "ddppo-before")
 BEFORE = ["normalize.obs=off", "normalize.reward=off", "policy.critic=shared", "ppo.normalize_advantage_per=update"]
 
 # RL Zoo (hyperparams/ppo.yml, the MuJoCo v3/v4 entries; all with normalize: true, n_envs: 1, n_steps: 512,
@@ -46,20 +47,21 @@ ZOO: dict[str, dict[str, float]] = {
 N_STEPS = 512
 
 
-def sample_overrides(task: str) -> list[str]:
-    """SB3's layout exactly: n_envs=1 x n_steps=512, N_STEPS / batch_size random-sample minibatches."""
-    return ["env.num_envs=1", f"rollout.num_steps={N_STEPS}", "ppo.minibatch_split=sample",
-            f"ppo.num_mini_batch={N_STEPS // int(ZOO[task]['batch_size'])}"]
+def env_split_overrides(task: str) -> list[str]:
+    """The 512-step rollout as envs x batch_size steps, one env per minibatch (minibatches split by env)."""
+    steps = int(ZOO[task]["batch_size"])
+    envs = N_STEPS // steps
+    return [f"env.num_envs={envs}", f"rollout.num_steps={steps}", "ppo.minibatch_split=env",
+            f"ppo.num_mini_batch={envs}"]
 
 
 def ddppo_overrides(task: str) -> list[str]:
-    """configs/mujoco.yaml set to the task's Zoo values: the 512-step rollout as envs x 32 steps, one env per
-    minibatch of batch_size samples (minibatches are split by env)."""
+    """configs/mujoco.yaml set to the task's Zoo values: SB3's layout, one env of N_STEPS steps cut into
+    N_STEPS / batch_size minibatches of random samples."""
     z = ZOO[task]
-    steps = int(z["batch_size"])
-    envs = N_STEPS // steps
-    return [f"env.name=gym:{task}", f"env.num_envs={envs}", f"rollout.num_steps={steps}",
-            f"ppo.num_mini_batch={envs}", f"ppo.lr={z['learning_rate']}", f"ppo.gamma={z['gamma']}",
+    return [f"env.name=gym:{task}", "env.num_envs=1", f"rollout.num_steps={N_STEPS}", "ppo.minibatch_split=sample",
+            f"ppo.num_mini_batch={N_STEPS // int(z['batch_size'])}", f"ppo.lr={z['learning_rate']}",
+            f"ppo.gamma={z['gamma']}",
             f"ppo.gae_lambda={z['gae_lambda']}", f"ppo.clip={z['clip_range']}", f"ppo.epochs={int(z['n_epochs'])}",
             f"ppo.entropy_coef={z['ent_coef']}", f"ppo.value_coef={z['vf_coef']}",
             f"ppo.max_grad_norm={z['max_grad_norm']}"]
@@ -112,13 +114,13 @@ def run_sb3(task: str, seed: int, budget: int) -> dict[str, Any]:
 
 
 def run_ddppo(task: str, seed: int, budget: int, extra: list[str]) -> dict[str, Any]:
-    from ddppo.benchmarks import CONFIGS
     from ddppo.config import load_config
+    from ddppo.config.loading import shipped_config
     from ddppo.distributed import init_distributed
     from ddppo.train.trainer import Trainer
 
     run_dir = Path(f"/tmp/ddppo-bench-mujoco-{seed}-{time.time_ns()}")
-    cfg = load_config(str(CONFIGS / "mujoco.yaml"),
+    cfg = load_config(str(shipped_config("mujoco")),
                       ddppo_overrides(task) + extra + [f"run.seed={seed}", f"run.total_env_steps={budget}",
                                                        f"run.dir={run_dir}", "log.tensorboard=false",
                                                        "checkpoint.interval_updates=100000"])
@@ -201,7 +203,8 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
                 if variant == "sb3":
                     result = run_sb3(task, seed, budget)
                 else:
-                    extra = {"ddppo-before": BEFORE, "ddppo-sample": sample_overrides(task)}.get(variant, [])
+                    extra = {"ddppo-env": env_split_overrides(task),
+                             "ddppo-before": env_split_overrides(task) + BEFORE}.get(variant, [])
                     result = run_ddppo(task, seed, budget, extra)
                 rows.append({"task": task, "seed": seed, "variant": variant, "result": result})
                 print("\n".join(table(rows[-1:])[1:2]), flush=True)  # noqa: T201 - progress
@@ -219,7 +222,7 @@ def plot(results: str, png: str) -> None:
 
     runs = json.loads(Path(results).read_text())["runs"]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
-    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-before": "tab:red", "ddppo-sample": "tab:orange"}
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-env": "tab:orange", "ddppo-before": "tab:red"}
     fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         shown = set()
