@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "value, with a config); repeatable")
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     cfg.add_argument("--list", action="store_true", help="list the shipped configs (usable by name)")
+    cfg.add_argument("--markdown", action="store_true",
+                     help="print the configuration reference page (docs/reference/config.md): every key by section")
     sweep_cli.add_parser(sub)
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
                         description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). "
@@ -82,9 +84,10 @@ def plugin_commands() -> dict:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from ddppo.config import ConfigError, explain, help_keys, load_config, to_yaml
+    from ddppo.config.describe import markdown
 
-    if args.help_keys:
-        sys.stdout.write(help_keys())
+    if args.help_keys or args.markdown:
+        sys.stdout.write(help_keys() if args.help_keys else markdown())
         return 0
     if args.list:
         from ddppo import configs
@@ -93,7 +96,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         return 0
     if args.config is None and not args.explain:
         raise ConfigError("ddppo config needs a YAML config file or a shipped config's name (or --explain KEY, "
-                          "--help-keys, --list)")
+                          "--help-keys, --list, --markdown)")
     cfg = load_config(args.config, args.overrides) if args.config is not None else None
     if args.explain:
         sys.stdout.write("".join(explain(key, cfg) for key in args.explain))

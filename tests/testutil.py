@@ -121,6 +121,8 @@ MARKS = {
     "packaging/": MP,
     "benchmarks/test_habitat_baselines_bench.py::test_refuses_in_one_line_where_it_cannot_run": MP,
     "sweep/test_local_sweep.py": MP,
+    "docs/test_get_started.py::test_every_get_started_command_runs": MP,
+    "docs/test_site_build.py": MP,
     "train/test_wandb.py": MP,
     "envs/test_worker_output.py": MP,
     "reliability/test_bad_input.py": MP,
