@@ -213,34 +213,37 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
 
 
 def plot(results: str, png: str) -> None:
-    """Learning curves from a results JSON: the mean of the last LAST episodes against env steps, one panel per
-    task, one colour per variant, one line per seed."""
+    """Learning curves from a results JSON into `png` (docs/make_plots.py draws the results page's plot)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = json.loads(Path(results).read_text())["runs"]
+    draw(plt, json.loads(Path(results).read_text())["runs"], Path(png))
+
+
+def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None = None) -> Path:
+    """The mean of the last LAST episodes against env steps: one panel per task, one colour per variant, one line
+    per seed."""
     tasks = list(dict.fromkeys(r["task"] for r in runs))
     colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-env": "tab:orange", "ddppo-before": "tab:red"}
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(7 * len(tasks), 4.2), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         shown = set()
-        for r in (r for r in runs if r["task"] == task):
+        for r in (r for r in runs if r["task"] == task and r["result"]["curve"]):
             curve = r["result"]["curve"]
-            if not curve:
-                continue
-            label = r["variant"] if r["variant"] not in shown else None
-            shown.add(r["variant"])
             ax.plot([c[0] for c in curve], [c[1] for c in curve], color=colours.get(r["variant"]), alpha=0.8,
-                    label=label)
-        ax.set_title(task)
+                    label=None if r["variant"] in shown else r["variant"])
+            shown.add(r["variant"])
+        ax.set_title(f"{task}: one line per seed")
         ax.set_xlabel("env steps")
         ax.set_ylabel(f"return (mean of the last {LAST} episodes)")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(png, dpi=100)
+    fig.savefig(path, dpi=100, metadata=metadata)
+    plt.close(fig)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
