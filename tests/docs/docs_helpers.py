@@ -20,10 +20,8 @@ CI_RUN = REPO / ".ci" / "run"
 PENDING_PAGES = (
     "guides/gpus-and-nccl.md",
     "guides/run-directory-safety.md",
-    "guides/continuous-control.md",
     "reference/checkpoint-format.md",
     "results/ver-weighting.md",
-    "results/continuous-control.md",
 )
 
 
