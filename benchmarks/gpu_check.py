@@ -229,8 +229,8 @@ def habitat_data(e: Env) -> list[str]:
     """Two generated scenes, a train split (50 episodes per scene) and a val split (2 per scene, for eval)."""
     scenes, episodes, val = e.work / "scenes", e.work / "episodes" / "train", e.work / "episodes" / "val"
     if not (episodes.exists() and val.exists()):
-        gen = [PY, "-m", "ddppo.envs.habitat.episode_gen", "--scenes-dir", str(scenes), "--backend", "grid", "--seed", "0"]
-        for cmd in ([PY, "-m", "ddppo.envs.habitat.scene_gen", "generate", "--out", str(scenes / "gen"), "--num-scenes",
+        gen = [PY, "-m", "ddppo.envs.scenes.episode_gen", "--scenes-dir", str(scenes), "--backend", "grid", "--seed", "0"]
+        for cmd in ([PY, "-m", "ddppo.envs.scenes.scene_gen", "generate", "--out", str(scenes / "gen"), "--num-scenes",
                      "2", "--seed", "0"],
                     [*gen, "--out", str(val), "--episodes-per-scene", "2"],
                     [*gen, "--out", str(episodes), "--episodes-per-scene", "50"]):

@@ -10,9 +10,9 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     (joining the job, one-line failures), launch.py (launcher variables), generation.py (the
                     namespace of one start, agreed by every rank), cuda.py (a GPU per rank, NCCL and cuBLAS
                     settings), buckets.py (gradient buckets all-reduced as backward fills them)
-    interop/        other trainers' files: safe_unpickle.py, foreign.py (foreign checkpoints as one type),
-                    habitat_checkpoint.py (habitat-baselines checkpoints in), export.py (out), cli.py
-                    (`ddppo export`)
+    interop/        other trainers' files, below the checkpoint format: safe_unpickle.py, foreign.py (foreign
+                    checkpoints as one type), habitat_checkpoint.py (habitat-baselines checkpoints: the key
+                    mapping, reading)
     rundir.py       the one owner of a run directory's files (checkpoint names, pruning, "finished"); the one
                     atomic write and torn-line-tolerant reader
     checkpoint.py   what a checkpoint holds; atomic save, weights_only loading; whether one fits a config
@@ -37,6 +37,8 @@ train/      the training application: trainer.py (the loop, saved-state owners),
             normalization.py (normalisation statistics merged over the ranks once per update)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             probes.py, stats.py, video.py
+export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
+            ckpt.N.pth)
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py
 cli.py      `ddppo train|config|eval|sweep|bench|export`
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import field_problems
+from ddppo.envs.fields import field_problems, rule_problems
 from ddppo.envs.registry import GROUPED_EPISODES, known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
 
@@ -122,5 +122,5 @@ def problems(cfg: Config) -> list[str]:
     if section is None:
         p.append(f"env.name={cfg.env.name!r} is not a known environment; use one of {', '.join(known_names())}")
     else:
-        p.extend(f"env.{section}.{msg}" for msg in getattr(cfg.env, section).problems())
+        p.extend(f"env.{section}.{msg}" for msg in rule_problems(getattr(cfg.env, section)))
     return p

@@ -111,6 +111,21 @@ class RolloutConfig:
                                      metadata=doc("variable: weight env n's samples by min(1, (num_steps + 1) / "
                                                   "(its steps + 1)) in the loss (habitat-baselines VER), so fast envs "
                                                   "do not dominate it"))
+    variable_weighting: str = field(default="per_sample",
+                                    metadata=doc("variable: how a sample's loss is normalised. per_sample "
+                                                 "(habitat-baselines VER: over an epoch every valid sample of every "
+                                                 "rank counts alike, times its importance weight; each minibatch's "
+                                                 "gradient is scaled by its sample count / (epoch samples / "
+                                                 "ppo.num_mini_batch)) | per_minibatch (each env-split minibatch is "
+                                                 "the mean over its own valid samples, so an env's weight depends on "
+                                                 "the envs that share its minibatch; the weighting before 2026-12-01)",
+                                                 choices=("per_sample", "per_minibatch")))
+
+    @property
+    def sample_weighting(self) -> str:
+        """How the PPO update normalises a sample's loss: rollout.variable_weighting in variable mode; fixed mode's
+        minibatches are all the same size, where both are the same, and keep per_minibatch."""
+        return self.variable_weighting if self.mode == "variable" else "per_minibatch"
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ class Trainer:
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                                   value_head=cfg.ppo.critic, normalize=cfg.normalize).to(ctx.device)
         self.advantage = advantage_for(cfg.ppo, spec.num_envs)
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting)
         self.storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates

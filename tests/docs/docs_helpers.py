@@ -21,7 +21,6 @@ PENDING_PAGES = (
     "guides/gpus-and-nccl.md",
     "guides/run-directory-safety.md",
     "reference/checkpoint-format.md",
-    "results/ver-weighting.md",
 )
 
 
