@@ -118,7 +118,7 @@ def gridnav_rates(plt, out: Path) -> Path:
 
 
 def continuous_control(plt, out: Path) -> Path:
-    """Hopper-v5 learning curves, ddppo vs SB3 (`ddppo bench mujoco`), one line per seed."""
+    """Hopper-v5 learning curves, ddppo vs SB3 (benchmarks/mujoco.py), one line per seed."""
     from ddppo.benchmarks.mujoco import draw
 
     return draw(plt, _load("mujoco_hopper.json")["runs"], out / "continuous_control_hopper.png", PNG_META)

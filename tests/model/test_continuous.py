@@ -1,6 +1,8 @@
 """Continuous control pieces of the model: a critic of its own (policy.critic), running observation normalisation
 (normalize.obs) and what `auto` resolves to."""
 
+from __future__ import annotations
+
 import gymnasium
 import numpy as np
 import pytest
