@@ -20,12 +20,13 @@ With equal-size minibatches (fixed mode) the factor is exactly 1. Gradient clipp
 per_sample is variable mode's default: as fast to a threshold as per_minibatch within the spread of 5 seeds on
 a skewed-speed env and gridnav (docs/results/ver-weighting.md), and the weighting the invariant above states.
 
-Advantage normalisation (ppo.normalize_advantage, GAE): mean and population
+Advantage normalisation (ppo.normalize_advantage, GAE; ppo.normalize_advantage_per=update): mean and population
 std over every valid sample of every rank, from one all-reduce of (sum, sum of
 squares, count) before the epochs, so a sample's advantage does not depend on
 which rank collected it and ranks count by their number of valid samples. GRPO
 advantages are already normalised within their group, and a group never spans
-ranks, so they are rank-independent as they are.
+ranks, so they are rank-independent as they are. ppo.normalize_advantage_per=minibatch standardises each
+minibatch on its own rank instead (SB3, CleanRL), without a collective.
 
 Empty minibatches: a minibatch with no valid sample on any rank makes no
 optimiser step (nor Adam step count); the learning rate follows the env-step
@@ -126,6 +127,18 @@ def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContex
     adv.sub_(mean).div_(std + 1e-8)
 
 
+def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(adv - mean) / (std + 1e-8) over this minibatch's valid samples on this rank (ppo.normalize_advantage_per=
+    minibatch, as SB3 and CleanRL; sample std, as torch's and numpy's defaults there differ: SB3 uses torch's).
+    No collective: each rank's minibatch is standardised on its own."""
+    mask = valid > 0
+    n = int(mask.sum())
+    if n < 2:
+        return adv
+    picked = adv[mask]
+    return torch.where(mask, (adv - picked.mean()) / (picked.std() + 1e-8), adv)
+
+
 def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
     """Adam with the fused kernel (one kernel for every parameter, on CPU and CUDA) where this torch has
     it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step."""
@@ -161,13 +174,14 @@ class PPOUpdater:
         `generator` draws the minibatches' env permutations (None: torch's global generator)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.critic:  # config-driven: the same on every rank
+        if cfg.normalize_advantage and cfg.critic and cfg.normalize_advantage_per == "update":  # config-driven
             normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
         acc = _Stats()
         skipped = 0
         per_sample = self._per_sample_scale(storage) if self.per_sample else None
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params):
+            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
+                                          split=cfg.minibatch_split):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample)
         stats = acc.result()
         if L > 0 and cfg.critic:
@@ -200,7 +214,10 @@ class PPOUpdater:
             logp, entropy, values, params = self.policy.evaluate_with_params(
                 mb.obs, mb.hidden, mb.episode_start, mb.actions)
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
-            out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
+            adv = mb.advantages
+            if cfg.normalize_advantage and cfg.critic and cfg.normalize_advantage_per == "minibatch":
+                adv = minibatch_normalized(adv, mb.valid)
+            out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
                            mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
                            kl_coef=kl_coef, weight=None if mb.weight is None else mb.weight[None, :])

@@ -19,9 +19,7 @@ CI_RUN = REPO / ".ci" / "run"
 # page is in main (the test says which ones are there already).
 PENDING_PAGES = (
     "guides/run-directory-safety.md",
-    "guides/continuous-control.md",
     "reference/checkpoint-format.md",
-    "results/continuous-control.md",
 )
 
 
