@@ -264,6 +264,3 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     return run(a.tasks, a.seeds, a.budget, a.variants, a.out)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
