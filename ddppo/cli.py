@@ -17,7 +17,7 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-from ddppo.interop import cli as interop_cli  # noqa: E402  (light: argparse only)
+from ddppo.export import cli as export_cli  # noqa: E402  (light: argparse only)
 from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
 
 log = logging.getLogger("ddppo")
@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "value, with a config); repeatable")
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
     cfg.add_argument("--list", action="store_true", help="list the shipped configs (usable by name)")
+    cfg.add_argument("--markdown", action="store_true",
+                     help="print the configuration reference page (docs/reference/config.md): every key by section")
     sweep_cli.add_parser(sub)
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
                         description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). "
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="", metavar="DIR", help="output directory (default RUN_DIR/eval)")
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
-    interop_cli.add_parser(sub)
+    export_cli.add_parser(sub)
     for command in plugin_commands().values():
         command.add_parser(sub)
     return parser
@@ -82,9 +84,10 @@ def plugin_commands() -> dict:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from ddppo.config import ConfigError, explain, help_keys, load_config, to_yaml
+    from ddppo.config.describe import markdown
 
-    if args.help_keys:
-        sys.stdout.write(help_keys())
+    if args.help_keys or args.markdown:
+        sys.stdout.write(help_keys() if args.help_keys else markdown())
         return 0
     if args.list:
         from ddppo import configs
@@ -93,7 +96,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         return 0
     if args.config is None and not args.explain:
         raise ConfigError("ddppo config needs a YAML config file or a shipped config's name (or --explain KEY, "
-                          "--help-keys, --list)")
+                          "--help-keys, --list, --markdown)")
     cfg = load_config(args.config, args.overrides) if args.config is not None else None
     if args.explain:
         sys.stdout.write("".join(explain(key, cfg) for key in args.explain))
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
-                "export": interop_cli.run, **{name: cmd.run for name, cmd in plugin_commands().items()}}
+                "export": export_cli.run, **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

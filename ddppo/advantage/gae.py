@@ -1,8 +1,8 @@
 """Generalised advantage estimation (Schulman et al. 2016): the pure function, the estimator that fills a rollout
 storage with it, and the advantage normalisation over every rank.
 
-Advantage normalisation (ppo.normalize_advantage, GAE): mean and population std over every valid sample of every
-rank, from one all-reduce of (sum, sum of squares, count) before the epochs, so a sample's advantage does not
+Advantage normalisation (ppo.normalize_advantage, GAE; ppo.normalize_advantage_per=update): mean and population
+std over every valid sample of every rank, from one all-reduce of (sum, sum of squares, count) before the epochs, so a sample's advantage does not
 depend on which rank collected it and ranks count by their number of valid samples. (GRPO advantages are already
 normalised within their group, and a group never spans ranks, so they are rank-independent as they are.)
 """
@@ -92,7 +92,9 @@ class GAE:
     normalised over every rank when ppo.normalize_advantage. Carries nothing from one rollout to the next."""
 
     def __init__(self, ppo: PPOConfig, num_envs: int):
-        self.gamma, self.lam, self.normalize = ppo.gamma, ppo.gae_lambda, ppo.normalize_advantage
+        self.gamma, self.lam = ppo.gamma, ppo.gae_lambda
+        # over the whole rollout of every rank; per minibatch (normalize_advantage_per=minibatch) the update does it
+        self.normalize = ppo.normalize_advantage and ppo.normalize_advantage_per == "update"
 
     def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
         compute_returns(storage, bootstrap_value(), self.gamma, self.lam)

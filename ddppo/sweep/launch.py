@@ -64,8 +64,8 @@ def check_unchanged(runs: Sequence[Run]) -> None:
             problems.append(f"run {run.name!r} already exists in {run.run_dir} with a different config ({detail})")
     if problems:
         raise SweepError("the sweep spec (or the command-line overrides, or the base config) changes the config of "
-                         "existing runs; nothing was launched:\n  " + "\n  ".join(problems) +
-                         "\nrestore the previous values, or start a new sweep with --sweep-dir")
+                         "existing runs; nothing was launched: " + "; ".join(problems) +
+                         "; restore the previous values, or start a new sweep with --sweep-dir")
 
 
 def plan(sweep_dir: Path, runs: Sequence[Run], queue: disk.SlurmQueue) -> list[Planned]:

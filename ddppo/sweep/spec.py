@@ -341,7 +341,7 @@ def expand(spec: SweepSpec, cli_overrides: dict[str, Any], sweep_dir: Path) -> l
                             overrides={**fixed, **own}, run_dir=run_dir, cfg=cfg))
     if errors:
         raise SweepError(f"{len(errors)} of {len(seen)} run(s) of sweep {spec.name!r} have an invalid config; "
-                         f"nothing was launched:\n  " + "\n  ".join(_group(errors, len(seen))))
+                         "nothing was launched: " + "; ".join(_group(errors, len(seen))))
     return runs
 
 
