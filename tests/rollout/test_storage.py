@@ -274,7 +274,7 @@ def test_sample_minibatches_draw_every_step_of_every_env_once(N, k, L):
     once over them, its fields kept together."""
     s = make_storage(T=6, N=N)
     fill(s, L, N=N)
-    s.compute_returns(torch.zeros(N), 0.99, 0.95)
+    compute_returns(s, torch.zeros(N), 0.99, 0.95)
     batches = list(s.minibatches(k, generator=torch.Generator().manual_seed(0), split="sample"))
     assert len(batches) == k
     seen = []
