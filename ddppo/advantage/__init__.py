@@ -14,7 +14,7 @@ normalised within groups of envs, with the carry of the episodes still running).
 
 Adding an estimator is one module with such a class, one line in ESTIMATORS below, and one entry in
 `ddppo.config.schema.ADVANTAGES` (its name for `ppo.advantage`, and whether it learns a critic);
-tests/advantage/test_registry.py adds a toy one that way.
+tests/advantage/test_estimator_registry.py adds a toy one that way.
 """
 
 from __future__ import annotations
