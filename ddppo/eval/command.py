@@ -29,6 +29,9 @@ mean); `eval.deterministic=false` samples like training (seeded).
 Outputs, written by rank 0 into OUT (default run.dir/eval):
   ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos (another trainer's
                        checkpoint: its own name, e.g. ckpt.3.json for habitat-baselines' ckpt.3.pth)
+                       An episode metric that is not a finite number (a NaN reward) is stored as null, left
+                       out of its metric's statistics and counted: `non_finite` {metric: episodes}, a
+                       warning, a line of the summary and TensorBoard eval/<metric>_non_finite.
   tb/                  TensorBoard `eval/<metric>` (+ `_ci95_low`, `_ci95_high`) at the checkpoint's env step
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
 A checkpoint whose JSON exists with the same settings is skipped (re-run it
@@ -133,6 +136,8 @@ class Outputs:
                 if s["ci95"][0] is not None:
                     self.tb.add_scalar(f"eval/{name}_ci95_low", s["ci95"][0], step)
                     self.tb.add_scalar(f"eval/{name}_ci95_high", s["ci95"][1], step)
+            for name, count in result.get("non_finite", {}).items():
+                self.tb.add_scalar(f"eval/{name}_non_finite", count, step)
             self.tb.add_scalar("eval/episodes", result["num_episodes"], step)
             self.tb.flush()
         return path
@@ -153,6 +158,9 @@ def format_result(result: dict[str, Any], json_path: Path) -> str:
         lo, hi = s["ci95"]
         ci = f"[{lo:8.3f}, {hi:8.3f}]" if lo is not None else " " * 20
         lines.append(f"  {name:<17s}{s['mean']:9.3f}  95% CI {ci}  n={s['count']}")
+    bad = result.get("non_finite", {})  # results written before it was counted have none
+    if bad:
+        lines.append("  non-finite values left out: " + ", ".join(f"{k} in {n} episode(s)" for k, n in bad.items()))
     lines += [f"  video  {v['path']} ({v['frames']} frames)" for v in result["videos"]]
     lines.append(f"  -> {json_path}")
     return "\n".join(lines) + "\n"
@@ -279,6 +287,9 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
                 log.warning("eval interrupted by a signal: %s not evaluated, nothing written", decision[1])
                 return 1
             if result is not None:
+                for name, count in result["non_finite"].items():
+                    log.warning("%s: %s is not a finite number in %d of %d episodes; left out of its statistics "
+                                "(null in the JSON)", result["name"], name, count, result["num_episodes"])
                 path = outputs.write(result)
                 if out is not None:
                     out.write(format_result(result, path))
