@@ -20,7 +20,8 @@ Reward (habitat-lab's task defines measures, not a reward): `slack_reward` + the
 episode (STOP) without success (0 by default, habitat-baselines' reward). An episode ends when habitat-lab says so: the task
 ended it (STOP: terminated) or the step/time limit did (truncated). Every scalar measure at the end is an
 episode metric, under habitat-lab's name, plus ddppo's names for the ones its logs know (soft_spl,
-collisions); `episode_metrics` declares them (the task's measures), so training aggregates them as train/<name>.
+collisions); `episode_metrics` declares them (the task's measures and the flattened parts of its dict measures),
+so training aggregates every one of them as train/<name>, the name eval reports it under (eval/<name>).
 
 Resuming: habitat-lab cannot restore a running episode, so `restores_state` is False: `state_dict` keeps the
 episode order and position of every env, and after `load_state_dict` the caller starts fresh episodes -- the
@@ -197,21 +198,27 @@ class HabitatLabVecEnv:
         self.observation_space, self._convert = convert_observation_space(first.observation_space)
         self.actions = ActionMap(list(first.task.actions.keys()), first.action_space)
         self.action_space = self.actions.space
-        self.episode_metrics = self._declared_metrics(first)
+        self.episode_metrics = self._declared_metrics(first, self._episodes[parts[0][0]])
         self._current: list[Any] = [None] * self.num_envs
         self._measure = np.zeros(self.num_envs, np.float64)
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
         self.episodes_done = 0
 
-    def _declared_metrics(self, env: Any) -> tuple[str, ...]:
-        """The task's measures (their uuids), ddppo's aliases of them, success, return and length: the episode
-        metrics a trainer aggregates (ddppo.envs.base.declared_metrics). A dict-valued measure reports flattened names
-        (`collisions_count`), which are not known before its first value: only its alias (collisions) counts."""
+    def _declared_metrics(self, env: Any, episode: Any) -> tuple[str, ...]:
+        """The task's measures (their uuids), the flattened names of its dict measures (`collisions_count`,
+        `collisions_is_collision`), ddppo's aliases, success, return and length: the episode metrics a trainer
+        aggregates (ddppo.envs.base.declared_metrics), so train/<name> and eval/<name> name the same metrics. A
+        dict measure's keys are known once it has a value: `env` starts `episode` (its first) to read them;
+        `reset` starts it again."""
         measurements = getattr(getattr(env, "task", None), "measurements", None)
         uuids = [str(u) for u in getattr(measurements, "measures", {})]
-        aliases = [ours for theirs, ours in ALIASES.items() if theirs.split("_")[0] in uuids]
-        return tuple(dict.fromkeys(uuids + aliases + ["success", "return", "length"]))
+        env.current_episode = episode
+        env.reset()
+        flattened = [n for n in scalar_metrics(env.get_metrics()) if n not in uuids]
+        reported = uuids + flattened
+        aliases = [ours for theirs, ours in ALIASES.items() if theirs in reported or theirs.split("_")[0] in uuids]
+        return tuple(dict.fromkeys(reported + aliases + ["success", "return", "length"]))
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
