@@ -36,6 +36,9 @@ Outputs, written by rank 0 into OUT (default run.dir/eval):
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
 A checkpoint whose JSON exists with the same settings is skipped (re-run it
 with --force); one evaluated with other settings is refused, naming them.
+One `ddppo eval` writes into OUT at a time (OUT/.lock, ddppo.rundir.claim_dir): a
+second one refuses at once, naming the first; evaluating while training writes the
+run dir is fine (eval only reads it).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from ddppo import signals
 from ddppo.config import Config, ConfigError, get_key, load_config
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator, result_name
-from ddppo.rundir import RunDir, checkpoint_update, write_json
+from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
 from ddppo.envs.registry import section_for
 
 log = logging.getLogger(__name__)
@@ -251,6 +254,7 @@ class Selector:
 def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = None) -> int:
     """Evaluate the requested checkpoints (every rank runs this); 0 on success, 1 if interrupted."""
     out_dir = Path(req.out) if req.out else RunDir(cfg.run.dir).eval_dir
+    claim = claim_outputs(out_dir, ctx)
     selector = Selector(cfg, req, out_dir) if ctx.is_main else None
     outputs = Outputs(out_dir, cfg.log.tensorboard) if ctx.is_main else None
     evaluator: Evaluator | None = None
@@ -299,6 +303,19 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
             outputs.close()
         if evaluator is not None:
             evaluator.close()
+        if claim is not None:
+            claim.release()
+
+
+def claim_outputs(out_dir: Path, ctx: DistContext) -> Claim | None:
+    """Rank 0 claims OUT as its one writer: a second `ddppo eval` into the same folder would evaluate the same
+    checkpoints and replace its results (other settings: other numbers under the same name), so it refuses at
+    once, on every rank. The claim on rank 0, None elsewhere."""
+    held: list[Claim] = []
+    elsewhere = "pass --out DIR to evaluate into another folder"
+    ctx.decide_on_main((lambda: held.append(claim_dir(out_dir, "ddppo eval", elsewhere))) if ctx.is_main else None,
+                       (ConfigError,))
+    return held[0] if held else None
 
 
 def main(req: EvalRequest, setup_logging) -> int:
