@@ -1,22 +1,16 @@
-"""The one benchmark home.
-
-`ddppo bench throughput|memory|sb3|rollout` run `throughput.py`, `memory.py`, `sb3.py` and
-`rollout_modes.py` (importable: this package is installed with ddppo); `scaling.py`, `env_fps.py` and
-`rollout_parity.py` are scripts run from a checkout (`python benchmarks/scaling.py`). Figures go to
-`results/` as JSON; benchmarks print figures and never assert.
+"""The one benchmark home, installed as `ddppo.benchmarks`; every benchmark runs one way: `ddppo bench WHAT`
+(`cli.py` registers the subcommand through the `ddppo.commands` entry point; the library never imports this
+package). Benchmarks print figures and never assert; `ddppo bench` writes them as JSON to `results/WHAT.json` in
+the working directory unless `--out` says otherwise, and the dated figures the docs cite are in `results/` here.
+The GPU check (`gpu_check.py`, with `gpu_ranks.py` and `phase_check.py`) runs through `gpu_check.sh`.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ddppo.rundir import atomic_write
-
-HOME = Path(__file__).resolve().parent
-RESULTS = HOME / "results"  # default output folder of `ddppo bench`
-CONFIGS = HOME.parent / "configs"  # the repository's configs (the default benchmark cases)
 
 
 def report(lines: list[str], results: Any, out: str) -> int:

@@ -1,6 +1,6 @@
 """Raw env stepping speed (env-steps/s, random actions, no policy) for a few batch sizes.
 
-    python benchmarks/env_fps.py [--seconds 1.0] [--workers 2]
+    ddppo bench env-fps [--seconds 1.0] [--workers 2]
 
 Prints figures only; performance is never asserted in tests.
 """
@@ -8,15 +8,11 @@ Prints figures only; performance is never asserted in tests.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from ddppo.envs.registry import EnvSpec, make_vec_env  # noqa: E402
+from ddppo.envs.registry import EnvSpec, make_vec_env
 
 
 def steps_per_second(name: str, options: dict, spec: EnvSpec, seconds: float) -> float:
@@ -41,11 +37,11 @@ def steps_per_second(name: str, options: dict, spec: EnvSpec, seconds: float) ->
         env.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddppo bench env-fps", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="measuring time per configuration")
     parser.add_argument("--workers", type=int, default=2, help="subprocess workers for the SubprocVecEnv rows")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = [
         ("gridnav", {}, [1, 16, 64, 256], 0),
         ("gridnav", {"num_headings": 8}, [64], 0),
@@ -60,5 +56,3 @@ def main() -> None:
             print(f"{name:<18} {str(options or '-'):<20} {workers:>7} {n:>8} {fps:>12,.0f}", flush=True)
 
 
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """One ddppo checkpoint of an env.name=habitat_lab run, evaluated by habitat-lab's own Benchmark loop and metrics
 (envs/habitat_lab/benchmark.py), to set beside `ddppo eval` on the same split: greedy actions, every episode once.
 
-    python -m ddppo.benchmarks.habitat_lab_metrics RUN_DIR [--checkpoint PATH] [overrides ...]
+    ddppo bench habitat-lab-metrics RUN_DIR [--checkpoint PATH] [overrides ...]
 prints one JSON line: the checkpoint, habitat-lab's means, the episode count.
 """
 
@@ -21,7 +21,7 @@ from ddppo.envs.habitat_lab.options import HabitatLabOptions
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="ddppo bench habitat-lab-metrics", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
     parser.add_argument("--checkpoint", default="", help="a checkpoint file (default: the run's newest)")
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. env.habitat_lab.split=val")
@@ -61,5 +61,3 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())

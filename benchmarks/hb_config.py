@@ -1,6 +1,6 @@
 """One ddppo config -> habitat-baselines 0.2.x DD-PPO options (`run.py ... KEY VALUE ...`), and its logs read back.
 
-`MAPPING` is the documented table (README "Side by side with habitat-baselines"): each row names the ddppo key,
+`MAPPING` is the documented table (docs/guides/from-habitat-baselines.md, "Running both side by side"): each row names the ddppo key,
 the habitat-baselines key it sets and how. Settings with no counterpart that would change what is learned are
 refused by `unmappable` (one line naming the key), never silently dropped.
 """

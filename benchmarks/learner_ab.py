@@ -1,6 +1,6 @@
 """Learner time per update, this checkout vs another one (e.g. the main branch), interleaved in one run.
 
-    python benchmarks/learner_ab.py --baseline /path/to/other/checkout [--rounds 3] [--steps 20480]
+    ddppo bench learner-ab --baseline /path/to/other/checkout [--rounds 3] [--steps 20480]
                                     [--out benchmarks/results/learner_ab.json] [CONFIG OVERRIDE...]
 
 Each round trains the same config (default configs/cartpole.yaml, 1 rank, 1 thread) once with each checkout,
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script: `python benchmarks/learner_ab.py`
 
-from ddppo.rundir import atomic_write  # noqa: E402
+from ddppo.config.loading import shipped_config
+from ddppo.rundir import atomic_write
 
 LEARN = ("learn_forward_backward", "allreduce", "optimizer")
 ROLLOUT = ("policy_forward", "env_step", "obs_transfer", "storage")
@@ -43,14 +43,14 @@ def run(checkout: Path, config: str, overrides: list[str], steps: int) -> dict[s
             "update_s": sum(r["perf/update_s"] for r in rows) / n}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ddppo bench learner-ab", description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", required=True, help="another checkout of ddppo (its root folder)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20480)
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learner_ab.json"))
-    ap.add_argument("case", nargs="*", default=[str(REPO / "configs" / "cartpole.yaml")])
-    args = ap.parse_args()
+    ap.add_argument("--out", default="results/learner_ab.json")
+    ap.add_argument("case", nargs="*", default=[str(shipped_config("cartpole"))])
+    args = ap.parse_args(argv)
     config, overrides = args.case[0], args.case[1:]
     sides = {"this": REPO, "baseline": Path(args.baseline).resolve()}
     rows = []
@@ -72,5 +72,3 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())

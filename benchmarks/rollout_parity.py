@@ -1,6 +1,6 @@
 """Learning parity of rollout.mode=fixed vs variable: env steps to a success/SPL threshold, per seed.
 
-    python benchmarks/rollout_parity.py [--seeds 1 2 3] [--out benchmarks/results/rollout_parity.json] [OVERRIDE...]
+    ddppo bench rollout-parity [--seeds 1 2 3] [--out benchmarks/results/rollout_parity.json] [OVERRIDE...]
 
 Each (seed, mode) runs `ddppo train configs/gridnav.yaml env.num_workers=8 run.total_env_steps=800000
 rollout.mode=MODE run.seed=SEED OVERRIDE...` in its own process (fixed and variable of one seed side by side);
@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HOME = Path(__file__).resolve().parent
+from ddppo.config.loading import shipped_config
+
 BASE = ["env.num_workers=8", "run.total_env_steps=800000", "log.interval_s=30", "log.tensorboard=false"]
 SUCCESS, SPL = 0.95, 0.85
 
@@ -39,7 +40,7 @@ def run_pair(seed: int, overrides: list[str], tmp: Path) -> dict[str, int | None
     procs, dirs = {}, {}
     for mode in ("fixed", "variable"):
         dirs[mode] = tmp / f"{mode}_s{seed}"
-        cmd = [sys.executable, "-m", "ddppo", "train", str(HOME.parent / "configs" / "gridnav.yaml"),
+        cmd = [sys.executable, "-m", "ddppo", "train", str(shipped_config("gridnav")),
                f"run.dir={dirs[mode]}", *BASE, f"rollout.mode={mode}", f"run.seed={seed}", *overrides]
         procs[mode] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found: dict[str, int | None] = {m: None for m in procs}
@@ -55,12 +56,12 @@ def run_pair(seed: int, overrides: list[str], tmp: Path) -> dict[str, int | None
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddppo bench rollout-parity", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--out", default=str(HOME / "results" / "rollout_parity.json"))
+    parser.add_argument("--out", default="results/rollout_parity.json")
     parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ddppo-parity-") as tmp:
         runs = {seed: run_pair(seed, args.overrides, Path(tmp)) for seed in args.seeds}
     result: dict = {"threshold": {"success": SUCCESS, "spl": SPL}, "base": BASE, "overrides": args.overrides,
@@ -77,5 +78,3 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@
   (b) 8 ranks on the sleep-based synthetic env with rank 7 3x slower: preemption.sync_frac=0.6 vs 1.0
       (1.0 = wait for every rank; goal >= 2x).
 
-    python benchmarks/scaling.py [--out benchmarks/results/scaling.json] [--updates 30] [--repeats 1]
+    ddppo bench scaling [--out benchmarks/results/scaling.json] [--updates 30] [--repeats 1]
                                  [--parts gridnav,slow8]
 
 fps comes from metrics.jsonl: env steps / wall time between the end of the first
@@ -29,11 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script: `python benchmarks/scaling.py`
 
-from ddppo.distributed.launch import without_launch_vars  # noqa: E402
-from ddppo.rundir import RunDir, atomic_write  # noqa: E402
+from ddppo.config.loading import shipped_config
+from ddppo.distributed.launch import without_launch_vars
+from ddppo.rundir import RunDir, atomic_write
 
 # (a): the per-rank config of configs/gridnav.yaml, shortened; one intra-op thread per rank (1 rank per core)
 GRIDNAV = ["env.num_envs=16", "rollout.num_steps=64", "run.torch_threads=1", "log.tensorboard=false",
@@ -50,7 +49,6 @@ SLOW_ENV_STEPS_PER_RANK_UPDATE = 4 * 32
 
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
     return env
 
@@ -68,7 +66,7 @@ def train(nproc: int, config: Path, run_dir: Path, overrides: list[str], timeout
     start = time.monotonic()
     log = run_dir.with_name(run_dir.name + ".log")
     with open(log, "w") as f:
-        proc = subprocess.run(cmd, cwd=REPO, env=child_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
+        proc = subprocess.run(cmd, env=child_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed (rc={proc.returncode}); full log: {log}")
     rows = RunDir(run_dir).metrics()
@@ -101,20 +99,20 @@ def load_average() -> float | None:
         return None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "scaling.json"), help="JSON output")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddppo bench scaling", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="results/scaling.json", help="JSON output")
     parser.add_argument("--updates", type=int, default=30, help="updates per gridnav run (the 8-rank runs do 12+)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per configuration (the median is reported)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per training run")
     parser.add_argument("--parts", default="gridnav,slow8", help="which comparisons: gridnav, slow8 or both")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="ddppo-scaling-"))  # kept (with every run's log) when a run fails
     try:
         empty = work / "empty.yaml"
         empty.write_text("{}\n")
-        gridnav_yaml = REPO / "configs" / "gridnav.yaml"
+        gridnav_yaml = shipped_config("gridnav")
         load_before = load_average()
         plans = {}  # name -> (ranks, config, overrides)
         parts = set(args.parts.split(","))
@@ -172,5 +170,3 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """VER parity: fixed vs variable as before vs variable with habitat-baselines VER's rules, to a threshold.
 
-    python benchmarks/ver_parity.py [--seeds 1 2 3] [--cases skewed gridnav] [--out benchmarks/results/ver_parity.json]
+    ddppo bench ver-parity [--seeds 1 2 3] [--cases skewed gridnav] [--out benchmarks/results/ver_parity.json]
 
 Variants (rollout.* overrides):
     fixed        mode=fixed
@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HOME = Path(__file__).resolve().parent
+from ddppo.config.loading import shipped_config
+
 COMMON = ["log.tensorboard=false", "log.interval_s=30", "ppo.lr_schedule=constant", "checkpoint.interval_updates=1000"]
 CASES = {
     "skewed": {"overrides": ["env.name=synthetic", "env.num_envs=8", "env.num_workers=8", "rollout.num_steps=32",
@@ -74,7 +75,7 @@ def _figures(rows: list[dict], threshold: dict[str, float]) -> dict:
 
 
 def run_one(case: dict, variant: list[str], seed: int, run_dir: Path) -> dict:
-    cmd = [sys.executable, "-m", "ddppo", "train", str(HOME.parent / "configs" / "gridnav.yaml"),
+    cmd = [sys.executable, "-m", "ddppo", "train", str(shipped_config("gridnav")),
            f"run.dir={run_dir}", *COMMON, *case["overrides"], *variant, f"run.seed={seed}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start = time.monotonic()
@@ -110,13 +111,13 @@ def summarise(runs: dict) -> dict:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddppo bench ver-parity", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--cases", nargs="+", default=["skewed", "gridnav"], choices=list(CASES))
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
-    parser.add_argument("--out", default=str(HOME / "results" / "ver_parity.json"))
-    args = parser.parse_args()
+    parser.add_argument("--out", default="results/ver_parity.json")
+    args = parser.parse_args(argv)
     runs: dict = {c: {v: {} for v in args.variants} for c in args.cases}
     with tempfile.TemporaryDirectory(prefix="ddppo-ver-") as tmp:
         for name in args.cases:
@@ -136,5 +137,3 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -37,6 +37,9 @@ eval/       the evaluation application: command.py (which checkpoints, outputs),
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py
 cli.py      `ddppo train|config|eval|sweep|bench|export`
 
-Outside this package: envs/ (environments; never imports ddppo), benchmarks/ (`ddppo bench` and benchmark
-scripts).
+Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
+ddppo.envs (envs/: environments; imports nothing of ddppo but the data package ddppo.configs), ddppo.benchmarks
+(benchmarks/: every `ddppo bench` benchmark; registers its subcommand through the `ddppo.commands` entry point and
+is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
+sbatch scripts).
 """

@@ -1,4 +1,5 @@
-"""`ddppo train|config|eval|sweep|bench|export`: a thin entry point (sweep and export register themselves).
+"""`ddppo train|config|eval|sweep|bench|export`: a thin entry point (sweep and export register themselves; bench
+lives outside the library, in `benchmarks/`, and registers itself through the `ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
 signal during start-up is not lost. User errors (config, environment,
@@ -35,7 +36,7 @@ def _setup_logging(level: str, rank: int) -> None:
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file, e.g. configs/gridnav.yaml")
+    p.add_argument("config", help="YAML config file, or a shipped config's name (ddppo config --list), e.g. gridnav")
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. ppo.lr=1e-4 env.num_envs=32")
 
 
@@ -43,41 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddppo", description="Decentralised distributed PPO.")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_config_args(sub.add_parser("train", help="train (runs unchanged under torchrun and srun)"))
-    cfg = sub.add_parser("config", help="print the fully resolved config, or explain its keys")
-    cfg.add_argument("config", nargs="?", help="YAML config file, e.g. configs/gridnav.yaml")
+    cfg = sub.add_parser("config", help="print the fully resolved config, explain its keys, list shipped configs")
+    cfg.add_argument("config", nargs="?", help="YAML config file or shipped config name, e.g. gridnav")
     cfg.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. ppo.lr=1e-4 env.num_envs=32")
     cfg.add_argument("--explain", action="append", default=[], metavar="KEY",
                      help="what KEY (or every key of a section, e.g. ppo) means, its type and default (and its "
                           "value, with a config); repeatable")
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
+    cfg.add_argument("--list", action="store_true", help="list the shipped configs (usable by name)")
+    cfg.add_argument("--markdown", action="store_true",
+                     help="print the configuration reference page (docs/reference/config.md): every key by section")
     sweep_cli.add_parser(sub)
-    bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON")
-    bench.add_argument("what", choices=["throughput", "memory", "sb3", "rollout", "preempt", "habitat-baselines"],
-                       help="throughput: raw env vs rollout vs training fps; memory: rollout storage RSS vs "
-                            "analytic size; sb3: time/steps to CartPole 475 vs stable-baselines3 (extra `bench`); "
-                            "rollout: rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs; "
-                            "preempt: preemption check cost, a blocking read every step vs async reads; "
-                            "habitat-baselines: throughput, learning and cross-evaluation vs habitat-baselines 0.2.x's "
-                            "DD-PPO on the real simulator (where it is importable)")
-    bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
-                       help="throughput/memory/rollout: a config and overrides to measure (repeatable); "
-                            "habitat-baselines: the one config both trainers run")
-    bench.add_argument("--rounds", type=int, default=5,
-                       help="throughput/rollout: interleaved rounds (medians reported)")
-    bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3/habitat-baselines: seeds")
-    bench.add_argument("--budget", type=int, default=100_000,
-                       help="sb3/habitat-baselines: env steps per learning run (habitat-baselines: 0 = no learning)")
-    bench.add_argument("--updates", type=int, default=20,
-                       help="habitat-baselines: updates per throughput run (--rounds 0 = no throughput)")
-    bench.add_argument("--eval-split", default="val",
-                       help="habitat-baselines: held-out split, a folder beside the training split's")
-    bench.add_argument("--ab", nargs="+", default=[], metavar="OVERRIDE",
-                       help="habitat-baselines: throughput also of ddppo with these overrides (a third side, "
-                            "interleaved), e.g. rollout.overlap_learning=true")
-    bench.add_argument("--jobs", type=int, default=1,
-                       help="habitat-baselines: learning runs at once (throughput runs are always one at a time)")
-    bench.add_argument("--out", default="",
-                       help="JSON output path (default: results/WHAT.json of the benchmarks package)")
     ev = sub.add_parser("eval", help="evaluate checkpoints: metrics with 95%% CIs to JSON and TensorBoard, videos",
                         description="Evaluate checkpoints on held-out episodes (see ddppo/eval/command.py). "
                                     "Actions are greedy unless eval.deterministic=false.")
@@ -91,17 +68,35 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
     interop_cli.add_parser(sub)
+    for command in plugin_commands().values():
+        command.add_parser(sub)
     return parser
+
+
+def plugin_commands() -> dict:
+    """The subcommands registered outside the library (`ddppo.commands` entry points: `bench`), name -> module."""
+    from importlib.metadata import entry_points
+
+    found = entry_points()
+    group = found.select(group="ddppo.commands") if hasattr(found, "select") else found.get("ddppo.commands", ())
+    return {ep.name: ep.load() for ep in sorted(group, key=lambda ep: ep.name)}
 
 
 def cmd_config(args: argparse.Namespace) -> int:
     from ddppo.config import ConfigError, explain, help_keys, load_config, to_yaml
+    from ddppo.config.describe import markdown
 
-    if args.help_keys:
-        sys.stdout.write(help_keys())
+    if args.help_keys or args.markdown:
+        sys.stdout.write(help_keys() if args.help_keys else markdown())
+        return 0
+    if args.list:
+        from ddppo import configs
+
+        sys.stdout.write("".join(f"{name}\t{configs.find(name)}\n" for name in configs.names()))
         return 0
     if args.config is None and not args.explain:
-        raise ConfigError("ddppo config needs a YAML config file (or --explain KEY, or --help-keys)")
+        raise ConfigError("ddppo config needs a YAML config file or a shipped config's name (or --explain KEY, "
+                          "--help-keys, --list, --markdown)")
     cfg = load_config(args.config, args.overrides) if args.config is not None else None
     if args.explain:
         sys.stdout.write("".join(explain(key, cfg) for key in args.explain))
@@ -137,43 +132,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return run_in_process_group(cfg, launch, train)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    import benchmarks
-
-    logging.basicConfig(level=logging.WARNING)
-    out = args.out or str(benchmarks.RESULTS / f"{args.what}.json")
-    gridnav, cartpole = str(benchmarks.CONFIGS / "gridnav.yaml"), str(benchmarks.CONFIGS / "cartpole.yaml")
-    if args.what == "sb3":
-        from ddppo.benchmarks import sb3
-
-        return sb3.main(args.seeds, args.budget, cartpole, out)
-    if args.what == "rollout":
-        from ddppo.benchmarks import rollout_modes
-
-        return rollout_modes.main(gridnav, out, args.rounds, [(c[0], c[1:]) for c in args.case] if args.case else None)
-    if args.what == "habitat-baselines":
-        from ddppo.benchmarks import habitat_baselines
-
-        config, overrides = (args.case[0][0], args.case[0][1:]) if args.case else (
-            str(benchmarks.CONFIGS / "pointnav_habitat_cpu.yaml"), list(habitat_baselines.SIMPLE_CNN))
-        return habitat_baselines.main(config, overrides, args.rounds, args.updates, args.seeds, args.budget,
-                                      args.eval_split, out, args.jobs, args.ab)
-    if args.what == "preempt":
-        from ddppo.benchmarks import preempt_store
-
-        return preempt_store.main(out)
-    defaults = {"throughput": [(gridnav, []), (cartpole, [])],
-                "memory": [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])]}
-    cases = [(c[0], c[1:]) for c in args.case] if args.case else defaults[args.what]
-    if args.what == "memory":
-        from ddppo.benchmarks import memory
-
-        return memory.main_memory(cases, out)
-    from ddppo.benchmarks import throughput
-
-    return throughput.main_throughput(cases, out, args.rounds)
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     from ddppo.eval.command import EvalRequest, main as eval_main
 
@@ -192,7 +150,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unrecognized arguments: {' '.join(unknown or extra)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
-    return args
+    finish = getattr(args, "finish_parsing", None)  # a registered command's second stage (bench WHAT's options)
+    return finish(args) if finish else args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.distributed.launch import LaunchError
     from ddppo.envs.base import EnvError, env_failure
 
-    handlers = {"train": cmd_train, "config": cmd_config, "bench": cmd_bench, "sweep": sweep_cli.run,
-                "eval": cmd_eval, "export": interop_cli.run}
+    handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
+                "export": interop_cli.run, **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

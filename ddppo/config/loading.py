@@ -12,6 +12,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ddppo import configs
 from ddppo.config.checks import problems
 from ddppo.config.schema import Config, ConfigError
 
@@ -120,12 +121,31 @@ def yaml_layer(text: str, what: str) -> DictConfig:
     return OmegaConf.create(data)
 
 
+def shipped_config(name: str) -> Path:
+    """The path of the shipped config `name` (`gridnav`); ConfigError naming the shipped ones if there is none."""
+    found = configs.find(name)
+    if found is None:
+        raise ConfigError(f"no shipped config named {name!r}; shipped: {', '.join(configs.names())}")
+    return found
+
+
+def config_path(name: str | Path) -> Path:
+    """A config file given on the command line: a path to a YAML file, else a shipped config's name (`gridnav`,
+    `habitat_lab_pointnav`; `ddppo config --list`), so the installed package needs no clone."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = None if path.is_dir() else configs.find(name)
+    if shipped is not None:
+        return shipped
+    what = "is a directory" if path.is_dir() else "does not exist"
+    raise ConfigError(f"config file {str(path)!r} {what} and is not a shipped config's name; pass a YAML file or a "
+                      f"name from `ddppo config --list` ({', '.join(n for n in configs.names() if '/' not in n)})")
+
+
 def read_yaml(path: str | Path) -> DictConfig:
-    """A YAML config file as a layer (see `yaml_layer`)."""
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise ConfigError(f"config file {str(path)!r} {what}; pass a YAML file such as configs/gridnav.yaml")
+    """A YAML config file, or a shipped config's name, as a layer (see `yaml_layer`)."""
+    path = config_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -8,7 +8,7 @@ Collectives per update, identical on every rank and in the same order:
   2. `all_reduce_sums`         - advantage statistics (sum, sum of squares, count), once, before the
                                  epochs (when ppo.normalize_advantage with GAE, the same on every rank)
   3. `all_reduce_async`        - gradient buckets, once per minibatch (epochs x num_mini_batch), launched
-                                 from autograd hooks as backward fills them, in bucket order (gradsync.py)
+                                 from autograd hooks as backward fills them, in bucket order (buckets.py)
   4. `all_gather_stats`        - episode stats, losses, timings and the stop flag
 (+ `gather_objects` on checkpoint updates, which every rank knows in advance).
 Waits that are not collectives (ranks arriving minutes apart, e.g. evaluation's `wait_for_ranks`) go through
@@ -18,7 +18,7 @@ What the launcher says (rank, world, rendezvous address) is read in launch.py.
 The package: context.py (DistContext, the guard, PeerLostError), store.py (bounded store calls),
 cuda.py (GPU per rank, shared GPUs, NCCL's failure handling,
 cuBLAS), startup.py (store, process group, threads), rendezvous.py (joining, one-line failures), launch.py (what
-the launcher says), buckets.py (gradient buckets all-reduced as backward fills them).
+the launcher says), generation.py (the namespace of one start, agreed by every rank), buckets.py (gradient buckets all-reduced as backward fills them).
 """
 
 from ddppo.distributed.context import DistContext, PeerLostError, PendingRead, rank_seed

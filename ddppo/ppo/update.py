@@ -1,7 +1,7 @@
 """The PPO update: epochs x minibatches, one gradient all-reduce per minibatch.
 
 Gradient weighting (the documented default): each rank back-propagates the
-mean loss over its own valid samples; `gradsync.GradientReducer` (bucketed,
+mean loss over its own valid samples; `buckets.GradientReducer` (bucketed,
 overlapped with backward) weights every rank by its sample count, so the applied gradient equals the
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.

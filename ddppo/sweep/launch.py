@@ -66,8 +66,8 @@ def check_unchanged(runs: Sequence[Run]) -> None:
             problems.append(f"run {run.name!r} already exists in {run.run_dir} with a different config ({detail})")
     if problems:
         raise SweepError("the sweep spec (or the command-line overrides, or the base config) changes the config of "
-                         "existing runs; nothing was launched:\n  " + "\n  ".join(problems) +
-                         "\nrestore the previous values, or start a new sweep with --sweep-dir")
+                         "existing runs; nothing was launched: " + "; ".join(problems) +
+                         "; restore the previous values, or start a new sweep with --sweep-dir")
 
 
 def plan(sweep_dir: Path, runs: Sequence[Run], queue: disk.SlurmQueue) -> list[Planned]:
@@ -216,12 +216,13 @@ def run_local(sweep_dir: Path, to_run: Sequence[Run], ranks: int, parallel: int)
 
 
 def slurm_paths() -> tuple[Path, Path]:
-    """(directory to submit from, slurm/ dir holding sweep_array.sbatch and train.sbatch)."""
-    for root in (PACKAGE_ROOT, Path.cwd()):
-        if (root / "slurm" / "sweep_array.sbatch").is_file() and (root / "slurm" / "train.sbatch").is_file():
-            return root, root / "slurm"
-    raise SweepError(f"slurm/sweep_array.sbatch and slurm/train.sbatch not found under {PACKAGE_ROOT} or the "
-                     f"working directory; run from the repository root")
+    """(directory to submit from: the working directory, the shipped slurm/ scripts: `ddppo.slurm`)."""
+    from ddppo import slurm
+
+    if not ((slurm.HOME / "sweep_array.sbatch").is_file() and (slurm.HOME / "train.sbatch").is_file()):
+        raise SweepError(f"slurm/sweep_array.sbatch and slurm/train.sbatch are missing from {slurm.HOME}; "
+                         f"reinstall ddppo")
+    return Path.cwd(), slurm.HOME
 
 
 def sbatch_options(spec: SweepSpec, sweep_dir: Path, count: int, parallel: int | None,

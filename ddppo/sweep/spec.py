@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import yaml
 from omegaconf import OmegaConf
 
+from ddppo import configs
 from ddppo.config import Config, ConfigError, UniqueKeyLoader, build_config, parse_overrides, read_yaml, yaml_problem
 
 SPEC_KEYS = ("name", "base", "overrides", "grid", "list", "seeds", "ranks", "max_parallel", "slurm", "sweep_dir")
@@ -226,8 +227,11 @@ def _resolve_base(value: Any, spec_path: Path) -> Path | None:
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    """Parse and check the structure of a spec file (values are checked when configs are built)."""
+    """Parse and check the structure of a spec file (values are checked when configs are built): a path, or a
+    shipped spec's name (`sweeps/gridnav_syncfrac_lr`)."""
     path = Path(path)
+    if not path.exists() and configs.find(path) is not None:
+        path = configs.find(path)
     data = _read_spec_yaml(path)
     where = f"sweep spec {path}"
     grid = flatten(data.get("grid") or {}) if isinstance(data.get("grid") or {}, dict) else None
@@ -337,7 +341,7 @@ def expand(spec: SweepSpec, cli_overrides: dict[str, Any], sweep_dir: Path) -> l
                             overrides={**fixed, **own}, run_dir=run_dir, cfg=cfg))
     if errors:
         raise SweepError(f"{len(errors)} of {len(seen)} run(s) of sweep {spec.name!r} have an invalid config; "
-                         f"nothing was launched:\n  " + "\n  ".join(_group(errors, len(seen))))
+                         "nothing was launched: " + "; ".join(_group(errors, len(seen))))
     return runs
 
 

@@ -228,7 +228,10 @@ def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, titl
         fig, ax = plt.subplots(figsize=(7, 4.5))
         _draw(ax, rows, metric, colors)
         ax.set_title(f"{title}: {metric} (mean ± std over seeds)", fontsize=10)
-        ax.legend(fontsize=7, loc="best")
+        if ax.get_legend_handles_labels()[1]:  # a metric no run logged has no line (matplotlib would warn)
+            ax.legend(fontsize=7, loc="best")
+        else:
+            ax.text(0.5, 0.5, "no run logged this metric", ha="center", va="center", transform=ax.transAxes)
         path = out_dir / f"{metric.replace('/', '_')}.png"
         fig.tight_layout()
         _save(fig, path)
@@ -242,8 +245,9 @@ def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, titl
         _draw(ax, rows, metric, colors)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(2, max(1, len(labels))), fontsize=8)
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes.flat), key=lambda hl: len(hl[1]))
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=min(2, max(1, len(labels))), fontsize=8)
     fig.suptitle(f"{title} (mean ± std over seeds)")
     fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(labels) / 2), 1, 0.96))
     path = out_dir / "curves.png"

@@ -91,7 +91,13 @@ class Api:
 
     # ------------------------------------------------------------------ config
     def load_config(self, path: str, overrides: list[str]) -> Any:
-        """The task config with `overrides` (KEY=VALUE strings) applied; EnvError for a missing file or a bad key."""
+        """The task config with `overrides` (KEY=VALUE strings) applied; EnvError for a missing file or a bad key.
+        A path that is not a file here but names a shipped task config (`configs/habitat_lab/...`, as the shipped
+        ddppo configs write it) is that one, so the installed package needs no clone."""
+        if not os.path.isfile(path):
+            from ddppo.configs import find  # data only
+
+            path = str(find(path) or path)
         if self.v2 and not os.path.isfile(path):
             raise EnvError(f"env.habitat_lab.config={path!r}: no such habitat-lab task config file")
         try:

@@ -53,7 +53,7 @@ class HabitatLabOptions:
     def problems(self) -> list[str]:
         p = []
         if not self.config:
-            p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen.yaml)")
+            p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen_task.yaml)")
         bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o or o.startswith("=")]
         if bad:
             p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30)")

@@ -18,7 +18,7 @@ def real_habitat_lab() -> tuple[object | None, str]:
     if importlib.util.find_spec("habitat_sim") is None:
         return None, "habitat-sim is not installed (the real habitat-lab tests need it)"
     if importlib.util.find_spec("habitat") is None:
-        return None, "habitat-lab is not installed (optional: see README 'Training habitat-lab tasks')"
+        return None, "habitat-lab is not installed (optional: see docs/guides/habitat-lab.md)"
     return real_habitat_lab_module()
 
 

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = ("ddppo", "envs", "benchmarks")
-INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks"}  # pyproject.toml's package-dir
+ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
+INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
+                "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
+DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
 INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
 LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("cli",),
           ("benchmarks",)]
@@ -128,8 +130,13 @@ def test_envs_is_a_dag():
 
 def test_envs_never_imports_ddppo():
     bad = [f"{m} imports {t}" for m, ts in project_graph().items() if is_envs(m)
-           for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t)]
+           for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t) and t not in DATA]
     assert not bad, bad
+
+
+def test_data_packages_import_nothing_of_the_project():
+    graph = project_graph()
+    assert all(not graph[m] for m in DATA), {m: graph[m] for m in DATA}
 
 
 def library_imports_of_benchmarks(graph: dict[str, set[str]]) -> list[str]:
@@ -210,8 +217,13 @@ def unnamed_in_module_map(doc: str, modules: list[Path]) -> list[str]:
             if not (str(m) in entries if len(m.parts) == 1 else m.name in entries.get(f"{m.parts[0]}/", ""))]
 
 
-def unnamed_in_code_map(readme: str, modules: list[Path]) -> list[str]:
-    section = readme.split("## Code map", 1)[1].split("\n## ", 1)[0]
+ARCHITECTURE_PAGE = REPO / "docs" / "design" / "architecture.md"
+
+
+def unnamed_in_code_map(page: str, modules: list[Path]) -> list[str]:
+    """Modules the "## Module map" table of the architecture page does not name (a row `ddppo/<module>`, or the
+    package's row `ddppo/<package>/` naming the file)."""
+    section = page.split("## Module map", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
     return [str(m) for m in modules if not any(
         f"`ddppo/{m}`" in row or (len(m.parts) > 1 and f"`ddppo/{m.parts[0]}/`" in row.split("|")[1]
@@ -226,8 +238,21 @@ def test_the_module_map_names_every_module():
         assert any(group_of(m) == "infrastructure" for m in project_graph() if m.startswith(f"ddppo.{package}."))
 
 
-def test_the_readme_code_map_names_every_module():
-    assert unnamed_in_code_map((REPO / "README.md").read_text(), ddppo_modules()) == []
+def test_the_architecture_page_module_map_names_every_module():
+    assert unnamed_in_code_map(ARCHITECTURE_PAGE.read_text(), ddppo_modules()) == []
+
+
+def unnamed_in_package_docstring(package: Path) -> list[str]:
+    """Modules of `package` (a folder) its own docstring does not name, as `name.py` or as the bare `name`."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    words = set(doc.replace(",", " ").replace("(", " ").replace(")", " ").replace("`", " ").split())
+    return sorted(p.stem for p in package.glob("*.py") if p.name != "__init__.py"
+                  and p.name not in words and p.stem not in words and f"{p.stem}.py:" not in doc)
+
+
+@pytest.mark.parametrize("package", ["ddppo/distributed", "envs/habitat"])
+def test_package_docstrings_that_list_their_modules_name_every_one(package):
+    assert unnamed_in_package_docstring(REPO / package) == []
 
 
 def test_the_map_checks_can_fail():
@@ -235,5 +260,12 @@ def test_the_map_checks_can_fail():
     mods = [Path("model/policy.py"), Path("model/resnet.py"), Path("model/new.py"), Path("rundir.py"),
             Path("rollout/gae.py"), Path("signals.py")]
     assert unnamed_in_module_map(doc, mods) == ["model/new.py", "rollout/gae.py", "signals.py"]
-    readme = "## Code map\n| where | what |\n| `ddppo/model/` | `policy.py`, `resnet.py` |\n| `ddppo/rundir.py` | x |\n"
-    assert unnamed_in_code_map(readme, mods) == ["model/new.py", "rollout/gae.py", "signals.py"]
+    page = "## Module map\n| where | what |\n| `ddppo/model/` | `policy.py`, `resnet.py` |\n| `ddppo/rundir.py` | x |\n"
+    assert unnamed_in_code_map(page, mods) == ["model/new.py", "rollout/gae.py", "signals.py"]
+
+
+def test_the_package_docstring_check_can_fail(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""Modules: a (one), b.py (two)."""\n')
+    for name in ("a", "b", "generation"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert unnamed_in_package_docstring(tmp_path) == ["generation"]

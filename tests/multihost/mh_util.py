@@ -82,7 +82,7 @@ def by_hand(net: Network, hosts: Sequence[int], argv: list[str], port: int, logs
 
 def slurm_style(net: Network, hosts: Sequence[int], argv: list[str], job_id: int, logs: Path) -> Job:
     """The variables srun sets for one task per entry of `hosts` (block distribution), plus MASTER_ADDR = the
-    first host's address as the README's sbatch script exports it; the port comes from the job id."""
+    first host's address as the SLURM guide's srun recipe (docs/guides/slurm.md) exports it; the port comes from the job id."""
     nodes = sorted(set(hosts))
     nodelist = ",".join(net.hosts[h].name for h in nodes)
     local = {h: 0 for h in hosts}

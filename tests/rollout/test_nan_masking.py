@@ -111,7 +111,7 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
 
 @pytest.mark.timeout(180)
 def test_variable_mode_training_a_nan_reward_makes_skipped_updates_only_where_it_was_collected(tmp_path):
-    """The README's promise through the real trainer in variable mode: each env's reward is NaN at its 6th
+    """The documented promise (docs/design/distributed.md, "Non-finite data") through the real trainer in variable mode: each env's reward is NaN at its 6th
     step, once (synthetic `nan_reward_at_step`), so at most one update per env collects a NaN and is skipped;
     afterwards the NaN stays behind in its env's column, overwritten or in a padding slot, and must not skip
     another update."""

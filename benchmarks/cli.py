@@ -1,0 +1,116 @@
+"""`ddppo bench WHAT`: the benchmarks' own subcommand, registered through the `ddppo.commands` entry point
+(pyproject.toml), so the library never imports this package. Imported while the CLI parser is built: argparse only.
+
+Every benchmark prints its table and writes its figures as JSON (default `results/WHAT.json` in the working
+directory; the dated figures the docs cite live in `benchmarks/results/`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+WHAT = {
+    "throughput": "raw env vs rollout vs training fps",
+    "memory": "rollout storage RSS vs analytic size",
+    "sb3": "time/steps to CartPole 475 vs stable-baselines3 (extra `bench`)",
+    "rollout": "rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs",
+    "preempt": "preemption check cost, a blocking read every step vs async reads",
+    "habitat-baselines": "throughput, learning and cross-evaluation vs habitat-baselines' DD-PPO on the real "
+                         "simulator (where it is importable)",
+}
+
+
+SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their options]` runs NAME's main(argv)
+    "env-fps": ("env_fps", "raw env stepping speed for a few batch sizes"),
+    "scaling": ("scaling", "1 vs 2 ranks (torchrun) and preemption with a slow rank, on the real trainer"),
+    "rollout-parity": ("rollout_parity", "rollout.mode fixed vs variable: env steps to a gridnav threshold"),
+    "ver-parity": ("ver_parity", "fixed vs variable vs VER's rules: env steps and minutes to a threshold"),
+    "learner-ab": ("learner_ab", "learner time per update, this checkout vs another one, interleaved"),
+    "habitat-lab-metrics": ("habitat_lab_metrics", "a checkpoint through habitat-lab's own Benchmark loop"),
+}
+
+
+def add_parser(sub) -> None:
+    """Register `bench` on the CLI's subparsers."""
+    bench = sub.add_parser("bench", help="benchmarks that print side-by-side figures and write JSON",
+                           description="Benchmarks print a table and write their figures as JSON. "
+                                       "`ddppo bench WHAT --help` lists WHAT's options.",
+                           epilog="; ".join(f"{k}: {v}" for k, v in
+                                            [*WHAT.items(), *((k, v[1]) for k, v in SCRIPTS.items())]))
+    bench.add_argument("what", choices=[*WHAT, *SCRIPTS], help="which benchmark (see below)")
+    bench.add_argument("options", nargs=argparse.REMAINDER, help="its options (`ddppo bench WHAT --help`)")
+    bench.set_defaults(finish_parsing=finish_parsing)
+
+
+def finish_parsing(args: argparse.Namespace) -> argparse.Namespace:
+    """WHAT's own options parsed (at parse time, so a bad option fails like any other: usage, exit 2); the
+    benchmarks with options of their own parse theirs when they run."""
+    if args.what in SCRIPTS:
+        return args
+    return options_parser(args.what).parse_args(args.options, argparse.Namespace(**{**vars(args), "options": []}))
+
+
+def options_parser(what: str) -> argparse.ArgumentParser:
+    """The options of the benchmarks in WHAT."""
+    bench = argparse.ArgumentParser(prog=f"ddppo bench {what}", description=WHAT[what])
+    bench.add_argument("--case", action="append", nargs="+", metavar=("CONFIG", "OVERRIDE"),
+                       help="throughput/memory/rollout: a config and overrides to measure (repeatable); "
+                            "habitat-baselines: the one config both trainers run")
+    bench.add_argument("--rounds", type=int, default=5,
+                       help="throughput/rollout: interleaved rounds (medians reported)")
+    bench.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sb3/habitat-baselines: seeds")
+    bench.add_argument("--budget", type=int, default=100_000,
+                       help="sb3/habitat-baselines: env steps per learning run (habitat-baselines: 0 = no learning)")
+    bench.add_argument("--updates", type=int, default=20,
+                       help="habitat-baselines: updates per throughput run (--rounds 0 = no throughput)")
+    bench.add_argument("--eval-split", default="val",
+                       help="habitat-baselines: held-out split, a folder beside the training split's")
+    bench.add_argument("--ab", nargs="+", default=[], metavar="OVERRIDE",
+                       help="habitat-baselines: throughput also of ddppo with these overrides (a third side, "
+                            "interleaved), e.g. rollout.overlap_learning=true")
+    bench.add_argument("--jobs", type=int, default=1,
+                       help="habitat-baselines: learning runs at once (throughput runs are always one at a time)")
+    bench.add_argument("--out", default="", help="JSON output path (default: results/WHAT.json in the working "
+                                                 "directory)")
+    return bench
+
+
+def run(args: argparse.Namespace) -> int:
+    import importlib
+
+    from ddppo.config.loading import shipped_config
+
+    logging.basicConfig(level=logging.WARNING)
+    if args.what in SCRIPTS:
+        return importlib.import_module(f"ddppo.benchmarks.{SCRIPTS[args.what][0]}").main(args.options)
+    out = args.out or f"results/{args.what}.json"
+    cases = [(c[0], c[1:]) for c in args.case] if args.case else None
+    gridnav, cartpole = str(shipped_config("gridnav")), str(shipped_config("cartpole"))
+    if args.what == "sb3":
+        from ddppo.benchmarks import sb3
+
+        return sb3.main(args.seeds, args.budget, cartpole, out)
+    if args.what == "rollout":
+        from ddppo.benchmarks import rollout_modes
+
+        return rollout_modes.main(gridnav, out, args.rounds, cases)
+    if args.what == "habitat-baselines":
+        from ddppo.benchmarks import habitat_baselines
+
+        config, overrides = cases[0] if cases else (str(shipped_config("pointnav_habitat_cpu")),
+                                                    list(habitat_baselines.SIMPLE_CNN))
+        return habitat_baselines.main(config, overrides, args.rounds, args.updates, args.seeds, args.budget,
+                                      args.eval_split, out, args.jobs, args.ab)
+    if args.what == "preempt":
+        from ddppo.benchmarks import preempt_store
+
+        return preempt_store.main(out)
+    if args.what == "memory":
+        from ddppo.benchmarks import memory
+
+        return memory.main_memory(cases or [(gridnav, []), (gridnav, ["env.num_envs=256", "rollout.num_steps=256"])],
+                                  out)
+    from ddppo.benchmarks import throughput
+
+    return throughput.main_throughput(cases or [(gridnav, []), (cartpole, [])], out, args.rounds)

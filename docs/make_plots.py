@@ -1,0 +1,132 @@
+"""Draws the plots of the results pages from the benchmarks' JSON: `python docs/make_plots.py [OUT_DIR]`.
+
+Reads benchmarks/results/*.json and writes PNGs to docs/results/img/ (or OUT_DIR); the PNGs are committed, so the
+site needs no benchmark data to build. tests/docs/test_results_pages.py runs this into a temporary folder and
+checks that every plot a results page shows is one it makes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+OUT = Path(__file__).resolve().parent / "results" / "img"
+COLORS = {"ddppo": "#3b5bdb", "ddppo + overlap_learning": "#15aabf", "habitat-baselines": "#e8590c"}
+PNG_META = {"Software": None}  # no library version in the file: the same data draws the same bytes
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def _learning_runs() -> list[dict]:
+    runs = []
+    for name in ("habitat_baselines_learning_simplecnn.json", "habitat_baselines_learning_simplecnn_seed3.json"):
+        runs.extend(_load(name)["learning"]["runs"])
+    return sorted(runs, key=lambda r: (r["side"], r["seed"]))
+
+
+def _curve(run: dict, metric: str) -> tuple[list[float], list[float]]:
+    """(env steps, value) of a run's training curve; ddppo logs `train/<metric>`, habitat-baselines `<metric>`."""
+    points = [(p["env_steps"], p.get(f"train/{metric}", p.get(metric))) for p in run["curve"]]
+    points = [(x, y) for x, y in points if y is not None]
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def _smooth(ys: list[float], window: int) -> list[float]:
+    out, total = [], 0.0
+    for i, y in enumerate(ys):
+        total += y - (ys[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def learning_curves(plt, out: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, metric in zip(axes, ("success", "spl")):
+        for run in _learning_runs():
+            xs, ys = _curve(run, metric)
+            window = max(1, len(xs) // 25)  # ddppo logs every update, habitat-baselines every 9k steps
+            style = ("-", "--", ":")[(run["seed"] - 1) % 3]
+            ax.plot([x / 1e3 for x in xs], _smooth(ys, window), style, color=COLORS[run["side"]], lw=1.4,
+                    label=f"{run['side']}, seed {run['seed']}")
+        ax.set_xlabel("env steps (thousands)")
+        ax.set_ylabel(f"train {metric} (as each trainer logs it)")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("PointNav, SimpleCNN + GRU 512, 64x64 depth: training curves, 3 seeds per trainer", fontsize=10)
+    fig.tight_layout()
+    path = out / "hb_learning_curves.png"
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
+def throughput_bars(plt, out: Path) -> Path:
+    cases = [("SimpleCNN 128x128\nquiet machine", "habitat_baselines_throughput_simplecnn_2.json"),
+             ("SimpleCNN 128x128\nload 5-7, three sides", "habitat_baselines_throughput_overlap_learning.json"),
+             ("ResNet18 + LSTM 512x2\n64x64", "habitat_baselines_throughput_resnet.json")]
+    sides = [("ddppo", "ddppo"), ("ddppo+ab", "ddppo + overlap_learning"), ("habitat-baselines", "habitat-baselines")]
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    width = 0.27
+    for i, (label, name) in enumerate(cases):
+        medians = _load(name)["throughput"]["median_steps_per_s"]
+        for j, (key, side) in enumerate(sides):
+            if key not in medians:
+                continue
+            x = i + (j - 1) * width
+            ax.bar(x, medians[key], width, color=COLORS[side], label=side if i == 1 else None)
+            ax.text(x, medians[key] + 3, f"{medians[key]:.0f}", ha="center", fontsize=8)
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([c for c, _ in cases], fontsize=8)
+    ax.set_ylabel("env steps/s (median of interleaved rounds)")
+    ax.set_title("Throughput on one 2-core CPU machine, one rank, 8 envs (2026-12-01)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = out / "hb_throughput.png"
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
+def gridnav_rates(plt, out: Path) -> Path:
+    """Raw env stepping vs the rollout phase vs training, per env (`ddppo bench throughput`)."""
+    cases = _load("throughput.json")
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    kinds = [("raw_env_fps", "raw env", "#adb5bd"), ("rollout_fps", "rollout phase", "#15aabf"),
+             ("train_fps", "training", "#3b5bdb")]
+    for i, case in enumerate(cases):
+        for j, (key, label, color) in enumerate(kinds):
+            ax.bar(i + (j - 1) * 0.27, case[key], 0.27, color=color, label=label if i == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([f"{c['env']} ({c['num_envs']} envs)" for c in cases], fontsize=8)
+    ax.set_ylabel("env steps/s (log)")
+    ax.set_title("Where the time goes: raw env vs rollout vs training (CPU)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = out / "throughput_gridnav_cartpole.png"
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
+def make_all(out: Path = OUT) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out)]
+
+
+if __name__ == "__main__":
+    for path in make_all(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT):
+        sys.stdout.write(f"wrote {path}\n")
