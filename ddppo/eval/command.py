@@ -36,9 +36,9 @@ Outputs, written by rank 0 into OUT (default run.dir/eval):
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
 A checkpoint whose JSON exists with the same settings is skipped (re-run it
 with --force); one evaluated with other settings is refused, naming them.
-One `ddppo eval` writes into OUT at a time (OUT/.lock, ddppo.rundir.claim_dir): a
-second one refuses at once, naming the first; evaluating while training writes the
-run dir is fine (eval only reads it).
+One `ddppo eval` writes into OUT at a time (OUT/.lock, ddppo.rundir.claim_dir, taken
+before its first evaluation): a second one refuses then, naming the first; evaluating
+while training writes the run dir is fine (eval only reads it).
 """
 
 from __future__ import annotations
@@ -183,6 +183,7 @@ class Selector:
         self.finished_since: float | None = None
         self.skipped: list[tuple[dict[str, Any], Path]] = []  # stored results, to show them
         self.explicit = req.checkpoint not in ("latest", "all")  # one file: --watch does not apply
+        self.claim: Claim | None = None  # OUT, claimed before the first evaluation (nothing written before)
 
     def _candidates(self, found: list[Path]) -> list[Path]:
         if self.req.checkpoint not in ("latest", "all"):
@@ -207,6 +208,9 @@ class Selector:
                 continue
             self.handled.add(key)
             if not self._already_done(path):
+                if self.claim is None:  # a second `ddppo eval` into OUT would replace these results: refused
+                    self.claim = claim_dir(self.out_dir, "ddppo eval", "pass --out DIR to evaluate into another "
+                                           "folder")
                 return ("eval", str(path))
         if not self.req.watch or self.explicit:
             if not candidates and not self.handled:
@@ -254,7 +258,6 @@ class Selector:
 def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = None) -> int:
     """Evaluate the requested checkpoints (every rank runs this); 0 on success, 1 if interrupted."""
     out_dir = Path(req.out) if req.out else RunDir(cfg.run.dir).eval_dir
-    claim = claim_outputs(out_dir, ctx)
     selector = Selector(cfg, req, out_dir) if ctx.is_main else None
     outputs = Outputs(out_dir, cfg.log.tensorboard) if ctx.is_main else None
     evaluator: Evaluator | None = None
@@ -303,19 +306,8 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
             outputs.close()
         if evaluator is not None:
             evaluator.close()
-        if claim is not None:
-            claim.release()
-
-
-def claim_outputs(out_dir: Path, ctx: DistContext) -> Claim | None:
-    """Rank 0 claims OUT as its one writer: a second `ddppo eval` into the same folder would evaluate the same
-    checkpoints and replace its results (other settings: other numbers under the same name), so it refuses at
-    once, on every rank. The claim on rank 0, None elsewhere."""
-    held: list[Claim] = []
-    elsewhere = "pass --out DIR to evaluate into another folder"
-    ctx.decide_on_main((lambda: held.append(claim_dir(out_dir, "ddppo eval", elsewhere))) if ctx.is_main else None,
-                       (ConfigError,))
-    return held[0] if held else None
+        if selector is not None and selector.claim is not None:
+            selector.claim.release()
 
 
 def main(req: EvalRequest, setup_logging) -> int:

@@ -52,13 +52,13 @@ def check_run_dir(cfg: Config) -> list[str]:
     return diff_keys(stored, cfg)
 
 
-def claim_run_dir(cfg: Config, ctx: DistContext) -> Claim | None:
+def claim_run_dir(cfg: Config, ctx: DistContext) -> Claim:
     """Rank 0 claims the run dir as its one live writer (held until Trainer.close); every rank raises the same
-    ConfigError, naming the holder, when another process trains in it. The claim on rank 0, None elsewhere."""
+    ConfigError, naming the holder, when another process trains in it. The claim (an empty one off rank 0)."""
     held: list[Claim] = []
     ctx.decide_on_main((lambda: held.append(RunDir(cfg.run.dir).claim_writer())) if ctx.is_main else None,
                        (ConfigError,))
-    return held[0] if held else None
+    return held[0] if held else Claim(RunDir(cfg.run.dir).path, None, [])
 
 
 def write_run_dir(cfg: Config, ctx: DistContext, changed: list[str]) -> None:

@@ -87,8 +87,7 @@ class Trainer:
                 self.envs.close()
                 raise
         except BaseException:
-            if self.run_claim is not None:
-                self.run_claim.release()
+            self.run_claim.release()
             raise
 
     def _build(self, spec: EnvSpec) -> None:
@@ -399,5 +398,4 @@ class Trainer:
             self.overlap.close()
         self.writer.close()
         self.envs.close()
-        if self.run_claim is not None:
-            self.run_claim.release()
+        self.run_claim.release()
