@@ -7,6 +7,7 @@
       tb/                         TensorBoard events of training (rank 0)
       checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint.py)
       eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
+      .lock, eval/.lock           who writes them (`claim_dir`; kept: removing it would let two claim at once)
 
 Training, evaluation, sweeps and benchmarks all go through `RunDir`; every file of it is written with
 `atomic_write` (temp file in the same folder + rename), and metrics.jsonl is always read with `read_jsonl`, which
@@ -341,14 +342,13 @@ class Claim:
         that fails before writing anything leaves nothing behind)."""
         if self.fd is None:
             return
-        lock = self.directory / LOCK
-        if self.created and [p.name for p in self.directory.iterdir()] == [LOCK]:
-            lock.unlink(missing_ok=True)
-            for d in reversed(self.created):
-                try:
+        try:
+            if self.created and [p.name for p in self.directory.iterdir()] == [LOCK]:
+                (self.directory / LOCK).unlink()
+                for d in reversed(self.created):
                     d.rmdir()
-                except OSError:
-                    break
+        except OSError:  # removed meanwhile, or no longer empty: left as it is
+            pass
         os.close(self.fd)
         self.fd = None
 
