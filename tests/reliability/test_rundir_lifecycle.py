@@ -200,7 +200,7 @@ def test_sigkill_at_every_point_of_a_write_then_resume(tmp_path):
 
 
 # ------------------------------------------------------------------------------ two processes at once
-def test_train_with_a_second_train_evals_and_an_export(tmp_path):
+def test_train_with_a_second_train_and_evals(tmp_path):
     """PAIRS train + train, train + eval, eval + eval."""
     run_dir, link = tmp_path / "run", tmp_path / "link"
     link.symlink_to(run_dir, target_is_directory=True)
