@@ -63,7 +63,8 @@ class Evaluator:
         try:
             self.snapshot = self.envs.state_dict()
             self.probe = probe_for(self.envs)
-            self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
+            self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
+                                      normalize=cfg.normalize).to(ctx.device)  # statistics frozen: eval never updates them
             self.policy.eval()
             self.planned: list[list[dict[str, Any]]] | None = None
             self.quotas, self.total, self.mode = self._plan(share)

@@ -175,12 +175,16 @@ class RolloutStorage:
         self.returns[:L] = ret  # 0 past each env's length (gae)
 
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
-                    ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:
-        """`num_mini_batch` minibatches split by environment over the collected steps.
+                    ref_params: torch.Tensor | None = None, split: str = "env") -> Iterator[MiniBatch]:
+        """`num_mini_batch` minibatches split by environment over the collected steps (`split="sample"`: of
+        samples drawn at random from every (step, env), for feed-forward policies: `sample_minibatches`).
 
         Always yields exactly `num_mini_batch` batches, however few steps were collected,
         so every rank performs the same number of optimiser steps (and collectives).
         """
+        if split == "sample":
+            yield from self.sample_minibatches(num_mini_batch, generator, ref_params)
+            return
         L = self.step
         perm = torch.randperm(self.num_envs, generator=generator).to(self.device)
         valid = self.valid
@@ -197,4 +201,32 @@ class RolloutStorage:
                 valid=valid[:L, idx],
                 ref_params=None if ref_params is None else ref_params[:, idx],
                 weight=None if self.env_weight is None else self.env_weight[idx],
+            )
+
+    def sample_minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
+                           ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:
+        """Exactly `num_mini_batch` minibatches of (step, env) samples in random order (SB3's and CleanRL's
+        minibatches; ppo.minibatch_split=sample), each shaped as one step of B "envs" (1, B, ...), with a zero
+        recurrent state: only for policies without recurrence. Masked-out slots are drawn too and stay masked,
+        so the number of minibatches never depends on what was collected."""
+        L, N = self.step, self.num_envs
+        perm = torch.randperm(L * N, generator=generator).to(self.device)
+        valid = self.valid[:L].reshape(L * N)
+
+        def flat(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+            return x[:L].reshape(L * N, *x.shape[2:])[idx].unsqueeze(0)
+
+        for idx in torch.tensor_split(perm, num_mini_batch):
+            yield MiniBatch(
+                obs={k: flat(v, idx) for k, v in self.obs.items()},
+                episode_start=flat(self.episode_start, idx),
+                hidden=self.hidden0.new_zeros(self.hidden0.shape[0], idx.numel(), self.hidden0.shape[-1]),
+                actions=flat(self.actions, idx),
+                old_logp=flat(self.logp, idx),
+                old_values=flat(self.values, idx),
+                advantages=flat(self.advantages, idx),
+                returns=flat(self.returns, idx),
+                valid=valid[idx].unsqueeze(0),
+                ref_params=None if ref_params is None else flat(ref_params, idx),
+                weight=None if self.env_weight is None else self.env_weight.to(self.device)[idx % N],
             )

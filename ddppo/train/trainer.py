@@ -19,13 +19,15 @@ import torch
 from ddppo.envs.registry import EnvSpec, make_vec_env
 from ddppo import checkpoint as ckpt
 from ddppo import signals
-from ddppo.config import Config, to_yaml
+from ddppo.config import Config, ConfigError, to_yaml
 from ddppo.distributed import DistContext
 from ddppo import timing
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
+from ddppo.train.normalization import Normalization
 from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
+from ddppo.model.normalize import resolve
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
 from ddppo.train.advantage import advantage_for
@@ -35,6 +37,7 @@ from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.overlap import OverlapLearning, acting_copy
@@ -96,9 +99,9 @@ class Trainer:
         np.random.seed(ctx.seed % 2**32)
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
-                                  value_head=cfg.ppo.critic).to(ctx.device)
+                                  value_head=cfg.ppo.critic, normalize=cfg.normalize).to(ctx.device)
         self.advantage = advantage_for(cfg.ppo, spec.num_envs)
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting)
         self.storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
@@ -107,6 +110,7 @@ class Trainer:
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names)
+        self.normalization = self._normalization()
         self.overlap = (OverlapLearning(self.policy, acting, self.storage, self._new_storage(), ctx.device)
                         if cfg.rollout.overlap_learning else None)
         self.reference = None
@@ -123,6 +127,20 @@ class Trainer:
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
+
+    def _normalization(self) -> Normalization:
+        """normalize.obs / normalize.reward resolved on these spaces; the reward scaler goes on the acting path."""
+        cfg, n = self.cfg, self.cfg.normalize
+        scaler = None
+        if resolve(n.reward, self.envs.observation_space, self.envs.action_space):
+            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon, self.ctx.device)
+            self.collector.reward_scaler = scaler
+        norm = Normalization(getattr(self.policy, "obs_norm", None), scaler, self.ctx)
+        if norm.enabled and cfg.rollout.overlap_learning:
+            raise ConfigError("rollout.overlap_learning=true cannot run with observation or reward normalisation "
+                              "(normalize.obs / normalize.reward, on here for continuous control): set "
+                              "normalize.obs=off normalize.reward=off, or rollout.overlap_learning=false")
+        return norm
 
     def _new_storage(self) -> RolloutStorage:
         hidden_shape = tuple(self.policy.initial_hidden(self.env_spec.num_envs).shape)
@@ -149,6 +167,7 @@ class Trainer:
             if self.overlap is None:
                 collected = self._collect(update)
                 result, lr, beta = self._learn(self.storage, self.timer)
+                self.normalization.apply()  # the observation statistics of this rollout, after learning on it
                 timings = self.timer.pop()
             else:
                 collected, result, lr, beta, timings = self._collect_while_learning(update)
@@ -192,6 +211,8 @@ class Trainer:
         with self.timer(timing.STRAGGLER_WAIT):
             self.ctx.rollout_barrier(collected.steps)
         self.ctx.mark_started()
+        with self.timer(timing.GAE):
+            self.normalization.sync(self.collector.storage)  # a collective when normalisation is on
         self.compute_advantages()
         return collected
 
@@ -313,7 +334,7 @@ class Trainer:
 
     # ------------------------------------------------------------ saved state
     # State of the running episodes: restored only when the collector's episodes continue.
-    episode_owners = ("advantage", "reference")
+    episode_owners = ("advantage", "reference", "reward_returns")
 
     def saved_state_owners(self) -> dict[str, Stateful]:
         """Every rank's saved-state owners, one namespace each, in the order they are restored. Adding a piece of
@@ -323,6 +344,10 @@ class Trainer:
                                        "advantage": self.advantage}
         if self.reference is not None:
             owners["reference"] = self.reference
+        scaler = self.normalization.scaler
+        if scaler is not None:  # normalize.reward: the return statistics, and each env's running return
+            owners["reward_scale"] = scaler.moments_owner()
+            owners["reward_returns"] = scaler.returns_owner()
         return owners
 
     def rank_owner_names(self) -> list[str]:

@@ -27,10 +27,11 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.habitat.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
-from ddppo.envs.habitat.gridsim import layout_path_for
-from ddppo.envs.habitat.backends import make_simulator
-from ddppo.envs.habitat.interface import ACTIONS, SimSettings
+from ddppo.envs.fields import section_problems
+from ddppo.envs.scenes.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
+from ddppo.envs.scenes.gridsim import layout_path_for
+from ddppo.envs.scenes.backends import make_simulator
+from ddppo.envs.scenes.interface import ACTIONS, SimSettings
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 
@@ -79,7 +80,7 @@ class HabitatPointNavEnv:
     """`num_envs` PointNav envs in this process, one simulator each (implements ddppo.envs.base.VecEnv)."""
 
     def __init__(self, options: HabitatOptions, spec: Any, episodes: list[Episode] | None = None):
-        found = options.problems()
+        found = section_problems(options)
         if found:
             raise EnvError("invalid env.habitat options: " + "; ".join(found))
         self.opt = options
@@ -142,7 +143,7 @@ class HabitatPointNavEnv:
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
     def close(self) -> None:
-        for task in reversed(self._tasks):  # last-created first (see ddppo.envs.habitat.sim)
+        for task in reversed(self._tasks):  # last-created first (see ddppo.envs.scenes.sim)
             task.sim.close()
         self._tasks = []
 

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.habitat.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition
+from ddppo.envs.fields import section_problems
+from ddppo.envs.scenes.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -165,7 +166,7 @@ class HabitatLabVecEnv:
     restores_state = False  # habitat-lab cannot put an episode back mid-way: resume starts fresh episodes
 
     def __init__(self, options: HabitatLabOptions, spec: Any, api: Api | None = None):
-        found = options.problems()
+        found = section_problems(options)
         if found:
             raise EnvError("invalid env.habitat_lab options: " + "; ".join(found))
         self.opt = options

@@ -12,7 +12,7 @@ import dataclasses
 from ddppo.envs.fields import doc
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class HabitatLabOptions:
     """Any habitat-lab task (see envs/habitat_lab/)."""
 
@@ -48,17 +48,18 @@ class HabitatLabOptions:
     gpu_device_id: int = dataclasses.field(default=-2,
                                            metadata=doc("renderer (SIMULATOR.HABITAT_SIM_V0.GPU_DEVICE_ID): -2 = the "
                                                         "rank's GPU when training on CUDA, else -1; -1 = software "
-                                                        "(required on CPU for habitat-sim 0.2.2); N = CUDA device N"))
+                                                        "(required on CPU for habitat-sim 0.2.2); N = CUDA device N",
+                                                        ge=-2, hint="-2 = local GPU, -1 = CPU rendering"))
 
     def problems(self) -> list[str]:
+        """What the field metadata cannot say: the values needed once env.name=habitat_lab, and the overrides'
+        form."""
         p = []
         if not self.config:
             p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen_task.yaml)")
         bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o or o.startswith("=")]
         if bad:
             p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30)")
-        if self.gpu_device_id < -2:
-            p.append(f"gpu_device_id={self.gpu_device_id} must be >= -2 (-2 = local GPU, -1 = CPU rendering)")
         if not self.success_measure:
             p.append("success_measure='' must name a measure (e.g. success)")
         return p

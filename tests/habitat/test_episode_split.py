@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ddppo.envs.habitat.dataset import (Episode, Goal, balanced_runs, group_runs, partition, read_partition,
+from ddppo.envs.scenes.dataset import (Episode, Goal, balanced_runs, group_runs, partition, read_partition,
                                         scene_wise_runs, write_split)
 from ddppo.envs.habitat.env import env_partition
 from ddppo.envs.habitat_lab.env import load_share
@@ -121,7 +121,7 @@ def test_runs_cover_every_episode_once(counts, groups):
 
 def test_large_split_folders_are_dealt_out_by_files_alone(split_folders, monkeypatch, caplog):
     """Counting reads every file; above COUNT_LIMIT_BYTES (the public datasets) the files are dealt out whole."""
-    from ddppo.envs.habitat import dataset
+    from ddppo.envs.scenes import dataset
 
     monkeypatch.setattr(dataset, "COUNT_LIMIT_BYTES", 0)
     parts = [read_partition(split_folders[5], 2, g, num_envs=4) for g in range(2)]

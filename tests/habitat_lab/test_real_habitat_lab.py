@@ -27,12 +27,12 @@ EPISODES_PER_SCENE = 5
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Three generated scenes (habitat-sim navmeshes) and a PointNav-v1 split folder, habitat-lab's layout."""
-    from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-    from ddppo.envs.habitat.dataset import write_split
-    from ddppo.envs.habitat.interface import SimSettings
-    from ddppo.envs.habitat.layout import LayoutParams
-    from ddppo.envs.habitat.scene_gen import generate_scenes
-    from ddppo.envs.habitat.sim import HabitatSim
+    from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene
+    from ddppo.envs.scenes.dataset import write_split
+    from ddppo.envs.scenes.interface import SimSettings
+    from ddppo.envs.scenes.layout import LayoutParams
+    from ddppo.envs.scenes.scene_gen import generate_scenes
+    from ddppo.envs.scenes.sim import HabitatSim
 
     root = tmp_path_factory.mktemp("habitat_lab")
     params = LayoutParams(size_min=5.0, size_max=6.0, max_rooms=2, max_furniture=1)

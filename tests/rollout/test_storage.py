@@ -266,3 +266,25 @@ def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
     with pytest.raises(ValueError, match="capacity"):
         s.insert_envs(torch.tensor([1]), torch.ones(1), torch.zeros(1), torch.ones(1), torch.ones(1), torch.zeros(1),
                       {k: v[[1]] for k, v in obs_at(0, 3).items()}, torch.zeros(1))
+
+
+@pytest.mark.parametrize("N,k,L", [(4, 1, 6), (4, 3, 6), (1, 5, 6), (2, 7, 3)])
+def test_sample_minibatches_draw_every_step_of_every_env_once(N, k, L):
+    """ppo.minibatch_split=sample: exactly k minibatches (however the samples divide), each sample (t, env)
+    once over them, its fields kept together."""
+    s = make_storage(T=6, N=N)
+    fill(s, L, N=N)
+    s.compute_returns(torch.zeros(N), 0.99, 0.95)
+    batches = list(s.minibatches(k, generator=torch.Generator().manual_seed(0), split="sample"))
+    assert len(batches) == k
+    seen = []
+    for mb in batches:
+        B = mb.valid.shape[1]
+        assert mb.obs["vec"].shape == (1, B, 3) and mb.actions.shape == mb.returns.shape == (1, B)
+        assert mb.hidden.shape == (1, B, 5) and not mb.hidden.any()
+        t = mb.obs["vec"][0, :, 0].floor()
+        env = torch.round((mb.obs["vec"][0, :, 0] - t) * 10).long()
+        seen += list(zip(t.long().tolist(), env.tolist()))
+        assert torch.equal(mb.advantages[0], s.advantages[t.long(), env])
+        assert torch.equal(mb.old_values[0], s.values[t.long(), env])
+    assert sorted(seen) == [(t, n) for t in range(L) for n in range(N)]

@@ -1,10 +1,10 @@
 """Generate ObjectNav episodes on generated scenes, in habitat-lab's ObjectNav-v1 format.
 
-    python -m ddppo.envs.habitat.objectnav_gen --scenes-dir data/scene_datasets \\
+    python -m ddppo.envs.scenes.objectnav_gen --scenes-dir data/scene_datasets \\
         --scenes data/scene_datasets/gen/gen_000.glb data/scene_datasets/gen/gen_001.glb \\
         --out data/datasets/objectnav/gen/v1/train --episodes-per-scene 200 --seed 0
 
-The scenes are `ddppo.envs.habitat.scene_gen`'s (`<scene>.layout.json` and the semantic annotations
+The scenes are `ddppo.envs.scenes.scene_gen`'s (`<scene>.layout.json` and the semantic annotations
 `<scene>_semantic.{ply,txt}` next to each .glb); every furniture instance of a wanted category is a goal.
 Its view points are the navigable points of a `--view-spacing` grid within `--view-radius` of the object's
 footprint with a clear line of sight to it in the floor plan, each facing the object. An episode starts on the
@@ -29,13 +29,12 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.backends import make_simulator
-from ddppo.envs.habitat.dataset import scene_name, write_json_gz
-from ddppo.envs.habitat.episode_gen import _scene_files, pick_backend
-from ddppo.envs.habitat.geometry import quat_from_yaw
-from ddppo.envs.habitat.interface import NavSimulator, SimSettings
-from ddppo.envs.habitat.layout import Layout
-from ddppo.envs.habitat.semantic import FURNITURE_CATEGORIES, MP3D_CATEGORY_ID, SemanticObject, scene_objects
+from ddppo.envs.scenes.dataset import scene_name, write_json_gz
+from ddppo.envs.scenes.episode_gen import add_scene_arguments, on_each_scene
+from ddppo.envs.scenes.geometry import quat_from_yaw
+from ddppo.envs.scenes.interface import NavSimulator
+from ddppo.envs.scenes.layout import Layout
+from ddppo.envs.scenes.semantic import FURNITURE_CATEGORIES, MP3D_CATEGORY_ID, SemanticObject, scene_objects
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,12 +193,9 @@ def write_objectnav_split(folder: str, per_scene: dict[str, dict[str, Any]], cat
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddppo.envs.habitat.objectnav_gen", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenes-dir", required=True, help="scenes root; written scene_ids are relative to it")
-    p.add_argument("--scenes", nargs="*", default=[], help="scene .glb files (default: every .glb under the root)")
+    p = argparse.ArgumentParser(prog="python -m ddppo.envs.scenes.objectnav_gen", description=__doc__.split("\n\n")[0])
+    add_scene_arguments(p)
     p.add_argument("--out", required=True, help="split folder to write (<out>/<split>.json.gz + content/)")
-    p.add_argument("--episodes-per-scene", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--categories", nargs="+", default=list(FURNITURE_CATEGORIES),
                    help=f"goal categories, in task-id order (known: {', '.join(FURNITURE_CATEGORIES)})")
     d = ObjectNavGenParams()
@@ -208,10 +204,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--view-radius", type=float, default=d.view_radius)
     p.add_argument("--view-spacing", type=float, default=d.view_spacing)
     p.add_argument("--max-tries", type=int, default=d.max_tries)
-    p.add_argument("--backend", choices=("auto", "habitat", "grid"), default="auto")
-    p.add_argument("--agent-radius", type=float, default=0.1)
-    p.add_argument("--agent-height", type=float, default=1.5)
-    p.add_argument("--gpu-device-id", type=int, default=-1)
     return p
 
 
@@ -236,25 +228,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     params = ObjectNavGenParams(tuple(args.categories), args.min_geodesic, args.max_geodesic, args.view_radius,
                                 args.view_spacing, args.max_tries)
-    sim = None
+    found: set[str] = set()
+
+    def one_scene(sim: NavSimulator, scene_file: str, scene_id: str, seed: int) -> dict[str, Any]:
+        data = generate_for_scene(sim, scene_file, scene_id, args.episodes_per_scene, seed=seed, params=params)
+        cats = sorted({e["object_category"] for e in data["episodes"]})
+        found.update(key.rsplit("_", 1)[1] for key in data["goals_by_category"])
+        geo = [e["info"]["geodesic_distance"] for e in data["episodes"]]
+        print(f"{scene_id}: {len(geo)} episodes ({', '.join(cats)}), geodesic {min(geo):.2f}-{max(geo):.2f} m, "
+              f"{sum(len(g['view_points']) for v in data['goals_by_category'].values() for g in v)} view points")
+        return data
+
     try:
-        backend = pick_backend(args.backend)
-        files = _scene_files(args.scenes_dir, args.scenes)
-        sim = make_simulator(backend, SimSettings(agent_radius=args.agent_radius, agent_height=args.agent_height,
-                                                  gpu_device_id=args.gpu_device_id, seed=args.seed,
-                                                  depth_sensor=False, depth_width=1, depth_height=1))
-        per_scene, found = {}, set()
-        for k, scene_file in enumerate(files):
-            rel = os.path.relpath(os.path.abspath(scene_file), os.path.abspath(args.scenes_dir))
-            scene_id = scene_file if rel.startswith("..") else rel.replace(os.sep, "/")
-            data = generate_for_scene(sim, scene_file, scene_id, args.episodes_per_scene,
-                                      seed=args.seed * 100_003 + k, params=params)
-            per_scene[scene_id] = data
-            cats = sorted({e["object_category"] for e in data["episodes"]})
-            found |= {key.rsplit("_", 1)[1] for key in data["goals_by_category"]}
-            geo = [e["info"]["geodesic_distance"] for e in data["episodes"]]
-            print(f"{scene_id}: {len(geo)} episodes ({', '.join(cats)}), geodesic {min(geo):.2f}-{max(geo):.2f} m, "
-                  f"{sum(len(g['view_points']) for v in data['goals_by_category'].values() for g in v)} view points")
+        backend, results = on_each_scene(args, one_scene)
+        per_scene = dict(results)
         missing = [c for c in params.categories if c not in found]
         if missing:
             raise EnvError(f"no scene has a reachable object of categor{'y' if len(missing) == 1 else 'ies'} "
@@ -266,10 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     except (EnvError, OSError) as err:
         print(f"error: {err}")
         return 2
-    finally:
-        if sim is not None:
-            sim.close()
-
 
 if __name__ == "__main__":
     sys.exit(main())

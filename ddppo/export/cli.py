@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddppo.interop.export import export_habitat_baselines
+    from ddppo.export.habitat_baselines import export_habitat_baselines
 
     logging.basicConfig(level=logging.WARNING)
     path, layout = export_habitat_baselines(args.run_dir, args.out, args.checkpoint, args.force,

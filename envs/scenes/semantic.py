@@ -24,8 +24,8 @@ import os
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.glb import world_to_glb_frame
-from ddppo.envs.habitat.layout import FURNITURE_COLORS, Box, Layout
+from ddppo.envs.scenes.glb import world_to_glb_frame
+from ddppo.envs.scenes.layout import FURNITURE_COLORS, Box, Layout
 
 HM3D_HEADER = "HM3D Semantic Annotations"
 # category name -> Matterport3D category index (mpcat40), written as the ObjectNav dataset's
@@ -173,9 +173,9 @@ def scene_objects(scene_glb: str, layout: Layout) -> list[SemanticObject]:
     for path in (ply, txt):
         if not os.path.isfile(path):
             raise EnvError(f"scene {scene_glb!r} has no semantic annotations ({path!r} is missing); write them "
-                           f"with `python -m ddppo.envs.habitat.scene_gen semantic {scene_glb}`")
+                           f"with `python -m ddppo.envs.scenes.scene_gen semantic {scene_glb}`")
     objects = semantic_objects(layout)
     if read_descriptor(txt) != [(o.id, o.category, o.region) for o in objects]:
         raise EnvError(f"semantic descriptor {txt!r} does not match the scene's layout.json; rewrite it with "
-                       f"`python -m ddppo.envs.habitat.scene_gen semantic {scene_glb}`")
+                       f"`python -m ddppo.envs.scenes.scene_gen semantic {scene_glb}`")
     return objects

@@ -1,6 +1,6 @@
 """Generate PointNav episodes on scenes' navmeshes, in habitat's standard format.
 
-    python -m ddppo.envs.habitat.episode_gen --scenes-dir data/scene_datasets --scenes gen/gen_000.glb gen/gen_001.glb \\
+    python -m ddppo.envs.scenes.episode_gen --scenes-dir data/scene_datasets --scenes gen/gen_000.glb gen/gen_001.glb \\
         --out data/datasets/pointnav/gen/train --episodes-per-scene 200 --seed 0
 
 Start and goal are sampled on the navmesh, must be connected (finite geodesic
@@ -21,14 +21,17 @@ import glob
 import math
 import os
 import sys
+from typing import Callable, TypeVar
 
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.dataset import Episode, Goal, write_episodes, write_split
-from ddppo.envs.habitat.geometry import quat_from_yaw
-from ddppo.envs.habitat.backends import make_simulator
-from ddppo.envs.habitat.interface import NavSimulator, SimSettings
+from ddppo.envs.scenes.dataset import Episode, Goal, write_episodes, write_split
+from ddppo.envs.scenes.geometry import quat_from_yaw
+from ddppo.envs.scenes.backends import make_simulator
+from ddppo.envs.scenes.interface import NavSimulator, SimSettings
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +89,7 @@ def generate_for_scene(sim: NavSimulator, scene_file: str, scene_id: str, num: i
 def pick_backend(requested: str) -> str:
     if requested != "auto":
         return requested
-    from ddppo.envs.habitat.sim import habitat_sim_available  # lazy: habitat-sim is optional
+    from ddppo.envs.scenes.sim import habitat_sim_available  # lazy: habitat-sim is optional
 
     return "habitat" if habitat_sim_available() else "grid"
 
@@ -104,23 +107,48 @@ def _scene_files(scenes_dir: str, scenes: list[str]) -> list[str]:
     return files
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddppo.envs.habitat.episode_gen", description=__doc__.split("\n\n")[0])
+def add_scene_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments every episode generator takes: which scenes, how many episodes, the simulator."""
     p.add_argument("--scenes-dir", required=True, help="scenes root; written scene_ids are relative to it")
     p.add_argument("--scenes", nargs="*", default=[], help="scene .glb files (default: every .glb under the root)")
-    p.add_argument("--out", required=True, help="a .json.gz file, or a split folder")
     p.add_argument("--episodes-per-scene", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", choices=("auto", "habitat", "grid"), default="auto")
+    p.add_argument("--agent-radius", type=float, default=0.1)
+    p.add_argument("--agent-height", type=float, default=1.5)
+    p.add_argument("--gpu-device-id", type=int, default=-1)
+
+
+def on_each_scene(args: argparse.Namespace, generate: Callable[[NavSimulator, str, str, int], T]
+                  ) -> tuple[str, list[tuple[str, T]]]:
+    """(backend, [(scene_id, generate(sim, scene_file, scene_id, seed)) for each scene of `args`]), on one
+    simulator of the backend `args` asks for, closed at the end; scene_ids are relative to --scenes-dir."""
+    backend = pick_backend(args.backend)
+    files = _scene_files(args.scenes_dir, args.scenes)
+    sim = make_simulator(backend, SimSettings(agent_radius=args.agent_radius, agent_height=args.agent_height,
+                                              gpu_device_id=args.gpu_device_id, seed=args.seed, depth_sensor=False,
+                                              depth_width=1, depth_height=1))
+    try:
+        out = []
+        for k, scene_file in enumerate(files):
+            rel = os.path.relpath(os.path.abspath(scene_file), os.path.abspath(args.scenes_dir))
+            scene_id = scene_file if rel.startswith("..") else rel.replace(os.sep, "/")
+            out.append((scene_id, generate(sim, scene_file, scene_id, args.seed * 100_003 + k)))
+        return backend, out
+    finally:
+        sim.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ddppo.envs.scenes.episode_gen", description=__doc__.split("\n\n")[0])
+    add_scene_arguments(p)
+    p.add_argument("--out", required=True, help="a .json.gz file, or a split folder")
     p.add_argument("--min-geodesic", type=float, default=EpisodeGenParams.min_geodesic)
     p.add_argument("--max-geodesic", type=float, default=EpisodeGenParams.max_geodesic)
     p.add_argument("--min-ratio", type=float, default=EpisodeGenParams.min_ratio,
                    help="minimum geodesic/euclidean distance ratio")
     p.add_argument("--goal-radius", type=float, default=EpisodeGenParams.goal_radius)
     p.add_argument("--max-tries", type=int, default=EpisodeGenParams.max_tries)
-    p.add_argument("--backend", choices=("auto", "habitat", "grid"), default="auto")
-    p.add_argument("--agent-radius", type=float, default=0.1)
-    p.add_argument("--agent-height", type=float, default=1.5)
-    p.add_argument("--gpu-device-id", type=int, default=-1)
     return p
 
 
@@ -131,23 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     if not (0 <= params.min_geodesic <= params.max_geodesic and args.episodes_per_scene > 0):
         print("error: need 0 <= --min-geodesic <= --max-geodesic and --episodes-per-scene > 0")
         return 2
-    sim = None
+
+    def one_scene(sim: NavSimulator, scene_file: str, scene_id: str, seed: int) -> list[Episode]:
+        eps = generate_for_scene(sim, scene_file, scene_id, args.episodes_per_scene, seed=seed, params=params)
+        print(f"{scene_id}: {len(eps)} episodes, geodesic {min(e.geodesic_distance for e in eps):.2f}-"
+              f"{max(e.geodesic_distance for e in eps):.2f} m")
+        return eps
+
     try:
-        backend = pick_backend(args.backend)
-        files = _scene_files(args.scenes_dir, args.scenes)
-        settings = SimSettings(agent_radius=args.agent_radius, agent_height=args.agent_height,
-                               gpu_device_id=args.gpu_device_id, seed=args.seed, depth_sensor=False,
-                               depth_width=1, depth_height=1)
-        sim = make_simulator(backend, settings)
-        episodes: list[Episode] = []
-        for k, scene_file in enumerate(files):
-            rel = os.path.relpath(os.path.abspath(scene_file), os.path.abspath(args.scenes_dir))
-            scene_id = scene_file if rel.startswith("..") else rel.replace(os.sep, "/")
-            eps = generate_for_scene(sim, scene_file, scene_id, args.episodes_per_scene,
-                                     seed=args.seed * 100_003 + k, params=params)
-            print(f"{scene_id}: {len(eps)} episodes, geodesic {min(e.geodesic_distance for e in eps):.2f}-"
-                  f"{max(e.geodesic_distance for e in eps):.2f} m")
-            episodes += eps
+        backend, per_scene = on_each_scene(args, one_scene)
+        episodes = [ep for _, eps in per_scene for ep in eps]
         if args.out.endswith(".json.gz"):
             write_episodes(args.out, episodes)
             written = [args.out]
@@ -158,10 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     except (EnvError, OSError) as err:
         print(f"error: {err}")
         return 2
-    finally:
-        if sim is not None:
-            sim.close()
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -28,9 +28,9 @@ from collections import OrderedDict
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.geometry import quat_from_yaw, yaw_from_quat
-from ddppo.envs.habitat.interface import SimSettings
-from ddppo.envs.habitat.layout import Grid, Layout, rasterize
+from ddppo.envs.scenes.geometry import quat_from_yaw, yaw_from_quat
+from ddppo.envs.scenes.interface import SimSettings
+from ddppo.envs.scenes.layout import Grid, Layout, rasterize
 
 NAV_CELL = 0.1  # navigability grid (m)
 MAX_RANGE = 10.0  # rays stop here (m)
@@ -62,7 +62,7 @@ class GridSim:
         plan = layout_path_for(scene_path)
         if not os.path.isfile(plan):
             raise EnvError(f"floor plan {plan!r} of scene {scene_path!r} does not exist; the grid backend only "
-                           f"runs scenes made by `python -m ddppo.envs.habitat.scene_gen generate`")
+                           f"runs scenes made by `python -m ddppo.envs.scenes.scene_gen generate`")
         try:
             self.layout = Layout.load(plan)
         except (ValueError, KeyError, OSError) as err:

@@ -1,13 +1,13 @@
 """Procedural indoor scenes for habitat-sim: GLB floor plans plus their navmesh.
 
-    python -m ddppo.envs.habitat.scene_gen generate --out data/scene_datasets/gen --num-scenes 4 --seed 0
-    python -m ddppo.envs.habitat.scene_gen navmesh data/scene_datasets/gen/*.glb
-    python -m ddppo.envs.habitat.scene_gen semantic data/scene_datasets/gen/*.glb
+    python -m ddppo.envs.scenes.scene_gen generate --out data/scene_datasets/gen --num-scenes 4 --seed 0
+    python -m ddppo.envs.scenes.scene_gen navmesh data/scene_datasets/gen/*.glb
+    python -m ddppo.envs.scenes.scene_gen semantic data/scene_datasets/gen/*.glb
 
 `generate` writes, per scene, `<name>.glb` (floor, walls with doors,
 furniture-like boxes, a ceiling), `<name>.layout.json` (the floor plan, read by
 the grid simulator double), its semantic annotations `<name>_semantic.ply` +
-`<name>_semantic.txt` (instances and categories, see ddppo.envs.habitat.semantic;
+`<name>_semantic.txt` (instances and categories, see ddppo.envs.scenes.semantic;
 `semantic` writes them for existing scenes from their layout.json) and, when
 habitat-sim imports, `<name>.navmesh`
 (habitat-sim only computes navmeshes at simulator creation when a renderer
@@ -31,10 +31,10 @@ import sys
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.glb import Primitive, world_to_glb_frame, write_glb
-from ddppo.envs.habitat.interface import SimSettings
-from ddppo.envs.habitat.layout import Box, Layout, LayoutParams, generate_layout
-from ddppo.envs.habitat.semantic import instance_color, semantic_objects, write_semantic
+from ddppo.envs.scenes.glb import Primitive, world_to_glb_frame, write_glb
+from ddppo.envs.scenes.interface import SimSettings
+from ddppo.envs.scenes.layout import Box, Layout, LayoutParams, generate_layout
+from ddppo.envs.scenes.semantic import instance_color, semantic_objects, write_semantic
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def _color_name(b: Box) -> str:
 
 
 def write_scene_semantic(glb: str, layout: Layout) -> tuple[str, str]:
-    """`<scene>_semantic.ply` + `<scene>_semantic.txt` (see ddppo.envs.habitat.semantic): the scene's geometry
+    """`<scene>_semantic.ply` + `<scene>_semantic.txt` (see ddppo.envs.scenes.semantic): the scene's geometry
     painted by instance (walls, floor, ceiling, each furniture box), categories from furniture colours."""
     objects = semantic_objects(layout)
     structure = {o.category: o.id for o in objects[:3]}
@@ -142,7 +142,7 @@ def generate_scenes(out_dir: str, num_scenes: int, seed: int, params: LayoutPara
                     prefix: str = "gen", navmesh: bool = True, gpu_device_id: int = -1,
                     semantic: bool = True) -> tuple[list[SceneFiles], str]:
     """Write `num_scenes` scenes; returns their files and a note about navmeshes."""
-    from ddppo.envs.habitat.sim import compute_navmesh, habitat_sim_available  # lazy: habitat-sim is optional
+    from ddppo.envs.scenes.sim import compute_navmesh, habitat_sim_available  # lazy: habitat-sim is optional
 
     do_navmesh = navmesh and habitat_sim_available()
     settings = SimSettings(agent_radius=params.agent_radius, agent_height=params.agent_height,
@@ -159,14 +159,14 @@ def generate_scenes(out_dir: str, num_scenes: int, seed: int, params: LayoutPara
         note = "navmeshes written next to the scenes"
     elif navmesh:
         note = ("habitat-sim is not importable here: navmeshes NOT written. The grid backend works without them; "
-                "for habitat-sim run `python -m ddppo.envs.habitat.scene_gen navmesh <scenes>` where it is installed")
+                "for habitat-sim run `python -m ddppo.envs.scenes.scene_gen navmesh <scenes>` where it is installed")
     else:
         note = "navmeshes not requested (--no-navmesh)"
     return scenes, note
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddppo.envs.habitat.scene_gen", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ddppo.envs.scenes.scene_gen", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="write procedural scenes (GLB + layout + navmesh)")
     g.add_argument("--out", required=True, help="output folder")
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "semantic":
             _write_semantic_for(args.scenes)
             return 0
-        from ddppo.envs.habitat.sim import compute_navmesh
+        from ddppo.envs.scenes.sim import compute_navmesh
 
         settings = SimSettings(agent_radius=args.agent_radius, agent_height=args.agent_height,
                                gpu_device_id=args.gpu_device_id)

@@ -1,19 +1,17 @@
-"""The simulator boundary: what the PointNav task needs from a simulator.
+"""The simulator boundary: what the PointNav task (envs/habitat/) and the episode generators need from a simulator.
 
-Two implementations: `ddppo.envs.habitat.sim.HabitatSim` (habitat-sim, the only
-module that imports it) and `ddppo.envs.habitat.gridsim.GridSim` (a 2-D double
+Two implementations: `ddppo.envs.scenes.sim.HabitatSim` (habitat-sim, the only
+module that imports it) and `ddppo.envs.scenes.gridsim.GridSim` (a 2-D double
 that reads a generated scene's floor plan, for tests and demos without
-habitat-sim). Both are built from a `SimSettings` by `ddppo.envs.habitat.backends.make_simulator`.
+habitat-sim). Both are built from a `SimSettings` by `ddppo.envs.scenes.backends.make_simulator`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
-
-from ddppo.envs.habitat.options import HabitatOptions
 
 # Action index -> name. Same order as habitat's HabitatSimActions.
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
@@ -42,7 +40,9 @@ class SimSettings:
     depth_sensor: bool = True  # render depth (habitat-sim only computes a navmesh when some sensor exists)
 
     @classmethod
-    def from_options(cls, options: HabitatOptions, *, gpu_device_id: int, seed: int) -> "SimSettings":
+    def from_options(cls, options: Any, *, gpu_device_id: int, seed: int) -> "SimSettings":
+        """From an env.habitat section (ddppo.envs.habitat.options.HabitatOptions: read by name, not imported, so
+        the simulators stay below the environment built on them)."""
         return cls(
             depth_width=options.depth_width, depth_height=options.depth_height, rgb=options.rgb,
             rgb_width=options.rgb_width, rgb_height=options.rgb_height, hfov=options.hfov,

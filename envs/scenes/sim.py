@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.interface import SimSettings
-from ddppo.envs.habitat.layout import NAVMESH_CELL_HEIGHT
+from ddppo.envs.scenes.interface import SimSettings
+from ddppo.envs.scenes.layout import NAVMESH_CELL_HEIGHT
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ class HabitatSim:
         navmesh = navmesh_path_for(scene_path)
         if self.settings.require_navmesh and not os.path.isfile(navmesh):
             raise EnvError(f"navmesh {navmesh!r} of scene {scene_path!r} does not exist; "
-                           f"make it with `python -m ddppo.envs.habitat.scene_gen navmesh {scene_path}`")
+                           f"make it with `python -m ddppo.envs.scenes.scene_gen navmesh {scene_path}`")
         config = self._config(scene_path)
         try:
             if self._sim is None:

@@ -1,4 +1,4 @@
-"""`ddppo export`: a run's checkpoint written in another trainer's format (habitat-baselines)."""
+"""`ddppo export --format habitat-baselines`: a run's checkpoint as a habitat-baselines ckpt.N.pth."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import io
 import logging
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import ConfigError
 from ddppo.errors import CheckpointError
-from ddppo.interop.habitat_checkpoint import LAYOUTS, POLICY_NAMES, export_payload
+from ddppo.interop.habitat_checkpoint import LAYOUTS, POLICY_NAMES, to_habitat_keys
+from ddppo.model.habitat_baselines import backbone_name
 from ddppo.rundir import atomic_write
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,23 @@ def installed_layout() -> tuple[str, str]:
         major_minor = (int(parts[0]), int(parts[1])) if len(parts) > 1 and parts[1].isdigit() else (0, 3)
         return ("0.2" if major_minor < (0, 3) else "0.3"), f"{dist} {version} is installed here"
     return "0.3", "no habitat-baselines is installed here (pass --habitat-version 0.2 for 0.2.x releases)"
+
+
+def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int, layout: str = "0.3") -> dict[str, Any]:
+    """What habitat-baselines' trainer writes, with the config as plain data (loads with weights_only=True):
+    layout "0.3" (unprefixed keys, lower-case config keys) or "0.2" (`actor_critic.` keys, 0.2.x's upper-case
+    config keys). The config names the policy and its sizes only: habitat-baselines' evaluators then run with
+    their own config (0.3.x: habitat_baselines.load_resume_state_config=False; 0.2.x: EVAL.USE_CKPT_CONFIG False)."""
+    p = cfg.policy
+    backbone = backbone_name(p) or "unknown"
+    rl = {"policy": {"name": POLICY_NAMES.get(p.architecture, "unknown")}, "ppo": {"hidden_size": p.hidden_size},
+          "ddppo": {"rnn_type": p.rnn_type.upper(), "backbone": backbone, "num_recurrent_layers": p.rnn_layers}}
+    if layout == "0.2":
+        config: dict[str, Any] = {"RL": {k.upper(): v for k, v in rl.items()}, "exported_by": "ddppo"}
+    else:
+        config = {"habitat_baselines": {"rl": rl}, "exported_by": "ddppo"}
+    return {"state_dict": {k: v.detach().cpu().clone() for k, v in to_habitat_keys(model, layout).items()},
+            "config": config, "extra_state": {"step": int(env_steps), "wall_time": 0.0}}
 
 
 def export_habitat_baselines(run_dir: str | Path, out: str | Path, checkpoint: str = "latest",

@@ -53,7 +53,7 @@ def _pad(data: bytes, fill: bytes) -> bytes:
     return data + fill * (-len(data) % 4)
 
 
-def encode_glb(primitives: list[Primitive], generator: str = "ddppo ddppo.envs.habitat.glb") -> bytes:
+def encode_glb(primitives: list[Primitive], generator: str = "ddppo ddppo.envs.scenes.glb") -> bytes:
     """The .glb bytes of one node holding one mesh with one primitive per entry."""
     bin_parts: list[bytes] = []
     views: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ import numpy as np
 
 LAYOUT_VERSION = 1
 # Voxel height habitat-sim's navmesh is built with (recast's cell_height; habitat's default, set explicitly by
-# ddppo.envs.habitat.sim.HabitatSim.recompute_navmesh). Recast puts a walkable surface at the top of the voxel the
+# ddppo.envs.scenes.sim.HabitatSim.recompute_navmesh). Recast puts a walkable surface at the top of the voxel the
 # floor lies in, so an agent on a floor at y = 0 stands at y = 0.2, and its camera that much higher.
 NAVMESH_CELL_HEIGHT = 0.2
 FURNITURE_COLORS = (
