@@ -89,4 +89,9 @@ def export_habitat_baselines(run_dir: str | Path, out: str | Path, checkpoint: s
     buf = io.BytesIO()
     torch.save(payload, buf)
     log.info("habitat-baselines %s key layout (%s)", layout, why)
-    return atomic_write(out, buf.getvalue(), fsync=True), f"{layout}.x key layout, {why}"
+    try:  # without --force, never replace a file that appeared meanwhile (another export to the same -o)
+        written = atomic_write(out, buf.getvalue(), fsync=True, exclusive=not force)
+    except FileExistsError:
+        raise ConfigError(f"{str(out)!r} exists (written meanwhile by another process); pass --force to replace "
+                          f"it, or choose another -o path") from None
+    return written, f"{layout}.x key layout, {why}"

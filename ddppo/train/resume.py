@@ -13,7 +13,7 @@ from ddppo import checkpoint as ckpt
 from ddppo.checkpoint.manager import SHAPE_FIX
 from ddppo.config import Config, ConfigError, diff_keys
 from ddppo.distributed import DistContext
-from ddppo.rundir import RunDir
+from ddppo.rundir import Claim, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,15 @@ def check_run_dir(cfg: Config) -> list[str]:
     if changed and run_dir.has_checkpoints():  # without checkpoints nothing was trained: any change is fine
         raise ConfigError(f"run.dir={cfg.run.dir} was trained with a different model shape ({changed}); {SHAPE_FIX}")
     return diff_keys(stored, cfg)
+
+
+def claim_run_dir(cfg: Config, ctx: DistContext) -> Claim:
+    """Rank 0 claims the run dir as its one live writer (held until Trainer.close); every rank raises the same
+    ConfigError, naming the holder, when another process trains in it. The claim (an empty one off rank 0)."""
+    held: list[Claim] = []
+    ctx.decide_on_main((lambda: held.append(RunDir(cfg.run.dir).claim_writer())) if ctx.is_main else None,
+                       (ConfigError,))
+    return held[0] if held else Claim(RunDir(cfg.run.dir).path, None, [])
 
 
 def write_run_dir(cfg: Config, ctx: DistContext, changed: list[str]) -> None:

@@ -32,7 +32,7 @@ from ddppo.model.normalize import resolve
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
 from ddppo.advantage import estimator_for
-from ddppo.train.resume import check_run_dir, write_run_dir
+from ddppo.train.resume import check_run_dir, claim_run_dir, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
@@ -99,13 +99,19 @@ class Trainer:
         self.start_time = time.monotonic()
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
-        spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers, group_size=cfg.ppo.env_group_size)
-        self.env_spec = spec
-        self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+        self.run_claim = claim_run_dir(cfg, ctx)  # one live writer: a second `ddppo train` here refuses (all ranks)
         try:
-            self._build(spec)
+            spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
+                                 group_size=cfg.ppo.env_group_size)
+            self.env_spec = spec
+            self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+            try:
+                self._build(spec)
+            except BaseException:
+                self.envs.close()
+                raise
         except BaseException:
-            self.envs.close()
+            self.run_claim.release()
             raise
 
     def _build(self, spec: EnvSpec) -> None:
@@ -408,3 +414,4 @@ class Trainer:
             self.overlap.close()
         self.writer.close()
         self.envs.close()
+        self.run_claim.release()

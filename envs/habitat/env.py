@@ -6,8 +6,10 @@ ddppo.envs.vector, which calls this factory once per worker).
 
 Episodes are partitioned so none is played twice in one pass over the dataset:
 the dataset is cut into `world_size * worker_count` disjoint groups, one per
-(rank, worker) -- by per-scene content files when it is a split folder, so a
-worker only parses its own scenes (`dataset.read_partition`); each group's
+(rank, worker) -- by per-scene content files when it is a split folder, unless
+that leaves some group fewer episodes than its envs (then evenly by episodes:
+no env replays while another episode goes unused; `dataset.read_partition`,
+`dataset.group_runs`); each group's
 episodes, ordered by scene, are cut again into one contiguous run per env. Each env then plays its own episodes endlessly,
 reshuffled every pass (grouped by scene, since switching scenes is the
 expensive part of a reset).
@@ -85,7 +87,7 @@ class HabitatPointNavEnv:
         self.num_envs = spec.num_envs
         group, groups = group_of(spec)
         if episodes is None:
-            episodes = read_partition(options.dataset, groups, group, list(options.scenes))
+            episodes = read_partition(options.dataset, groups, group, list(options.scenes), self.num_envs)
         else:
             episodes = [episodes[k] for k in partition(episodes, groups, group)]
         self._episodes = episodes

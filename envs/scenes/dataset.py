@@ -129,13 +129,16 @@ def read_episodes(path: str) -> list[Episode]:
     return episodes if episodes is not None else [ep for f in files for ep in _parse(f)]
 
 
-def read_partition(path: str, groups: int, group: int, scenes: list[str] = ()) -> list[Episode]:
-    """The episodes of worker group `group` of `groups` (disjoint groups that cover the dataset).
+def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), num_envs: int = 1) -> list[Episode]:
+    """The episodes of worker group `group` of `groups` (disjoint groups that cover the dataset), each group
+    holding `num_envs` envs.
 
-    A split folder is divided by its per-scene content files first, so a worker
-    parses only its own scenes' files (the public datasets hold millions of
-    episodes); groups that outnumber the files share one file and split its
-    episodes. A single file is read whole and cut like `partition`.
+    A split folder is divided by its per-scene content files (`group_runs`): whole files per group where every
+    group then has an episode per env, so a worker parses only its own scenes' files; otherwise (a group would
+    hold fewer episodes than envs) the episodes are cut evenly over the groups so no env replays an episode while
+    another goes unused. Counting needs every file read: folders over COUNT_LIMIT_BYTES (the public datasets,
+    whose scenes hold thousands of episodes each) are dealt out by files alone. A single file is read whole and
+    cut like `partition`.
     """
     files, episodes = _sources(path)
     if episodes is not None:
@@ -147,6 +150,13 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = ()) -
         files = [f for f in files if scene_name(f) in set(scenes)]
         if not files:
             raise EnvError(f"dataset {path!r} has no content file for env.habitat.scenes={list(scenes)}")
+    if _countable(files):
+        parsed = [filter_scenes(_parse(f), list(scenes)) for f in files]
+        mine = [ep for s, a, b in group_runs([len(p) for p in parsed], groups, group, num_envs)
+                for ep in parsed[s][a:b]]
+        if not mine:
+            raise EnvError(f"dataset {path!r} has no episodes")
+        return mine
     n = len(files)
     if n >= groups:
         mine = files[group * n // groups:(group + 1) * n // groups]
@@ -157,6 +167,58 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = ()) -
     if not episodes:
         raise EnvError(f"dataset file {files[k]!r} has no episodes")
     return [episodes[j] for j in partition(episodes, len(sharing), group - sharing[0])]
+
+
+# ------------------------------------------------------------------ which (rank, worker) group plays which episodes
+COUNT_LIMIT_BYTES = 64 << 20  # a split folder up to this size is counted whole so no env need replay (group_runs)
+Run = tuple  # (scene index, first episode, end): a contiguous run of one scene's episodes, in dataset order
+
+
+def scene_wise_runs(counts: list[int], groups: int) -> list[list[Run]]:
+    """Per group, its runs when scenes are dealt out whole: contiguous scenes per group (`groups` <= scenes), or
+    the groups mapped to one scene splitting its episodes (more groups than scenes; `partition`'s rule). Each
+    scene file is then read by the groups that play it only."""
+    n, out = len(counts), []
+    for g in range(groups):
+        if n >= groups:
+            out.append([(s, 0, counts[s]) for s in range(g * n // groups, (g + 1) * n // groups)])
+            continue
+        k = g * n // groups
+        sharing = [h for h in range(groups) if h * n // groups == k]
+        place, m, c = g - sharing[0], len(sharing), counts[k]
+        out.append([(k, place % c, place % c + 1)] if 0 < c < m else [(k, place * c // m, (place + 1) * c // m)])
+    return out
+
+
+def balanced_runs(counts: list[int], groups: int) -> list[list[Run]]:
+    """Per group, its runs when every episode of every scene, in scene order, is cut into `groups` contiguous
+    near-equal parts (with fewer episodes than groups, group g plays episode g mod total)."""
+    total = sum(counts)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(int).tolist()
+    out = []
+    for g in range(groups):
+        lo, hi = (g % total, g % total + 1) if 0 < total < groups else (g * total // groups, (g + 1) * total // groups)
+        out.append([(s, max(lo, starts[s]) - starts[s], min(hi, starts[s + 1]) - starts[s])
+                    for s in range(len(counts)) if max(lo, starts[s]) < min(hi, starts[s + 1])])
+    return out
+
+
+def group_runs(counts: list[int], groups: int, group: int, num_envs: int) -> list[Run]:
+    """The runs of episodes group `group` of `groups` plays, given every scene's episode count (the same answer in
+    every group). Scenes are dealt out whole (`scene_wise_runs`: each group reads only its own scene files) unless
+    that leaves some group fewer episodes than its `num_envs` envs, whose envs would replay episodes while others
+    go unused, or gives two groups the same episode (a scene with fewer episodes than the groups mapped to it): then the episodes are cut evenly over the groups (`balanced_runs`), so no env replays an episode
+    whenever the episodes are at least the env slots (groups x num_envs)."""
+    wise = scene_wise_runs(counts, groups)
+    sizes = [sum(b - a for _, a, b in runs) for runs in wise]
+    if min(sizes) >= num_envs and sum(sizes) == sum(counts):  # (a scene with fewer episodes than its groups: shared)
+        return wise[group]
+    return balanced_runs(counts, groups)[group]
+
+
+def _countable(files: list[str]) -> bool:
+    """True if these content files are small enough for every group to read them all (to count episodes)."""
+    return sum(os.path.getsize(f) for f in files) <= COUNT_LIMIT_BYTES
 
 
 def write_json_gz(path: str, data: dict[str, Any]) -> None:
