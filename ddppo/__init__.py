@@ -16,7 +16,10 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     mapping, reading)
     rundir.py       the one owner of a run directory's files (checkpoint names, pruning, "finished"); the one
                     atomic write and torn-line-tolerant reader
-    checkpoint.py   what a checkpoint holds; atomic save, weights_only loading; whether one fits a config
+    checkpoint/     format.py (what a checkpoint file holds, format 2; atomic save, weights_only loading, the
+                    reader of format 1), manager.py (CheckpointManager: given the saved-state owners, it alone
+                    saves, loads, prunes and picks the file to resume), fits.py (whether a checkpoint fits a
+                    config), rng.py (RNG states and their owner)
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
@@ -28,12 +31,14 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py, staging.py (every host-to-device copy of a step), gae.py, grpo.py, preemption.py,
+            storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), reward_scale.py
             (rewards scaled by the running std of the discounted return)
+advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
+            gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
-train/      the training application: trainer.py (the loop, saved-state owners), resume.py (resume, one owner),
-            advantage.py (GAE or GRPO, decided once), stats.py, bottleneck.py (report), metrics.py,
+train/      the training application: trainer.py (the loop, saved-state owners), resume.py (the run dir's config),
+            stats.py, bottleneck.py (report), metrics.py,
             wandb_sink.py, overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
             normalization.py (normalisation statistics merged over the ranks once per update)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),

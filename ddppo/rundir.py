@@ -5,7 +5,7 @@
                                   config.<time>.yaml)
       metrics.jsonl               one JSON object per update (rank 0 appends; a crash can tear the last line)
       tb/                         TensorBoard events of training (rank 0)
-      checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint.py)
+      checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint/format.py)
       eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
       .lock, eval/.lock           who writes them (`claim_dir`; kept: removing it would let two claim at once)
 

@@ -158,6 +158,11 @@ class KLRefConfig:
     rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
 
 
+# ppo.advantage's choices: the estimators ddppo/advantage/ registers, and whether each learns a critic (a value
+# head, bootstrapped returns); an estimator added there is one line here
+ADVANTAGES = {"gae": True, "grpo": False}
+
+
 @dataclass(frozen=True)
 class PPOConfig:
     """The PPO objective and optimiser."""
@@ -195,7 +200,7 @@ class PPOConfig:
     kl_ref: KLRefConfig = field(default_factory=KLRefConfig, metadata=doc("KL penalty towards a reference policy"))
     advantage: str = field(default="gae",
                            metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within "
-                                        "groups)", shape=True, choices=('gae', 'grpo')))
+                                        "groups)", shape=True, choices=tuple(ADVANTAGES)))
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
 
@@ -204,7 +209,7 @@ class PPOConfig:
     def critic(self) -> bool:
         """GAE: a value head, bootstrapped returns, advantages normalised over all ranks. GRPO has no critic and
         its advantages are normalised within their group already."""
-        return self.advantage == "gae"
+        return ADVANTAGES[self.advantage]
 
     @property
     def env_group_size(self) -> int:

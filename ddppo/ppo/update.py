@@ -20,13 +20,10 @@ With equal-size minibatches (fixed mode) the factor is exactly 1. Gradient clipp
 per_sample is variable mode's default: as fast to a threshold as per_minibatch within the spread of 5 seeds on
 a skewed-speed env and gridnav (docs/results/ver-weighting.md), and the weighting the invariant above states.
 
-Advantage normalisation (ppo.normalize_advantage, GAE; ppo.normalize_advantage_per=update): mean and population
-std over every valid sample of every rank, from one all-reduce of (sum, sum of
-squares, count) before the epochs, so a sample's advantage does not depend on
-which rank collected it and ranks count by their number of valid samples. GRPO
-advantages are already normalised within their group, and a group never spans
-ranks, so they are rank-independent as they are. ppo.normalize_advantage_per=minibatch standardises each
-minibatch on its own rank instead (SB3, CleanRL), without a collective.
+Advantage normalisation over the rollout is the estimator's (ddppo/advantage/): `update` asks it once, before
+the epochs, on every rank (GAE with ppo.normalize_advantage_per=update: over every valid sample of every rank,
+one all-reduce). ppo.normalize_advantage_per=minibatch standardises each minibatch on its own rank instead (SB3,
+CleanRL), without a collective (`minibatch_normalized`).
 
 Empty minibatches: a minibatch with no valid sample on any rank makes no
 optimiser step (nor Adam step count); the learning rate follows the env-step
@@ -45,6 +42,7 @@ from collections import defaultdict
 
 import torch
 
+from ddppo.advantage import Estimator
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo import timing
@@ -110,23 +108,6 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
-    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
-
-    Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
-    the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
-    """
-    m = valid.double()
-    a = torch.where(valid > 0, adv.double(), torch.zeros_like(m))  # selected, not multiplied: padding may be NaN
-    local = torch.stack([a.sum(), (a * a).sum(), m.sum()])
-    total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
-    if count <= 0:
-        return
-    mean = total / count
-    std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
-    adv.sub_(mean).div_(std + 1e-8)
-
-
 def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """(adv - mean) / (std + 1e-8) over this minibatch's valid samples on this rank (ppo.normalize_advantage_per=
     minibatch, as SB3 and CleanRL; sample std, as torch's and numpy's defaults there differ: SB3 uses torch's).
@@ -150,10 +131,10 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.
 
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
-                 sample_weighting: str = "per_minibatch"):
+                 sample_weighting: str = "per_minibatch", *, advantage: Estimator):
         if sample_weighting not in SAMPLE_WEIGHTINGS:
             raise ValueError(f"sample_weighting={sample_weighting!r}: use one of {', '.join(SAMPLE_WEIGHTINGS)}")
-        self.policy, self.cfg, self.ctx = policy, cfg, ctx
+        self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
         self.per_sample = sample_weighting == "per_sample"
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
@@ -174,8 +155,7 @@ class PPOUpdater:
         `generator` draws the minibatches' env permutations (None: torch's global generator)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.critic and cfg.normalize_advantage_per == "update":  # config-driven
-            normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
+        self.advantage.normalise(storage, self.ctx)  # before the epochs, on every rank
         acc = _Stats()
         skipped = 0
         per_sample = self._per_sample_scale(storage) if self.per_sample else None

@@ -16,6 +16,8 @@ Masked-out steps may hold anything (an older rollout's data, a NaN reward): a ma
 them. GAE selects them away (torch.where), advantages and returns there are exactly 0, and the loss takes
 masked means with torch.where (ppo/loss.py), so a NaN outside the valid steps poisons nothing.
 
+The storage keeps buffers only: advantages and returns are written by the estimator (ddppo/advantage/).
+
 Sample weights (`env_weight`, variable mode with rollout.importance_weights): one weight per env for the
 rollout's samples, handed to the loss with each minibatch; None (every other mode) weighs all alike.
 """
@@ -29,7 +31,6 @@ import gymnasium
 import numpy as np
 import torch
 
-from ddppo.rollout.gae import gae
 
 
 @dataclasses.dataclass
@@ -152,27 +153,6 @@ class RolloutStorage:
 
     def last_obs(self) -> dict[str, torch.Tensor]:
         return {k: v[self.step] for k, v in self.obs.items()}
-
-    def set_advantages(self, advantages: torch.Tensor, loss_mask: torch.Tensor) -> None:
-        """Advantages computed elsewhere (critic-free GRPO), with the steps they are defined for."""
-        L = self.step
-        self.advantages.zero_()
-        self.returns.zero_()
-        self.advantages[:L] = advantages.to(self.device)
-        self.loss_mask[:L] = loss_mask.to(self.device)
-
-    def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE over the collected steps, bootstrapping from `last_value` = V(obs[L])."""
-        L = self.step
-        if self.lengths is None:
-            self.values[L].copy_(last_value)
-        else:  # each env bootstraps from the value after its own last step
-            self.values[self.lengths.to(self.device), torch.arange(self.num_envs, device=self.device)] = last_value
-        adv, ret = gae(self.rewards[:L], self.values[: L + 1], self.dones[:L], gamma, lam, self.lengths)
-        self.advantages.zero_()
-        self.returns.zero_()
-        self.advantages[:L] = adv
-        self.returns[:L] = ret  # 0 past each env's length (gae)
 
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
                     ref_params: torch.Tensor | None = None, split: str = "env") -> Iterator[MiniBatch]:

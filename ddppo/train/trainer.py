@@ -11,15 +11,16 @@ import logging
 import random
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from ddppo.envs.registry import EnvSpec, make_vec_env
 from ddppo import checkpoint as ckpt
+from ddppo.checkpoint.manager import CheckpointManager, Stateful
 from ddppo import signals
-from ddppo.config import Config, ConfigError, to_yaml
+from ddppo.config import Config, ConfigError
 from ddppo.distributed import DistContext
 from ddppo import timing
 from ddppo.timing import Timer
@@ -30,8 +31,8 @@ from ddppo.model.build import make_policy
 from ddppo.model.normalize import resolve
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
-from ddppo.train.advantage import advantage_for
-from ddppo.train.resume import check_run_dir, claim_run_dir, resume, write_run_dir
+from ddppo.advantage import estimator_for
+from ddppo.train.resume import check_run_dir, claim_run_dir, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
@@ -45,27 +46,47 @@ from ddppo.train.stats import StepStats, agree_metric_names, memory_usage, reduc
 
 log = logging.getLogger(__name__)
 
-class Stateful(Protocol):
-    """A saved-state owner: its own namespace of every rank's checkpoint state (torchtitan's Stateful)."""
+class RunningEpisodes:
+    """The owner of the running episodes (namespace "collector"): the collector's observation, start flags,
+    recurrent state and environment state; resuming without them starts fresh episodes seeded from the update.
+    Under rollout.overlap_learning nothing is saved: at a checkpoint the collector has already collected the
+    next rollout, which no update has learned on; it is dropped, and a resumed run starts fresh episodes
+    (train/overlap.py)."""
 
-    def state_dict(self) -> Any: ...
+    def __init__(self, trainer: Trainer, saved: bool):
+        self.trainer, self.saved = trainer, saved
 
-    def load_state_dict(self, state: Any) -> None: ...
+    def state_dict(self) -> dict[str, Any] | None:
+        return self.trainer.collector.state_dict() if self.saved else None
 
-
-class NothingSaved:
-    """The collector's owner under rollout.overlap_learning: nothing is saved. At a checkpoint the collector
-    has already collected the next rollout, which no update has learned on; it is dropped, and a resumed run
-    starts fresh episodes (train/overlap.py)."""
-
-    def state_dict(self) -> None:
-        return None
-
-    def load_state_dict(self, state: Any) -> None:
-        """Nothing to restore."""
+    def resume(self, state: dict[str, Any] | None) -> bool:
+        return self.trainer.collector.resume(state, self.trainer.update)
 
 
-NOTHING_SAVED = NothingSaved()
+class Counters:
+    """The training progress every rank agrees on (namespace "counters"): update, env steps, skipped updates in
+    a row, the KL coefficient and the window of recent updates' episode statistics."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        t = self.trainer
+        return {"update": t.update, "env_steps": t.env_steps, "skipped_in_a_row": t.skipped_in_a_row,
+                "kl_beta": t.reference.beta if t.reference is not None else 0.0,
+                "window": [list(w) for w in t.window], "episode_metrics": list(t.metric_names)}
+
+    def load_state_dict(self, counters: dict[str, Any]) -> None:
+        t = self.trainer
+        t.update, t.env_steps = counters["update"], counters["env_steps"]
+        t.skipped_in_a_row = counters["skipped_in_a_row"]
+        t.window.clear()
+        saved = tuple(counters.get("episode_metrics") or EPISODE_KEYS)  # the window's columns
+        for sums, counts, steps, seconds in counters["window"]:
+            t.window.append((t.remap(sums, saved), t.remap(counts, saved), steps, seconds))
+        if t.reference is not None and counters["kl_beta"] is not None:
+            t.reference.beta = float(counters["kl_beta"])
+
 
 # stop flags, OR-ed over ranks once per update
 STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
@@ -100,8 +121,9 @@ class Trainer:
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
                                   value_head=cfg.ppo.critic, normalize=cfg.normalize).to(ctx.device)
-        self.advantage = advantage_for(cfg.ppo, spec.num_envs)
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting)
+        self.advantage = estimator_for(cfg.ppo, spec.num_envs)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb,
+                                  cfg.rollout.sample_weighting, advantage=self.advantage)
         self.storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
@@ -120,8 +142,8 @@ class Trainer:
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
-        self.rank_owners = self.saved_state_owners()
-        resume(cfg, ctx, self)
+        self.checkpoints = self._checkpoint_manager()
+        self.checkpoints.resume()
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
@@ -201,7 +223,7 @@ class Trainer:
                 return self._finish(stop)
 
     def compute_advantages(self) -> None:
-        """GAE (with the critic's bootstrap) or GRPO advantages for the collected rollout."""
+        """The advantages of the collected rollout (the estimator ppo.advantage chose: ddppo/advantage/)."""
         with self.timer(timing.GAE):
             self.advantage.compute(self.collector.storage, self.collector.last_value)
 
@@ -308,7 +330,7 @@ class Trainer:
         """True, with an error naming what a resume would start from, when the final checkpoint was not written."""
         if not self.last_save_failed:
             return False
-        newest = ckpt.list_checkpoints(self.cfg.run.dir)
+        newest = self.checkpoints.checkpoints()
         log.error("the final checkpoint (update %d) was not written; a resume continues from %s", self.update,
                   newest[-1].name if newest else "scratch (no checkpoint on disk)")
         return True
@@ -337,11 +359,12 @@ class Trainer:
     episode_owners = ("advantage", "reference", "reward_returns")
 
     def saved_state_owners(self) -> dict[str, Stateful]:
-        """Every rank's saved-state owners, one namespace each, in the order they are restored. Adding a piece of
-        saved state is adding its owner here: the checkpoint carries it and resume restores it."""
-        owners: dict[str, Stateful] = {"rng": ckpt.RngState(self.ctx.device),
-                                       "collector": self.collector if self.overlap is None else NOTHING_SAVED,
-                                       "advantage": self.advantage}
+        """Every rank's own saved-state owners, one namespace each, in the order they are restored ("collector":
+        the running episodes). Adding a piece of saved state is adding its owner here: the checkpoint manager
+        saves it, and resume restores it."""
+        owners: dict[str, Any] = {"rng": ckpt.RngState(self.ctx.device),
+                                  "collector": RunningEpisodes(self, saved=self.overlap is None),
+                                  "advantage": self.advantage}
         if self.reference is not None:
             owners["reference"] = self.reference
         scaler = self.normalization.scaler
@@ -350,44 +373,30 @@ class Trainer:
             owners["reward_returns"] = scaler.returns_owner()
         return owners
 
-    def rank_owner_names(self) -> list[str]:
-        return list(self.rank_owners)
+    def _checkpoint_manager(self) -> CheckpointManager:
+        """The one checkpoint manager, given every owner: the shared ones (the same on every rank), then each
+        rank's own."""
+        manager = CheckpointManager(self.cfg, self.ctx)
+        manager.register("model", self.policy, shared=True)
+        manager.register("optimizer", self.updater.optimizer, shared=True)
+        manager.register("counters", Counters(self), shared=True)
+        for name, owner in self.saved_state_owners().items():
+            if name == "collector":
+                manager.register_episodes(name, owner)
+            else:
+                manager.register(name, owner, episodic=name in self.episode_owners)
+        return manager
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a checkpoint holds of this trainer: model, optimizer, counters (the training progress every
-        rank agrees on) and "rank": this rank's owners' states {namespace: state}."""
-        return {"model": self.policy.state_dict(), "optimizer": self.updater.optimizer.state_dict(),
-                "counters": self._counters(), "rank": self._rank_state()}
+        rank agrees on) and "rank": this rank's owners' states {namespace: state}; what `_save` writes."""
+        return self.checkpoints.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Exact inverse of `state_dict`. "rank" may hold only the namespaces that apply (train/resume.py): None
-        (another world size) starts the environments and RNGs afresh; without "collector" the environments start
-        fresh episodes, and the per-episode state of `episode_owners` starts afresh with them."""
-        self.policy.load_state_dict(state["model"])
-        self.updater.optimizer.load_state_dict(state["optimizer"])
-        counters = state["counters"]
-        self.update, self.env_steps = counters["update"], counters["env_steps"]
-        self.skipped_in_a_row = counters["skipped_in_a_row"]
-        self.window.clear()
-        saved = tuple(counters.get("episode_metrics") or EPISODE_KEYS)  # the window's columns
-        for sums, counts, steps, seconds in counters["window"]:
-            self.window.append((self._remap(sums, saved), self._remap(counts, saved), steps, seconds))
-        if self.reference is not None and counters["kl_beta"] is not None:
-            self.reference.beta = float(counters["kl_beta"])
-        rank = state.get("rank") or {}
-        continued = False
-        for name, owner in self.rank_owners.items():
-            if name == "collector":
-                continued = self.collector.resume(rank.get(name), self.update)
-            elif name in rank and (continued or name not in self.episode_owners):
-                owner.load_state_dict(rank[name])
+        """Exact inverse of `state_dict` (CheckpointManager.load_state_dict)."""
+        self.checkpoints.load_state_dict(state)
 
-    def _counters(self) -> dict[str, Any]:
-        return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
-                "kl_beta": self.reference.beta if self.reference is not None else 0.0,
-                "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names)}
-
-    def _remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
+    def remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
         """A saved window row (columns `saved`) in this run's metric columns; a name this run lacks is dropped."""
         out = np.zeros(len(self.metric_names))
         index = {n: i for i, n in enumerate(self.metric_names)}
@@ -396,27 +405,9 @@ class Trainer:
                 out[index[name]] = value
         return out
 
-    def _rank_state(self) -> dict[str, Any]:
-        return {name: owner.state_dict() for name, owner in self.rank_owners.items()}
-
     def _save(self) -> None:
-        """Every rank hands its own state to rank 0, which writes one checkpoint file."""
-        record = ckpt.rank_record(self._rank_state())
-        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(record)))
-        if not self.ctx.is_main:
-            return
-        self.last_save_failed = True
-        payload = ckpt.payload(self.policy.state_dict(), self.updater.optimizer.state_dict(), self._counters(),
-                               to_yaml(self.cfg), [ckpt.from_bytes(b) for b in blobs])
-        try:
-            path = ckpt.save(self.cfg.run.dir, self.update, payload, self.cfg.checkpoint.keep_last)
-            log.debug("saved %s", path)
-            self.last_save_failed = False
-        except ckpt.CheckpointError as err:
-            log.error("%s", err)
-        except OSError as err:
-            log.error("could not write checkpoint for update %d (%s); the previous checkpoints are intact",
-                      self.update, err)
+        """The checkpoint of this update: every rank's state, written by rank 0 (CheckpointManager.save)."""
+        self.last_save_failed = not self.checkpoints.save(self.update)
 
     def close(self) -> None:
         if self.overlap is not None:

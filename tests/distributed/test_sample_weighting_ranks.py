@@ -19,6 +19,7 @@ LENGTHS = {0: [16, 3, 1, 12], 1: [4, 8, 10, 10]}
 
 def weighting_worker(rank: int, world: int, port: int, weighting: str) -> list:
     from ddppo.config import PPOConfig
+    from ddppo.advantage import estimator_for
     from ddppo.ppo.update import PPOUpdater
     from testutil import env_value_probe, epoch_gradients, gloo_context, variable_rollout
 
@@ -26,7 +27,8 @@ def weighting_worker(rank: int, world: int, port: int, weighting: str) -> list:
     try:
         ppo = PPOConfig(epochs=2, num_mini_batch=M, normalize_advantage=False, clip_value_loss=False,
                         value_coef=1.0, entropy_coef=0.0, max_grad_norm=0.0)
-        updater = PPOUpdater(env_value_probe(world * NUM_ENVS), ppo, ctx, sample_weighting=weighting)
+        updater = PPOUpdater(env_value_probe(world * NUM_ENVS), ppo, ctx, sample_weighting=weighting,
+                             advantage=estimator_for(ppo, NUM_ENVS))
         storage = variable_rollout(LENGTHS[rank], T, first_env=rank * NUM_ENVS)
         return epoch_gradients(updater, storage, seed=rank).tolist()
     finally:

@@ -2,9 +2,10 @@
 
 Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
 as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
-Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> ppo -> train | eval | export -> sweep ->
-cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export` are
-applications side by side and never import each other; the library never imports `benchmarks/`, which registers its `ddppo bench`
+Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> advantage -> ppo -> train | eval | export
+-> sweep -> cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export`
+are applications side by side and never import each other; the library never imports `benchmarks/`, which registers
+its `ddppo bench`
 subcommands through the `ddppo.commands` entry point.
 """
 
@@ -20,9 +21,9 @@ ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
                 "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
-INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
-LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval", "export"), ("sweep",), ("cli",),
-          ("benchmarks",)]
+INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint")  # packages of the infrastructure layer
+LAYERS = [("infrastructure",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
+          ("sweep",), ("cli",), ("benchmarks",)]
 
 
 def module_name(path: Path) -> str:

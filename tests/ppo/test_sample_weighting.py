@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ddppo.config import PPOConfig
+from ddppo.advantage import estimator_for
 from ddppo.ppo.update import PPOUpdater
 from ddppo.rollout.variable import importance_weights
 from testutil import env_value_probe, epoch_gradients, gloo_context, variable_rollout
@@ -31,7 +32,9 @@ def _ppo(num_mini_batch: int, epochs: int = 3) -> PPOConfig:
 def _gradients(lengths: list[int], num_mini_batch: int, weighting: str, seed: int) -> torch.Tensor:
     ctx = gloo_context()
     try:
-        updater = PPOUpdater(env_value_probe(len(lengths)), _ppo(num_mini_batch), ctx, sample_weighting=weighting)
+        ppo = _ppo(num_mini_batch)
+        updater = PPOUpdater(env_value_probe(len(lengths)), ppo, ctx, sample_weighting=weighting,
+                             advantage=estimator_for(ppo, len(lengths)))
         return epoch_gradients(updater, variable_rollout(lengths, T), seed)
     finally:
         ctx.close()
@@ -84,6 +87,6 @@ def test_an_unknown_weighting_is_refused():
     ctx = gloo_context()
     try:
         with pytest.raises(ValueError, match="sample_weighting='ver'"):
-            PPOUpdater(env_value_probe(2), _ppo(1), ctx, sample_weighting="ver")
+            PPOUpdater(env_value_probe(2), _ppo(1), ctx, sample_weighting="ver", advantage=estimator_for(_ppo(1), 2))
     finally:
         ctx.close()

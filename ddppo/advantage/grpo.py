@@ -15,7 +15,13 @@ are always masked.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
+
+from ddppo.config import PPOConfig
+from ddppo.distributed import DistContext
+from ddppo.rollout.storage import RolloutStorage
 
 
 def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tensor, carry: torch.Tensor,
@@ -48,3 +54,31 @@ def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tens
             ended[members] = False
             seg_start[c] = t + 1
     return adv, mask, torch.stack([ret.float(), ended.float()])
+
+
+class GRPO:
+    """Group-relative advantages over whole episodes; episodes running at the rollout's end carry over (the
+    carry is this estimator's saved state). No critic: nothing bootstraps, returns stay 0, and the advantages
+    are normalised within their group already."""
+
+    def __init__(self, ppo: PPOConfig, num_envs: int):
+        self.group_size = ppo.group_size
+        self.carry = torch.zeros(2, num_envs)  # partial returns and finished flags
+
+    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
+        L = storage.step
+        adv, mask, self.carry = grpo_advantages(storage.rewards[:L].cpu(), storage.dones[:L].cpu(),
+                                                storage.idle[:L].cpu(), self.carry, self.group_size)
+        storage.advantages.zero_()
+        storage.returns.zero_()
+        storage.advantages[:L] = adv.to(storage.device)
+        storage.loss_mask[:L] = mask.to(storage.device)  # only the steps of finished groups take part
+
+    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None:
+        """Nothing to do: normalised within each group, which never spans ranks."""
+
+    def state_dict(self) -> torch.Tensor:
+        return self.carry.clone()
+
+    def load_state_dict(self, state) -> None:
+        self.carry = torch.as_tensor(state).float().cpu()
