@@ -2,12 +2,18 @@
 
     torchrun ... benchmarks/gpu_ranks.py digest CONFIG OUT_DIR [overrides]   # train; OUT_DIR/rank<r>.json
     python benchmarks/gpu_ranks.py timing CONFIG ROUNDS [overrides]          # event timers vs a sync per phase
+    [torchrun ...] benchmarks/gpu_ranks.py stall CONFIG OUT_DIR [overrides]  # a collective behind a stalled GPU
 
 `digest`: the real start-up (device map, backend agreement) and Trainer on every rank; each rank writes what
 it ran on (backend, device, where its gradients live) and sha256 digests of its parameters and Adam state.
 `timing`: one rank, one Trainer; rounds of two updates alternate between the event timers (the default on
 CUDA) and the old sync at the end of every phase; prints one line `timing: events F1 fps, per-phase sync F2
 fps, ratio R` (medians over rounds).
+`stall`: one rank's NCCL group (dist.timeout_s from the overrides) whose all-reduce is queued behind
+`torch.cuda._sleep` for 3 x dist.timeout_s: under blocking wait its wait must raise (inside DistContext.guard),
+and the rank exit 1 by that error, not by an abort of NCCL's watchdog. Writes OUT_DIR/rank0.json (backend, NCCL
+variables, what the wait raised and after how long) before the error ends the rank. On CPU (a dry run) the wait
+is a work's that raises as a blocking wait's does.
 """
 
 from __future__ import annotations
@@ -114,10 +120,69 @@ def run_timing(config: str, rounds: int, overrides: list[str]) -> int:
     return run_in_process_group(cfg, Launch(0, 1, 0, 1, "127.0.0.1", 0, "single"), body)
 
 
+NCCL_VARS = ("TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_DUMP_ON_TIMEOUT")
+
+
+class _TimedOutWork:
+    """What a blocking wait on a timed-out NCCL work raises (a dry run's stand-in)."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        import torch.distributed as dist
+
+        raise dist.DistBackendError("[Rank 0] Work WorkNCCL(OpType=ALLREDUCE) timed out in blocking wait (CPU "
+                                    "stand-in)")
+
+
+def _stall_gpu(seconds: float) -> None:
+    """Keep the current stream busy for about `seconds` (torch.cuda._sleep counts cycles: calibrated here)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10**7)
+    end.record()
+    end.synchronize()
+    cycles_per_s = 10**7 / max(1e-6, start.elapsed_time(end) / 1000)
+    torch.cuda._sleep(int(seconds * cycles_per_s))
+
+
+def run_stall(config: str, out_dir: str, overrides: list[str]) -> int:
+    import os
+
+    import torch
+
+    cfg = load_config(config, overrides)
+
+    def body(ctx: Any) -> int:
+        ctx.mark_started()  # the training group: dist.timeout_s
+        row: dict[str, Any] = {"backend": ctx.backend, "device": str(ctx.device), "raised": None,
+                               "env": {n: os.environ.get(n) for n in NCCL_VARS}, "timeout_s": cfg.dist.timeout_s}
+        buf = torch.ones(1024, device=ctx.comm_device)
+        if ctx.device.type == "cuda":
+            _stall_gpu(3 * cfg.dist.timeout_s)  # the all-reduce is queued behind this on the GPU
+            handle = ctx.all_reduce_async(buf, "stalled all-reduce")
+        else:
+            handle = (_TimedOutWork(), buf)
+        start = time.monotonic()
+        try:
+            ctx.wait_async(handle, "stalled all-reduce")
+        except Exception as err:
+            row["raised"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+            raise
+        finally:
+            row["after_s"] = round(time.monotonic() - start, 2)
+            atomic_write(Path(out_dir) / "rank0.json", json.dumps(row))
+        return 0
+
+    return run_in_process_group(cfg, read_launch(), body)
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if argv[:1] == ["digest"] and len(argv) >= 3:
         return run_digest(argv[1], argv[2], argv[3:])
+    if argv[:1] == ["stall"] and len(argv) >= 3:
+        return run_stall(argv[1], argv[2], argv[3:])
     if argv[:1] == ["timing"] and len(argv) >= 3:
         return run_timing(argv[1], int(argv[2]), argv[3:])
     sys.stderr.write(__doc__.split("\n\n")[1] + "\n")

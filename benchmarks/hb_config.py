@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ddppo.config import ConfigError
+from ddppo.interop.habitat_checkpoint import POLICY_NAMES
+from ddppo.model.habitat_baselines import backbone_name
 
 PPO = "RL.PPO."
 SIM = "TASK_CONFIG.SIMULATOR."
 DEPTH = SIM + "DEPTH_SENSOR."
-POLICY_NAMES = {"habitat_baselines": "PointNavResNetPolicy", "habitat_baselines_simple": "PointNavBaselinePolicy"}
-BACKBONES = {((3, 4, 6, 3), True): "resnet50", ((2, 2, 2, 2), False): "resnet18"}
 
 
 def _p(cfg: Any, path: str) -> Any:
@@ -84,7 +84,7 @@ MAPPING: list[tuple[str, str, Callable[[Any], Any]]] = [
     ("policy.rnn_type", "RL.DDPPO.rnn_type", lambda c: c.policy.rnn_type.upper()),
     ("policy.rnn_layers", "RL.DDPPO.num_recurrent_layers", _same("policy.rnn_layers")),
     ("policy.resnet_layers + resnet_bottleneck", "RL.DDPPO.backbone",
-     lambda c: BACKBONES.get((tuple(c.policy.resnet_layers), bool(c.policy.resnet_bottleneck)), "resnet50")),
+     lambda c: backbone_name(c.policy) or "resnet50"),
 ]
 # Keys set directly by MAPPING's callable are the second column's first word; these rows set more than one key.
 _SPLIT = {"env.habitat.hfov": [DEPTH + "HFOV", SIM + "RGB_SENSOR.HFOV"],

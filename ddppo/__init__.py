@@ -9,31 +9,42 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     store.py (bounded store calls), startup.py (device, store, group, threads), rendezvous.py
                     (joining the job, one-line failures), launch.py (launcher variables), generation.py (the
                     namespace of one start, agreed by every rank), cuda.py (a GPU per rank, NCCL and cuBLAS
-                    settings), buckets.py (gradient buckets all-reduced as backward fills them)
-    interop/        other trainers' files: safe_unpickle.py, foreign.py (foreign checkpoints as one type),
-                    habitat_checkpoint.py (habitat-baselines checkpoints in), export.py (out), cli.py
-                    (`ddppo export`)
+                    settings), buckets.py (gradient buckets all-reduced as backward fills them), deadline.py
+                    (the last-resort bound on a rank that is leaving or stuck in a native call)
+    interop/        other trainers' files, below the checkpoint format: safe_unpickle.py, foreign.py (foreign
+                    checkpoints as one type), habitat_checkpoint.py (habitat-baselines checkpoints: the key
+                    mapping, reading)
     rundir.py       the one owner of a run directory's files (checkpoint names, pruning, "finished"); the one
                     atomic write and torn-line-tolerant reader
-    checkpoint.py   what a checkpoint holds; atomic save, weights_only loading; whether one fits a config
+    checkpoint/     format.py (what a checkpoint file holds, format 2; atomic save, weights_only loading, the
+                    reader of format 1), manager.py (CheckpointManager: given the saved-state owners, it alone
+                    saves, loads, prunes and picks the file to resume), fits.py (whether a checkpoint fits a
+                    config), rng.py (RNG states and their owner)
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
 model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
             habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
-            pooling.py (adaptive pooling with a deterministic CUDA path)
+            pooling.py (adaptive pooling with a deterministic CUDA path), normalize.py (running observation
+            statistics inside the policy; what `auto` resolves to on the spaces)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py, staging.py (every host-to-device copy of a step), gae.py, grpo.py, preemption.py,
-            episode_metrics.py (which episode metrics train/* aggregates, fixed at start)
+            storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
+            episode_metrics.py (which episode metrics train/* aggregates, fixed at start), reward_scale.py
+            (rewards scaled by the running std of the discounted return)
+advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
+            gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
-train/      the training application: trainer.py (the loop, saved-state owners), resume.py (resume, one owner),
-            advantage.py (GAE or GRPO, decided once), stats.py, bottleneck.py (report), metrics.py,
-            wandb_sink.py, overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer)
+train/      the training application: trainer.py (the loop, saved-state owners), resume.py (the run dir's config),
+            stats.py, bottleneck.py (report), metrics.py,
+            wandb_sink.py, overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
+            normalization.py (normalisation statistics merged over the ranks once per update)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             probes.py, stats.py, video.py
+export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
+            ckpt.N.pth)
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py
 cli.py      `ddppo train|config|eval|sweep|bench|export`
 

@@ -17,7 +17,7 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-from ddppo.interop import cli as interop_cli  # noqa: E402  (light: argparse only)
+from ddppo.export import cli as export_cli  # noqa: E402  (light: argparse only)
 from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
 
 log = logging.getLogger("ddppo")
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="", metavar="DIR", help="output directory (default RUN_DIR/eval)")
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
-    interop_cli.add_parser(sub)
+    export_cli.add_parser(sub)
     for command in plugin_commands().values():
         command.add_parser(sub)
     return parser
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
-                "export": interop_cli.run, **{name: cmd.run for name, cmd in plugin_commands().items()}}
+                "export": export_cli.run, **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

@@ -5,28 +5,48 @@
                                   config.<time>.yaml)
       metrics.jsonl               one JSON object per update (rank 0 appends; a crash can tear the last line)
       tb/                         TensorBoard events of training (rank 0)
-      checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint.py)
+      checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint/format.py)
       eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
+      .lock, eval/.lock           who writes them (`claim_dir`; kept: removing it would let two claim at once)
 
 Training, evaluation, sweeps and benchmarks all go through `RunDir`; every file of it is written with
 `atomic_write` (temp file in the same folder + rename), and metrics.jsonl is always read with `read_jsonl`, which
 skips a torn line instead of failing on it.
+
+One live writer per directory (`claim`): `ddppo train` (rank 0) holds RUN_DIR/.lock, `ddppo eval` its output
+folder's .lock (OUT/.lock), `ddppo sweep` SWEEP_DIR/.lock, for as long as it runs. A second process that would
+write the same files refuses at once (DirectoryBusy, exit 2) naming the holder and the fix. The claim is an
+flock: the kernel drops it with the process, SIGKILL included, so a crashed run never leaves a stale claim;
+readers (eval of a training run, sweep summary, export) take none. docs/guides/run-directory-safety.md.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from ddppo.config.schema import ConfigError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no claims (ddppo runs on Linux clusters)
+    fcntl = None
+
+log = logging.getLogger(__name__)
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tb"
 EVAL = "eval"
+LOCK = ".lock"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
@@ -51,6 +71,11 @@ def unusable_reason(run_dir: str) -> str | None:
     path = Path(run_dir).expanduser()
     if path.exists() and not path.is_dir():
         return f"run.dir={run_dir} is a file, not a directory: {fix} (or move the file away)"
+    for name, want_dir in ((CONFIG, False), (METRICS, False), (CHECKPOINTS, True), (TENSORBOARD, True)):
+        inside = path / name
+        if inside.exists() and inside.is_dir() != want_dir:
+            kind = "a directory" if want_dir else "a file"
+            return f"run.dir={run_dir}: {inside} is not {kind}, so the run cannot write it: move it away or {fix}"
     existing = path
     while not existing.exists():
         existing = existing.parent
@@ -69,10 +94,11 @@ def unusable_reason(run_dir: str) -> str | None:
     return None
 
 
-def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False) -> Path:
+def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False, exclusive: bool = False) -> Path:
     """Write `data` to `path` so that a reader sees the old file or the new one, never half of one: a temp file
     beside it, then a rename. With `fsync` the data reaches the disk before the rename. If writing fails (disk
-    full) the temp file is removed and `path` is untouched."""
+    full) the temp file is removed and `path` is untouched. With `exclusive`, FileExistsError if `path` exists,
+    also when another process creates it meanwhile (a link, which never replaces, instead of the rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -82,7 +108,11 @@ def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False) -> Pa
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)
+            tmp.unlink()
+        else:
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -174,14 +204,14 @@ class RunDir:
         return from_yaml_text(self.config_path.read_text(), str(self.config_path))
 
     def write_config(self, cfg, keep_previous: bool = False) -> Path | None:
-        """Write config.yaml (atomically). With `keep_previous`, an existing one is first renamed to
+        """Write config.yaml (atomically). With `keep_previous`, an existing one is first copied to
         config.<time>[.N].yaml; returns that name (None when nothing was kept)."""
         from ddppo.config import to_yaml
 
         kept = None
-        if keep_previous and self.has_config():
+        if keep_previous and self.has_config():  # a copy, then the new file: config.yaml exists at every instant
             kept = _unused(self.path / f"config.{time.strftime('%Y%m%d-%H%M%S')}.yaml")
-            self.config_path.rename(kept)
+            atomic_write(kept, self.config_path.read_bytes())
         atomic_write(self.config_path, to_yaml(cfg))
         return kept
 
@@ -254,6 +284,17 @@ class RunDir:
         for old in self.checkpoints()[:-keep_last]:
             old.unlink(missing_ok=True)
 
+    # ---------------------------------------------------------------- the one live writer
+    def claim_writer(self) -> "Claim":
+        """`ddppo train`'s claim on this run dir (DirectoryBusy while another process trains in it); checkpoint
+        temp files that a killed writer left (they can be as large as a checkpoint) are removed."""
+        claim = claim_dir(self.path, "ddppo train", "choose another run.dir", "wait for it to finish, or stop it "
+                          "(it checkpoints first; a new `ddppo train` then resumes from there)")
+        for tmp in self.checkpoint_dir.glob(".*.tmp") if self.checkpoint_dir.is_dir() else []:
+            log.info("removing %s, left by a writer that was killed mid-write", tmp)
+            tmp.unlink(missing_ok=True)
+        return claim
+
     # ---------------------------------------------------------------- evaluation outputs
     @staticmethod
     def eval_result_path(out_dir: str | Path, name: int | str) -> Path:
@@ -283,3 +324,79 @@ def _unused(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
     return candidate
+
+
+# ------------------------------------------------------------------------------ one live writer per directory
+class DirectoryBusy(ConfigError):
+    """Another live process writes the directory; the message names it and the fix (exit 2)."""
+
+
+class Claim:
+    """This process's claim on a directory (an flock on DIR/.lock), until `release` or the process ends."""
+
+    def __init__(self, directory: Path, fd: int | None, created: list[Path]):
+        self.directory, self.fd, self.created = directory, fd, created
+
+    def release(self) -> None:
+        """Give the claim up; directories the claim created that hold nothing else are removed again (a command
+        that fails before writing anything leaves nothing behind)."""
+        if self.fd is None:
+            return
+        try:
+            if self.created and [p.name for p in self.directory.iterdir()] == [LOCK]:
+                (self.directory / LOCK).unlink()
+                for d in reversed(self.created):
+                    d.rmdir()
+        except OSError:  # removed meanwhile, or no longer empty: left as it is
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wait for it to finish") -> Claim:
+    """Claim `directory` for `what` (e.g. "ddppo eval"), creating it: DirectoryBusy naming the holder, `wait`
+    and `elsewhere` (how to pick another folder) while another live process holds it; ConfigError naming the
+    folder and `elsewhere` when it cannot be made or written (a file in the way, a read-only disk). Where the
+    file system has no locks, a warning, and no claim."""
+    directory = Path(directory)
+    created = [p for p in [directory, *directory.parents] if not p.exists()][::-1]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise ConfigError(f"{what} cannot write into {directory} ({err.strerror or err}): make it writable, "
+                          f"or {elsewhere}") from None
+    if fcntl is None:
+        return Claim(directory, fd, created)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        real = directory.resolve()
+        shown = f"{directory}" if real == directory.absolute() else f"{directory} (that is {real})"
+        raise DirectoryBusy(f"{shown} is in use by {holder}: {wait}, or {elsewhere}") from None
+    except OSError as err:  # ENOLCK / EOPNOTSUPP: a file system without locks
+        log.warning("%s: cannot claim %s (%s); nothing stops a second process from writing it meanwhile",
+                    what, directory, err.strerror or err)
+        return Claim(directory, fd, created)
+    me = {"command": what, "pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%H:%M:%S"),
+          "argv": " ".join(sys.argv[1:])[:200]}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+    return Claim(directory, fd, created)
+
+
+def _holder(fd: int) -> str:
+    """Who holds a claim, as its lock file says (written just after the claim: may still be empty)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode())
+        return f"`{info['command']}` (pid {info['pid']} on {info['host']}, since {info['since']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another ddppo process"

@@ -117,6 +117,13 @@ def gridnav_rates(plt, out: Path) -> Path:
     return path
 
 
+def continuous_control(plt, out: Path) -> Path:
+    """Hopper-v5 learning curves, ddppo vs SB3 (benchmarks/mujoco.py), one line per seed."""
+    from ddppo.benchmarks.mujoco import draw
+
+    return draw(plt, _load("mujoco_hopper.json")["runs"], out / "continuous_control_hopper.png", PNG_META)
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -124,7 +131,7 @@ def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out)]
+    return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out), continuous_control(plt, out)]
 
 
 if __name__ == "__main__":

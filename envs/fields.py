@@ -1,13 +1,19 @@
 """Config field metadata: an option's one-line help, whether it changes a tensor shape, its allowed values
-and its range.
+and its range; the one validation idiom of every config section, ddppo's and the environments' alike.
 
 `doc("...")` goes into `dataclasses.field(metadata=...)`. It is the one source for `ddppo config --explain KEY`
 and for validation: `ddppo.config.SHAPE_KEYS` (what a resume may not change) is every field marked
 `shape=True`, and `ddppo.config.checks` refuses a value outside `choices` or the bounds (gt/ge/lt/le).
+
+An environment's option section (a frozen dataclass, `env.<section>`) declares each field's choices and range
+here, and keeps in a `problems()` method only what one field's metadata cannot say: rules across its fields
+(`min_depth < max_depth`) and values required once the environment is the one chosen (a dataset path). An
+environment built without ddppo's config checks refuses its options with `section_problems`, the same messages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 HELP = "help"
@@ -50,9 +56,22 @@ def field_problems(obj: Any, fields: Sequence[Any], prefix: str = "") -> list[st
         value = getattr(obj, f.name)
         choices, bounds, hint = f.metadata.get(CHOICES), f.metadata.get(BOUNDS), f.metadata.get(HINT)
         if choices and value not in choices:
-            out.append(f"{prefix}{f.name}={value!r} must be one of {', '.join(map(str, choices))}")
+            out.append(f"{prefix}{f.name}={value!r} must be one of {', '.join(map(str, choices))}"
+                       + (f"; {hint}" if hint else ""))
         elif bounds and isinstance(value, (int, float)) and not isinstance(value, bool):
             problem = bound_problem(value, bounds)
             if problem:
                 out.append(f"{prefix}{f.name}={value} {problem}" + (f"; {hint}" if hint else ""))
     return out
+
+
+def rule_problems(options: Any) -> list[str]:
+    """An option section's rules across its fields: its `problems()`, where it has one."""
+    rules = getattr(options, "problems", None)
+    return rules() if rules else []
+
+
+def section_problems(options: Any) -> list[str]:
+    """Every problem of one option section: its fields' declared choices and ranges, then its rules across
+    fields; what an environment built without ddppo's config checks refuses."""
+    return field_problems(options, dataclasses.fields(options)) + rule_problems(options)

@@ -36,6 +36,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from ddppo.envs.fields import section_problems
 from ddppo.envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
 from ddppo.envs.options import GridNavOptions
 
@@ -52,7 +53,7 @@ class GridNav:
     """
 
     def __init__(self, options: GridNavOptions, spec: Any, maps: Sequence[np.ndarray] | None = None):
-        problems = options.problems()
+        problems = section_problems(options)
         if problems:
             raise EnvError("gridnav options: " + "; ".join(problems))
         if spec.num_envs <= 0:

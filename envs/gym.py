@@ -25,6 +25,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from ddppo.envs.fields import section_problems
 from ddppo.envs.options import GymOptions
 
 
@@ -34,7 +35,7 @@ class GymVecEnv:
     restores_state = False  # load_state_dict restores counters only: resume starts fresh episodes
 
     def __init__(self, env_id: str, options: GymOptions, spec: Any):
-        problems = options.problems()
+        problems = section_problems(options)
         if problems:
             raise EnvError("gym options: " + "; ".join(problems))
         if ":" not in env_id and env_id not in gymnasium.registry:  # "module:Id" registers on import

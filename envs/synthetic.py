@@ -18,7 +18,6 @@ makes env 0's observation after that batched step NaN, for tests of non-finite o
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -26,7 +25,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from ddppo.envs.fields import field_problems
+from ddppo.envs.fields import section_problems
 from ddppo.envs.options import SyntheticOptions
 
 
@@ -38,8 +37,7 @@ class SyntheticEnv:
     """Implements ddppo.envs.base.VecEnv."""
 
     def __init__(self, options: SyntheticOptions, spec: Any):
-        # declared ranges too: built without ddppo's config checks, the env still refuses what cannot run
-        problems = field_problems(options, dataclasses.fields(options)) + options.problems()
+        problems = section_problems(options)
         if problems:
             raise EnvError("synthetic options: " + "; ".join(problems))
         self.options = options

@@ -134,6 +134,7 @@ MARKS = {
     "reliability/test_world_size_resume.py": MP,
     "reliability/test_group_signals.py": MP,
     "reliability/test_input_surface.py": MP,
+    "reliability/test_rundir_lifecycle.py": MP,
     "habitat/test_bench_grid.py": MP,
     "habitat/test_training_grid.py::test_cpu_config_trains_on_grid_backend": MP,
     **{f"{file}::{name}": MP for file, names in {
@@ -204,3 +205,68 @@ class DictStore:
 
     def wait(self, keys):
         assert self.check(keys)
+
+
+# ----------------------------------------------------- sample weighting probes (ppo/update.py, variable mode)
+def env_value_probe(num_params: int) -> Any:
+    """A stand-in policy whose value for a sample is theta[obs["env"]] (theta = 0, one parameter per env) and whose
+    log-probabilities and entropies are 0: with returns -1, an unclipped value loss and value_coef 1, the
+    gradient on theta[k] is exactly env k's summed sample weight in the loss."""
+    import torch
+
+    class EnvValueProbe(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.theta = torch.nn.Parameter(torch.zeros(num_params))
+
+        def evaluate_with_params(self, obs, hidden, episode_start, actions):
+            values = self.theta[obs["env"].long()]
+            zeros = torch.zeros_like(values.detach())
+            return zeros, zeros, values, None
+
+    return EnvValueProbe()
+
+
+def variable_rollout(lengths: list[int], num_steps: int, first_env: int = 0) -> Any:
+    """A RolloutStorage with env n's variable-mode segment of lengths[n] steps (inserted interleaved, as ready envs
+    come back), observation "env" = first_env + n, VER's importance weights, returns -1 and advantages 0."""
+    import gymnasium
+    import numpy as np
+    import torch
+
+    from ddppo.rollout.storage import RolloutStorage
+    from ddppo.rollout.variable import importance_weights
+
+    n = len(lengths)
+    space = gymnasium.spaces.Dict({"env": gymnasium.spaces.Box(0, np.inf, (), np.float32)})
+    storage = RolloutStorage(max(2 * num_steps, max(lengths)), n, space, gymnasium.spaces.Discrete(2), (1, n, 1),
+                             torch.device("cpu"))
+    env_ids = torch.arange(first_env, first_env + n, dtype=torch.float32)
+    storage.set_first({"env": env_ids}, torch.ones(n), torch.zeros(1, n, 1))
+    storage.lengths = torch.zeros(n, dtype=torch.long)
+    remaining = list(lengths)
+    while any(remaining):
+        envs = torch.tensor([e for e in range(n) if remaining[e]])
+        k = len(envs)
+        zeros = torch.zeros(k)
+        storage.insert_envs(envs, torch.zeros(k, dtype=torch.long), zeros, zeros, zeros, zeros,
+                            {"env": env_ids[envs]}, zeros)
+        for e in envs.tolist():
+            remaining[e] -= 1
+    storage.env_weight = importance_weights(storage.lengths, num_steps)
+    storage.returns.fill_(-1.0)
+    return storage
+
+
+def epoch_gradients(updater: Any, storage: Any, seed: int = 0) -> Any:
+    """(epochs, P): the applied (all-reduced, scaled, unclipped) gradients of one `updater.update(storage)`
+    summed per epoch; the optimiser step is replaced by recording them, so the parameters stay where they are."""
+    import torch
+
+    from ddppo.timing import Timer
+
+    grads: list = []
+    updater.optimizer.step = lambda: grads.append(torch.cat([p.grad.reshape(-1).clone() for p in updater.params]))
+    updater.update(storage, Timer(), generator=torch.Generator().manual_seed(seed))
+    per_epoch = len(grads) // updater.cfg.epochs
+    return torch.stack(grads).reshape(updater.cfg.epochs, per_epoch, -1).sum(1)

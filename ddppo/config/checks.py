@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import field_problems
+from ddppo.envs.fields import field_problems, rule_problems
 from ddppo.envs.registry import GROUPED_EPISODES, known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
 
@@ -74,6 +74,26 @@ def _grpo_problems(cfg: Config) -> list[str]:
     return p
 
 
+def _normalize_problems(cfg: Config) -> list[str]:
+    """What observation/reward normalisation and a critic of its own cannot run with (explicit settings; `auto`
+    resolves off where they do not apply)."""
+    p, n, pol = [], cfg.normalize, cfg.policy
+    if n.obs == "on" and pol.architecture != "ddppo":
+        p.append(f"normalize.obs=on needs policy.architecture=ddppo ({pol.architecture} keeps habitat-baselines' "
+                 f"input scaling): set normalize.obs=off")
+    if pol.critic == "separate" and pol.architecture != "ddppo":
+        p.append(f"policy.critic=separate needs policy.architecture=ddppo ({pol.architecture} shares one trunk, as "
+                 f"habitat-baselines does): set policy.critic=shared")
+    if pol.critic == "separate" and pol.rnn_type != "none":
+        p.append(f"policy.critic=separate needs policy.rnn_type=none (got {pol.rnn_type}): set policy.rnn_type=none "
+                 f"or policy.critic=shared")
+    if n.reward == "on" and cfg.rollout.overlap_learning:
+        p.append("normalize.reward=on cannot run with rollout.overlap_learning=true (its statistics are merged over "
+                 "the ranks while the learner thread all-reduces): set normalize.reward=off or "
+                 "rollout.overlap_learning=false")
+    return p
+
+
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p = declared_problems(cfg)
@@ -83,7 +103,15 @@ def problems(cfg: Config) -> list[str]:
                  f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
     p.extend(_grpo_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
-    if cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0 and cfg.env.num_envs % cfg.ppo.num_mini_batch:
+    p.extend(_normalize_problems(cfg))
+    if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
+        p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a recurrent "
+                 f"policy learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")
+    elif cfg.ppo.minibatch_split == "sample" and cfg.ppo.num_mini_batch > cfg.steps_per_rank_update:
+        p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must be at most env.num_envs x rollout.num_steps="
+                 f"{cfg.steps_per_rank_update} with ppo.minibatch_split=sample")
+    if (cfg.ppo.minibatch_split == "env" and cfg.env.num_envs > 0 and cfg.ppo.num_mini_batch > 0
+            and cfg.env.num_envs % cfg.ppo.num_mini_batch):
         p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must divide env.num_envs={cfg.env.num_envs} "
                  f"(minibatches are split by environment)")
     if cfg.env.num_workers > 0 and cfg.env.num_envs % cfg.env.num_workers:
@@ -94,5 +122,5 @@ def problems(cfg: Config) -> list[str]:
     if section is None:
         p.append(f"env.name={cfg.env.name!r} is not a known environment; use one of {', '.join(known_names())}")
     else:
-        p.extend(f"env.{section}.{msg}" for msg in getattr(cfg.env, section).problems())
+        p.extend(f"env.{section}.{msg}" for msg in rule_problems(getattr(cfg.env, section)))
     return p

@@ -175,10 +175,28 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
         raise _wrap(err, "overrides") from None
 
 
+def _on_off_keys() -> list[tuple[str, str]]:
+    """(section, key) of the on | off | auto fields (normalize.obs, ...)."""
+    from ddppo.config.schema import fields_of
+
+    return [tuple(k.rsplit(".", 1)) for k, f in fields_of()
+            if {"on", "off"} <= set(f.metadata.get("choices") or ()) and k.count(".") == 1]
+
+
+def _words_for_bools(layer: DictConfig) -> DictConfig:
+    """YAML reads an unquoted on / off (and true / false) as a bool: on an on | off | auto field it means the word."""
+    for section, key in _on_off_keys():
+        node = layer.get(section) if isinstance(layer, DictConfig) else None
+        if isinstance(node, DictConfig) and isinstance(node.get(key), bool):
+            node[key] = "on" if node[key] else "off"
+    return layer
+
+
 def build_config(*layers: tuple[str, DictConfig]) -> Config:
     """Merge named layers onto the schema, convert to a frozen Config and check it."""
     merged = _schema()
     for source, layer in layers:
+        layer = _words_for_bools(layer)
         wrong = _section_problems(OmegaConf.to_container(layer), Config())
         if wrong:
             raise ConfigError(f"{source}: " + "; ".join(wrong))
@@ -212,9 +230,20 @@ def to_yaml(cfg: Config) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
 
 
+# Stored configs written before a key existed meant what the trainer did then, not the key's `auto` default:
+# (section, key) -> the value that reproduces the old behaviour (checkpoints without normalisation statistics
+# or a critic of its own keep loading into the model they were trained with).
+LEGACY_VALUES = {("normalize", "obs"): "off", ("normalize", "reward"): "off", ("policy", "critic"): "shared"}
+
+
 def from_yaml_text(text: str, source: str) -> Config:
     """Parse a resolved config written by `to_yaml` (checkpoints, run dirs)."""
-    return build_config((source, yaml_layer(text, f"{source}: stored config")))
+    layer = yaml_layer(text, f"{source}: stored config")
+    if "run" in layer:  # a whole resolved config (not a fragment): keys it lacks predate their field
+        for (section, key), value in LEGACY_VALUES.items():
+            if section not in layer or key not in layer[section]:
+                OmegaConf.update(layer, f"{section}.{key}", value, force_add=True)
+    return build_config((source, layer))
 
 
 def diff_keys(a: Config, b: Config) -> list[str]:

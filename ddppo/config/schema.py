@@ -111,6 +111,21 @@ class RolloutConfig:
                                      metadata=doc("variable: weight env n's samples by min(1, (num_steps + 1) / "
                                                   "(its steps + 1)) in the loss (habitat-baselines VER), so fast envs "
                                                   "do not dominate it"))
+    variable_weighting: str = field(default="per_sample",
+                                    metadata=doc("variable: how a sample's loss is normalised. per_sample "
+                                                 "(habitat-baselines VER: over an epoch every valid sample of every "
+                                                 "rank counts alike, times its importance weight; each minibatch's "
+                                                 "gradient is scaled by its sample count / (epoch samples / "
+                                                 "ppo.num_mini_batch)) | per_minibatch (each env-split minibatch is "
+                                                 "the mean over its own valid samples, so an env's weight depends on "
+                                                 "the envs that share its minibatch; the weighting before 2026-12-01)",
+                                                 choices=("per_sample", "per_minibatch")))
+
+    @property
+    def sample_weighting(self) -> str:
+        """How the PPO update normalises a sample's loss: rollout.variable_weighting in variable mode; fixed mode's
+        minibatches are all the same size, where both are the same, and keep per_minibatch."""
+        return self.variable_weighting if self.mode == "variable" else "per_minibatch"
 
 
 @dataclass(frozen=True)
@@ -143,6 +158,11 @@ class KLRefConfig:
     rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
 
 
+# ppo.advantage's choices: the estimators ddppo/advantage/ registers, and whether each learns a critic (a value
+# head, bootstrapped returns); an estimator added there is one line here
+ADVANTAGES = {"gae": True, "grpo": False}
+
+
 @dataclass(frozen=True)
 class PPOConfig:
     """The PPO objective and optimiser."""
@@ -158,6 +178,11 @@ class PPOConfig:
     num_mini_batch: int = field(default=2,
                                 metadata=doc("minibatches per epoch, split by environment (must divide env.num_envs)",
                                              gt=0))
+    minibatch_split: str = field(default="env",
+                                 metadata=doc("env (each minibatch is whole env columns: recurrent policies, "
+                                              "num_mini_batch must divide env.num_envs) | sample (samples drawn at "
+                                              "random from every step and env, as SB3 and CleanRL; needs "
+                                              "policy.rnn_type=none)", choices=("env", "sample")))
     value_coef: float = field(default=0.5, metadata=doc("value loss weight", ge=0))
     entropy_coef: float = field(default=0.01, metadata=doc("entropy bonus weight", ge=0))
     max_grad_norm: float = field(default=0.5, metadata=doc("global grad-norm clip after the all-reduce (0 = off)",
@@ -166,12 +191,16 @@ class PPOConfig:
     gae_lambda: float = field(default=0.95, metadata=doc("GAE lambda", ge=0, le=1))
     normalize_advantage: bool = field(default=True,
                                       metadata=doc("standardise advantages over every rank's valid steps (GAE)"))
+    normalize_advantage_per: str = field(default="update",
+                                         metadata=doc("update (over every rank's valid steps once per update) | "
+                                                      "minibatch (over each minibatch's valid steps on this rank, "
+                                                      "as SB3 and CleanRL do)", choices=("update", "minibatch")))
     max_skipped_updates: int = field(default=5,
                                      metadata=doc("stop the run after this many consecutive non-finite updates", gt=0))
     kl_ref: KLRefConfig = field(default_factory=KLRefConfig, metadata=doc("KL penalty towards a reference policy"))
     advantage: str = field(default="gae",
                            metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within "
-                                        "groups)", shape=True, choices=('gae', 'grpo')))
+                                        "groups)", shape=True, choices=tuple(ADVANTAGES)))
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
 
@@ -180,7 +209,7 @@ class PPOConfig:
     def critic(self) -> bool:
         """GAE: a value head, bootstrapped returns, advantages normalised over all ranks. GRPO has no critic and
         its advantages are normalised within their group already."""
-        return self.advantage == "gae"
+        return ADVANTAGES[self.advantage]
 
     @property
     def env_group_size(self) -> int:
@@ -215,6 +244,32 @@ class PolicyConfig:
                                     metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in "
                                                  "DD-PPO)", shape=True))
     init_log_std: float = field(default=0.0, metadata=doc("initial log std of Gaussian heads (Box actions)"))
+    critic: str = field(default="auto",
+                        metadata=doc("shared (one trunk for actor and critic, habitat-baselines' design) | separate "
+                                     "(the critic has encoders and fusion layer of its own, as SB3's and CleanRL's "
+                                     "MLP policies; needs rnn_type=none and architecture=ddppo) | auto (separate for "
+                                     "continuous control: a 1-D Box action space, only vector observations, "
+                                     "rnn_type=none, architecture=ddppo; else shared)", shape=True,
+                                     choices=("auto", "shared", "separate")))
+
+
+@dataclass(frozen=True)
+class NormalizeConfig:
+    """Running observation normalisation and reward scaling (SB3's VecNormalize, CleanRL's wrappers), with
+    statistics merged over all ranks once per update, saved in checkpoints and frozen in `ddppo eval`."""
+
+    obs: str = field(default="auto",
+                     metadata=doc("on | off | auto (on for continuous control: a 1-D Box action space and only "
+                                  "vector observations): (x - mean) / sqrt(var + epsilon) per vector observation key, "
+                                  "inside the policy; images keep their own [0, 1] scaling", shape=True,
+                                  choices=("auto", "on", "off")))
+    reward: str = field(default="auto",
+                        metadata=doc("on | off | auto (as obs): rewards divided by the running std of the "
+                                     "discounted return (ppo.gamma), for training only; episode returns are "
+                                     "reported unscaled", choices=("auto", "on", "off")))
+    clip_obs: float = field(default=10.0, metadata=doc("normalised observations are clipped to +/- this", gt=0))
+    clip_reward: float = field(default=10.0, metadata=doc("scaled rewards are clipped to +/- this", gt=0))
+    epsilon: float = field(default=1e-8, metadata=doc("added to the variances before the square root", gt=0))
 
 
 @dataclass(frozen=True)
@@ -287,6 +342,7 @@ class Config:
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

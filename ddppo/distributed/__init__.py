@@ -18,7 +18,8 @@ What the launcher says (rank, world, rendezvous address) is read in launch.py.
 The package: context.py (DistContext, the guard, PeerLostError), store.py (bounded store calls),
 cuda.py (GPU per rank, shared GPUs, NCCL's failure handling,
 cuBLAS), startup.py (store, process group, threads), rendezvous.py (joining, one-line failures), launch.py (what
-the launcher says), generation.py (the namespace of one start, agreed by every rank), buckets.py (gradient buckets all-reduced as backward fills them).
+the launcher says), generation.py (the namespace of one start, agreed by every rank), buckets.py (gradient buckets all-reduced as backward fills them),
+deadline.py (the last-resort bound on a rank that is leaving or stuck in a native call).
 """
 
 from ddppo.distributed.context import DistContext, PeerLostError, PendingRead, rank_seed

@@ -9,6 +9,10 @@ Two more things make every NCCL wait such a wait: each collective here is issued
 work waited for (from torch 2.8 on a synchronous NCCL collective returns no work at all, so nothing would
 block), and pickled objects (start-up decisions, per-rank checkpoint state) go through a gloo group on the
 host (torch's object collectives are synchronous ones), made next to the NCCL group with the same timeouts.
+
+Native calls with no bound of their own (NCCL's abort inside a timed-out wait, the communicator split of
+`mark_started`) run under a last-resort deadline of the group's timeout + deadline.EXIT_MARGIN_S, and a rank
+whose guard has named a lost peer is gone within dist.timeout_s + that margin (ddppo/distributed/deadline.py).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+import ddppo.distributed.deadline as deadline
 from ddppo.distributed.launch import Launch
 from ddppo.distributed.store import WAIT_TIMEOUT_ERRORS, BoundedCaller
 
@@ -85,7 +90,7 @@ class DistContext:
     """This rank's place in the job and the collectives it takes part in."""
 
     def __init__(self, launch: Launch, device: torch.device, backend: str, store: dist.Store,
-                 run_seed: int, timeout_s: float, object_group: Any = None):
+                 run_seed: int, timeout_s: float, object_group: Any = None, startup_timeout_s: float | None = None):
         self.launch = launch
         self.rank = launch.rank
         self.world_size = launch.world_size
@@ -95,6 +100,7 @@ class DistContext:
         self.store = store
         self.seed = rank_seed(run_seed, launch.rank)
         self._timeout_s = timeout_s
+        self._startup_timeout_s = timeout_s if startup_timeout_s is None else startup_timeout_s
         self._group: Any = None  # default group (start-up timeout) until `mark_started`
         self._object_group = object_group  # NCCL: gloo, for pickled objects; None: the collectives' group
         self._store_call = BoundedCaller()
@@ -110,14 +116,15 @@ class DistContext:
         """Switch to the shorter training timeout once the first update has run."""
         if self._group is None:
             timeout = datetime.timedelta(seconds=self._timeout_s)
-            with self.guard("creation of the training group"), native_stdout_to_stderr():
+            what = "creation of the training group"
+            with self.guard(what), self._native(what, self._timeout_s), native_stdout_to_stderr():
                 self._group = dist.new_group(backend=self.backend, timeout=timeout)
                 if self._object_group is not None:
                     self._object_group = dist.new_group(backend="gloo", timeout=timeout)
 
     def broadcast_module(self, module: torch.nn.Module) -> None:
         """Copy every parameter and buffer from rank 0 (at start and after resume)."""
-        with self.guard("broadcast of the parameters"):
+        with self.guard("broadcast of the parameters"), self._native("broadcast of the parameters"):
             sent = []
             for tensor in list(module.parameters()) + list(module.buffers()):
                 buf = tensor.data.to(self.comm_device)
@@ -138,14 +145,14 @@ class DistContext:
         The gradient buckets of ddppo/distributed/buckets.py go through here, launched in the same order on every rank.
         """
         buf = buf.to(self.comm_device)
-        with self.guard(what):
+        with self.guard(what), self._native(what):
             return dist.all_reduce(buf, group=self._group, async_op=True), buf
 
     def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
         """The summed buffer of an `all_reduce_async`, once it has arrived (on NCCL the wait blocks this
         thread: see the module docstring)."""
         work, buf = handle
-        with self.guard(what):
+        with self.guard(what), self._native(what):
             work.wait()
         return buf
 
@@ -156,7 +163,7 @@ class DistContext:
         """
         t = values.detach().to(self.comm_device, torch.float64)
         if self.world_size > 1:
-            with self.guard(what):
+            with self.guard(what), self._native(what):
                 dist.all_reduce(t, group=self._group, async_op=True).wait()
         return t.cpu()
 
@@ -167,7 +174,7 @@ class DistContext:
     def broadcast_object(self, obj: Any) -> Any:
         """Rank 0's picklable `obj`, on every rank (start-up decisions such as which checkpoint)."""
         box = [obj]
-        with self.guard("broadcast of a start-up decision"):
+        with self.guard("broadcast of a start-up decision"), self._native("broadcast of a start-up decision"):
             dist.broadcast_object_list(box, src=0, group=self._objects())
         return box[0]
 
@@ -188,7 +195,7 @@ class DistContext:
     def gather_objects(self, obj: Any) -> list[Any] | None:
         """Picklable per-rank objects gathered on rank 0 (None elsewhere)."""
         out = [None] * self.world_size if self.is_main else None
-        with self.guard("gather of per-rank state"):
+        with self.guard("gather of per-rank state"), self._native("gather of per-rank state"):
             dist.gather_object(obj, out, dst=0, group=self._objects())
         return out
 
@@ -196,7 +203,7 @@ class DistContext:
         if self.world_size == 1:  # nothing to exchange
             return t.unsqueeze(0)
         out = [torch.empty_like(t) for _ in range(self.world_size)]
-        with self.guard(what):
+        with self.guard(what), self._native(what):
             dist.all_gather(out, t, group=self._group, async_op=True).wait()
         return torch.stack(out)
 
@@ -257,16 +264,30 @@ class DistContext:
     # ----------------------------------------------------------------- faults
     @contextlib.contextmanager
     def guard(self, what: str) -> Iterator[None]:
-        """Turn a failed collective into PeerLostError naming the lost rank(s) when it can."""
+        """Turn a failed collective into PeerLostError naming the lost rank(s) when it can; from then on this
+        rank is leaving, within dist.timeout_s + deadline.EXIT_MARGIN_S (deadline.arm_exit)."""
         try:
             yield
-        except PeerLostError:
+        except PeerLostError as err:
+            deadline.arm_exit(self.rank, self._timeout_s, 1, str(err))
             raise
         except (RuntimeError, dist.DistError, *WAIT_TIMEOUT_ERRORS) as err:  # DistBackendError, timeouts, closed
             if self.world_size == 1:
                 raise
-            raise PeerLostError(f"rank {self.rank}: {what} failed: {self._lost_ranks()} "
-                                f"({str(err).splitlines()[0][:300]})") from err
+            lost = PeerLostError(f"rank {self.rank}: {what} failed: {self._lost_ranks()} "
+                                 f"({str(err).splitlines()[0][:300]})")
+            deadline.arm_exit(self.rank, self._timeout_s, 1, str(lost))
+            raise lost from err
+
+    def _native(self, what: str, timeout_s: float | None = None) -> Any:
+        """The last-resort bound of a blocking native call: the group's timeout (the start-up one until
+        `mark_started`) + deadline.EXIT_MARGIN_S, then exit 1 naming `what`."""
+        if timeout_s is None:
+            timeout_s = self._timeout_s if self._group is not None else self._startup_timeout_s
+        bound = timeout_s + deadline.EXIT_MARGIN_S
+        return deadline.bounded(bound, 1, f"rank {self.rank}: {what} did not return within {bound:g} s (the "
+                                          f"group's timeout + {deadline.EXIT_MARGIN_S:g} s): a native call hangs "
+                                          f"(a lost peer); exiting with code 1")
 
     def _lost_ranks(self) -> str:
         """Ask the survivors to check in through the store; whoever does not is lost."""

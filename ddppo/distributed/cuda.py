@@ -10,25 +10,30 @@ and the cuBLAS workspace of deterministic mode.
 - NCCL failures: `WorkNCCL::wait()` only makes the current CUDA stream wait, so a lost peer surfaced as a stall
   in some later host read, and after the timeout NCCL's watchdog aborted the process (no rank named, a core
   dump). With TORCH_NCCL_BLOCKING_WAIT=1 every wait (context.py gives every collective a work to wait for)
-  blocks this thread until the collective is done, and a
-  collective not done within the group's timeout (dist.timeout_s, as for gloo) or failed raises
-  DistBackendError there, inside DistContext.guard, which names the lost rank; torch then also turns the
-  watchdog's tear-down off (ProcessGroupNCCL's constructor sets NoHandling under blocking wait). The
-  flight-recorder dump on timeout is turned off too: its monitor thread aborts the process once it has dumped.
-  Settings the user made are never changed (see `nccl_failure_env`).
+  blocks this thread until the collective is done, and a collective not done within the group's timeout
+  (dist.timeout_s, as for gloo) or failed raises DistBackendError there, inside DistContext.guard, which names
+  the lost rank. torch 2.13 then starts no watchdog (and no heartbeat monitor) for the group at all, so
+  TORCH_NCCL_ASYNC_ERROR_HANDLING is not read by anything; older releases ran the watchdog with its tear-down
+  off instead, and its flight-recorder dump on timeout aborted the process once it had dumped, so
+  TORCH_NCCL_DUMP_ON_TIMEOUT=0 is set beside blocking wait.
+- The same under every launcher (see `nccl_failure_env`): blocking wait unless the user set a blocking-wait
+  variable. torchrun's agent puts TORCH_NCCL_ASYNC_ERROR_HANDLING=1 into every worker's environment
+  (launch.launcher_injected); that is not the user's choice and changes nothing here; srun injects nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import socket
 from collections import defaultdict
 from typing import Any, Mapping, MutableMapping, Sequence
 
 import torch
 
 from ddppo.config import ConfigError
-from ddppo.distributed.launch import Launch
+from ddppo.distributed.launch import Launch, launcher_injected
 
 log = logging.getLogger("ddppo.distributed")
 
@@ -47,18 +52,29 @@ def _truthy(value: str) -> bool:
 def nccl_failure_env(environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     """(variables to set before the first NCCL process group, a warning or None) for `environ`.
 
-    TORCH_NCCL_BLOCKING_WAIT=1 unless the user chose NCCL's error handling (either blocking-wait or
-    async-error-handling variable, under either name); TORCH_NCCL_DUMP_ON_TIMEOUT=0 unless set."""
+    TORCH_NCCL_BLOCKING_WAIT=1 unless the user set a blocking-wait variable (either name; torch reads the new
+    name first), and then TORCH_NCCL_DUMP_ON_TIMEOUT=0 unless set. A warning only about the user's own
+    settings: a blocking-wait variable that turns it off, or an async-error-handling variable the user set
+    (not one the launcher injected: launch.launcher_injected), which blocking wait makes unused."""
     settings: dict[str, str] = {}
-    chosen = [n for n in BLOCKING_WAIT + ASYNC_ERROR_HANDLING if n in environ]
+    user_wait = [n for n in BLOCKING_WAIT if n in environ]
+    injected = launcher_injected(environ)
+    user_async = [n for n in ASYNC_ERROR_HANDLING if n in environ and n not in injected]
+    named = "/".join(f"{n}={environ[n]}" for n in user_async)
     warning = None
-    if not chosen:
+    if not user_wait:
         settings[BLOCKING_WAIT[0]] = "1"
-    elif not any(_truthy(environ[n]) for n in BLOCKING_WAIT if n in environ):
-        warning = (f"{'/'.join(f'{n}={environ[n]}' for n in chosen)} set: a lost or hung peer ends this rank as "
-                   f"NCCL's watchdog decides (after the collective timeout, no rank named, exit by abort); unset "
-                   f"{'/'.join(chosen)} for ddppo's one-line error naming the lost rank (exit 1)")
-    if DUMP_ON_TIMEOUT not in environ:
+        if user_async:
+            warning = (f"{named} (set in your environment) is not used: ddppo sets TORCH_NCCL_BLOCKING_WAIT=1, "
+                       f"under which NCCL runs no watchdog (a lost or hung peer: one line naming it, exit 1); "
+                       f"set TORCH_NCCL_BLOCKING_WAIT=0 to keep NCCL's own error handling")
+    elif not _truthy(environ[user_wait[0]]):
+        chosen = [f"{n}={environ[n]}" for n in user_wait] + ([named] if named else [])
+        warning = (f"{'/'.join(chosen)} set: a lost or hung peer ends this rank as NCCL's watchdog decides (after "
+                   f"the collective timeout, no rank named, exit by abort); unset {'/'.join(user_wait)} for "
+                   f"ddppo's one-line error naming the lost rank (exit 1)")
+    blocking = not user_wait or _truthy(environ[user_wait[0]])
+    if blocking and DUMP_ON_TIMEOUT not in environ:
         settings[DUMP_ON_TIMEOUT] = "0"
     return settings, warning
 
@@ -114,13 +130,36 @@ def shared_gpus(identities: Sequence[str]) -> list[list[int]]:
     return [ranks for ranks in by_gpu.values() if len(ranks) > 1]
 
 
-def decide_backend(backend: str, device_setting: str, device: torch.device, identities: Sequence[str]) -> str:
+def mixed_gpus(identities: Sequence[str], hosts: Sequence[str] | None = None) -> str | None:
+    """A one-line ConfigError message when some ranks have a GPU and others none (None when all agree): the
+    ranks without one, and their hosts."""
+    without = [r for r, ident in enumerate(identities) if not ident]
+    if not without or len(without) == len(identities):
+        return None
+    hosts = list(hosts) if hosts is not None else [""] * len(identities)
+    shown = ", ".join(f"{r}" + (f" ({hosts[r]})" if hosts[r] else "") for r in without[:16])
+    more = f" and {len(without) - 16} more" if len(without) > 16 else ""
+    no_gpu_hosts = sorted({hosts[r] for r in without if hosts[r]})
+    on = f" on host(s) {', '.join(no_gpu_hosts)}" if no_gpu_hosts else ""
+    return (f"ranks disagree on the backend: rank(s) {shown}{more}{on} have no GPU (torch sees no CUDA device "
+            f"there) while {len(identities) - len(without)} rank(s) have one, and NCCL needs a GPU on every rank: "
+            f"fix the GPU driver or allocation of those hosts, or set dist.device=cpu (gloo on every rank)")
+
+
+def decide_backend(backend: str, device_setting: str, device: torch.device, identities: Sequence[str],
+                   hosts: Sequence[str] | None = None) -> str:
     """The backend every rank uses, from the settings and every rank's GPU identity (alike on every rank).
 
-    auto: nccl on CUDA, gloo on the CPU. Ranks sharing a GPU cannot use NCCL: with dist.backend=nccl or
-    dist.device=cuda that is a ConfigError (exit 2); with both on auto every rank uses gloo (the policy and the
-    learner stay on the GPUs; gradient buckets and stats go through host memory). gloo on the CPU instead
-    would leave the GPUs idle and run the networks on the cores the simulators need."""
+    auto: nccl on CUDA, gloo on the CPU. Ranks with a GPU and ranks without one (a node whose driver failed)
+    would choose differently and wait on each other until dist.startup_timeout_s: unless dist.backend=gloo,
+    that is a ConfigError on every rank naming the ranks and hosts without a GPU. Ranks sharing a GPU cannot
+    use NCCL: with dist.backend=nccl or dist.device=cuda that is a ConfigError (exit 2); with both on auto
+    every rank uses gloo (the policy and the learner stay on the GPUs; gradient buckets and stats go through
+    host memory). gloo on the CPU instead would leave the GPUs idle and run the networks on the cores the
+    simulators need."""
+    mixed = mixed_gpus(identities, hosts) if backend != "gloo" else None
+    if mixed:
+        raise ConfigError(f"dist.device={device_setting} dist.backend={backend}: {mixed}")
     shared = shared_gpus(identities)
     asked = "dist.backend=nccl" if backend == "nccl" else "dist.device=cuda with dist.backend=auto (NCCL)"
     if backend == "auto":
@@ -140,12 +179,15 @@ def decide_backend(backend: str, device_setting: str, device: torch.device, iden
 
 
 def agree_backend(launch: Launch, store: Any, backend: str, device_setting: str, device: torch.device) -> str:
-    """Every rank publishes its GPU's identity under `gpu/<rank>` and reads all of them (the store's own
-    timeout bounds the wait; the rendezvous watcher names a rank that never publishes); `decide_backend`."""
+    """Every rank publishes its GPU's identity and its host under `gpu/<rank>` and reads all of them (the
+    store's own timeout bounds the wait; the rendezvous watcher names a rank that never publishes);
+    `decide_backend`."""
     ident = gpu_identity(device)
     if launch.world_size == 1:
         return decide_backend(backend, device_setting, device, [ident])
-    store.set(f"gpu/{launch.rank}", ident)
+    store.set(f"gpu/{launch.rank}", json.dumps({"gpu": ident, "host": socket.gethostname()}))
     keys = [f"gpu/{r}" for r in range(launch.world_size)]
     store.wait(keys)
-    return decide_backend(backend, device_setting, device, [store.get(k).decode() for k in keys])
+    published = [json.loads(store.get(k).decode()) for k in keys]
+    return decide_backend(backend, device_setting, device, [p["gpu"] for p in published],
+                          [p["host"] for p in published])

@@ -19,11 +19,31 @@ TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_
 SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID")
 LAUNCH_VARS = TORCHRUN_VARS + SLURM_STEP_VARS
 
+# What torchrun's agent (torch.distributed.elastic's LocalElasticAgent) puts into every worker's environment
+# besides the rank variables: `TORCH_NCCL_ASYNC_ERROR_HANDLING: os.getenv(name, "1")` (torch 2.4 to 2.13). srun
+# injects nothing of the kind (it passes the submitting shell's environment on, which is the user's).
+TORCHRUN_INJECTS = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+
+
+def launcher_injected(environ: Mapping[str, str] | None = None) -> set[str]:
+    """The names in `environ` whose value a launcher put there, not the user.
+
+    The rule: inside a worker of torchrun's agent (TORCHELASTIC_RUN_ID is set: the agent sets it for every
+    worker), a variable of TORCHRUN_INJECTS holding exactly the value the agent injects is the agent's. The
+    agent passes a value the user exported through unchanged, so any other value is the user's; a user's own
+    value equal to the injected one reads the same and counts as the agent's."""
+    env = os.environ if environ is None else environ
+    if "TORCHELASTIC_RUN_ID" not in env:
+        return set()
+    return {name for name, value in TORCHRUN_INJECTS.items() if env.get(name) == value}
+
 
 def without_launch_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of `environ` (default os.environ) with none of LAUNCH_VARS: the environment of a new job."""
+    """A copy of `environ` (default os.environ) with none of LAUNCH_VARS nor what the launcher injected
+    (`launcher_injected`): the environment of a new job."""
     env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if k not in LAUNCH_VARS}
+    drop = set(LAUNCH_VARS) | launcher_injected(env)
+    return {k: v for k, v in env.items() if k not in drop}
 
 
 @dataclass(frozen=True)

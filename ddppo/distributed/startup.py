@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 import ddppo.distributed.rendezvous as rendezvous
+import ddppo.distributed.deadline as deadline
 from ddppo.distributed.cuda import agree_backend, choose_device, prepare_deterministic, prepare_nccl
 from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
 from ddppo.distributed.launch import Launch, read_launch
@@ -96,7 +97,7 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     store = rendezvous.watched(launch, timeout_s, startup_timeout_s, build_store, join)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
-    return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"))
+    return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"), startup_timeout_s)
 
 
 def _leave_during_startup(launch: Launch, err: Exception) -> None:
@@ -138,7 +139,9 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
     """Set threads, join the process group, run `body(ctx) -> exit code`, always leave the group.
 
     A lost peer ends the process at once with exit code 1 (never waiting on a group whose peer is gone);
-    torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint.
+    torchrun --max-restarts or a SLURM requeue then resumes from the last checkpoint. Once `body` has ended
+    (returned or raised), the rank is gone within dist.timeout_s + deadline.EXIT_MARGIN_S with its exit code
+    if `close` hangs in native code (deadline.py); once `close` has returned the bound is lifted.
     """
     if cfg.run.deterministic:
         prepare_deterministic()  # before anything touches CUDA
@@ -149,11 +152,19 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
                                cfg.run.seed, launch)
     except (rendezvous.RendezvousError, rendezvous.RendezvousInterrupted) as err:
         _leave_during_startup(launch, err)
+    deadline.enable()
     try:
-        return body(ctx)
+        rc = body(ctx)
     except PeerLostError as err:
         log.error("%s; exiting (torchrun --max-restarts or a SLURM requeue resumes from the last checkpoint)", err)
         logging.shutdown()
         os._exit(1)
+    except BaseException as err:
+        deadline.arm_exit(ctx.rank, cfg.dist.timeout_s, deadline.exit_code(err), f"{type(err).__name__}: {err}")
+        raise
+    else:
+        deadline.arm_exit(ctx.rank, cfg.dist.timeout_s, rc if isinstance(rc, int) else 0, f"finished with {rc}")
+        return rc
     finally:
         ctx.close()
+        deadline.disable()  # the group is closed: nothing native is left to bound

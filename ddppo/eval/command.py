@@ -29,10 +29,16 @@ mean); `eval.deterministic=false` samples like training (seeded).
 Outputs, written by rank 0 into OUT (default run.dir/eval):
   ckpt-<update>.json   settings, metrics (mean, std, count, 95% CI), every episode, videos (another trainer's
                        checkpoint: its own name, e.g. ckpt.3.json for habitat-baselines' ckpt.3.pth)
+                       An episode metric that is not a finite number (a NaN reward) is stored as null, left
+                       out of its metric's statistics and counted: `non_finite` {metric: episodes}, a
+                       warning, a line of the summary and TensorBoard eval/<metric>_non_finite.
   tb/                  TensorBoard `eval/<metric>` (+ `_ci95_low`, `_ci95_high`) at the checkpoint's env step
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
 A checkpoint whose JSON exists with the same settings is skipped (re-run it
 with --force); one evaluated with other settings is refused, naming them.
+One `ddppo eval` writes into OUT at a time (OUT/.lock, ddppo.rundir.claim_dir, taken
+before its first evaluation): a second one refuses then, naming the first; evaluating
+while training writes the run dir is fine (eval only reads it).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from ddppo import signals
 from ddppo.config import Config, ConfigError, get_key, load_config
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator, result_name
-from ddppo.rundir import RunDir, checkpoint_update, write_json
+from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
 from ddppo.envs.registry import section_for
 
 log = logging.getLogger(__name__)
@@ -133,6 +139,8 @@ class Outputs:
                 if s["ci95"][0] is not None:
                     self.tb.add_scalar(f"eval/{name}_ci95_low", s["ci95"][0], step)
                     self.tb.add_scalar(f"eval/{name}_ci95_high", s["ci95"][1], step)
+            for name, count in result.get("non_finite", {}).items():
+                self.tb.add_scalar(f"eval/{name}_non_finite", count, step)
             self.tb.add_scalar("eval/episodes", result["num_episodes"], step)
             self.tb.flush()
         return path
@@ -153,6 +161,9 @@ def format_result(result: dict[str, Any], json_path: Path) -> str:
         lo, hi = s["ci95"]
         ci = f"[{lo:8.3f}, {hi:8.3f}]" if lo is not None else " " * 20
         lines.append(f"  {name:<17s}{s['mean']:9.3f}  95% CI {ci}  n={s['count']}")
+    bad = result.get("non_finite", {})  # results written before it was counted have none
+    if bad:
+        lines.append("  non-finite values left out: " + ", ".join(f"{k} in {n} episode(s)" for k, n in bad.items()))
     lines += [f"  video  {v['path']} ({v['frames']} frames)" for v in result["videos"]]
     lines.append(f"  -> {json_path}")
     return "\n".join(lines) + "\n"
@@ -172,6 +183,7 @@ class Selector:
         self.finished_since: float | None = None
         self.skipped: list[tuple[dict[str, Any], Path]] = []  # stored results, to show them
         self.explicit = req.checkpoint not in ("latest", "all")  # one file: --watch does not apply
+        self.claim: Claim | None = None  # OUT, claimed before the first evaluation (nothing written before)
 
     def _candidates(self, found: list[Path]) -> list[Path]:
         if self.req.checkpoint not in ("latest", "all"):
@@ -196,6 +208,9 @@ class Selector:
                 continue
             self.handled.add(key)
             if not self._already_done(path):
+                if self.claim is None:  # a second `ddppo eval` into OUT would replace these results: refused
+                    self.claim = claim_dir(self.out_dir, "ddppo eval", "pass --out DIR to evaluate into another "
+                                           "folder")
                 return ("eval", str(path))
         if not self.req.watch or self.explicit:
             if not candidates and not self.handled:
@@ -279,6 +294,9 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
                 log.warning("eval interrupted by a signal: %s not evaluated, nothing written", decision[1])
                 return 1
             if result is not None:
+                for name, count in result["non_finite"].items():
+                    log.warning("%s: %s is not a finite number in %d of %d episodes; left out of its statistics "
+                                "(null in the JSON)", result["name"], name, count, result["num_episodes"])
                 path = outputs.write(result)
                 if out is not None:
                     out.write(format_result(result, path))
@@ -288,6 +306,8 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
             outputs.close()
         if evaluator is not None:
             evaluator.close()
+        if selector is not None and selector.claim is not None:
+            selector.claim.release()
 
 
 def main(req: EvalRequest, setup_logging) -> int:

@@ -23,7 +23,7 @@ from ddppo import signals
 from ddppo.config import Config, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
-from ddppo.eval.stats import dataset_quotas, split, summarize_episodes
+from ddppo.eval.stats import dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes
 from ddppo.model.build import make_policy
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
@@ -63,7 +63,8 @@ class Evaluator:
         try:
             self.snapshot = self.envs.state_dict()
             self.probe = probe_for(self.envs)
-            self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy).to(ctx.device)
+            self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
+                                      normalize=cfg.normalize).to(ctx.device)  # statistics frozen: eval never updates them
             self.policy.eval()
             self.planned: list[list[dict[str, Any]]] | None = None
             self.quotas, self.total, self.mode = self._plan(share)
@@ -163,6 +164,7 @@ class Evaluator:
             "env": self.cfg.env.name, "mode": self.mode, "world_size": self.ctx.world_size,
             "deterministic": self.cfg.eval.deterministic, "settings": self.settings,
             "num_episodes": len(episodes), "metrics": summarize_episodes(episodes),
+            "non_finite": non_finite_counts(episodes),
             "wall_time_s": round(time.monotonic() - started, 3), "videos": videos, "episodes": episodes,
         }
         return result
@@ -210,7 +212,7 @@ class Evaluator:
                 metrics = {k: float(v) for k, v in ep.metrics.items()}
                 if counted:
                     episodes.append({"rank": self.ctx.rank, "env": i, "index": int(counts[i]), "episode": keys[i],
-                                     "metrics": metrics})
+                                     "metrics": finite_or_none(metrics)})  # NaN/inf -> null: strict JSON
                 if recorder is not None:
                     recorder.end(i, _row(res.final_obs, i), metrics, counted,
                                  {"rank": self.ctx.rank, "env": i, "index": int(counts[i]), "episode": keys[i]})

@@ -65,21 +65,40 @@ OTHER_BOUNDS = {"softspl": (0.0, 1.0), "collisions_count": (0.0, math.inf)}
 def summarize_episodes(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per reported metric, its summary over the episodes that report it (soft SPL only where defined): METRICS
     first, under their reported names, then every other scalar metric an episode reports, under its own name
-    (sorted). A value that is not a finite number is left out of its metric, with one debug line per metric."""
+    (sorted). A value that is not a finite number (NaN, inf, or null in a stored result) is left out of its
+    metric's statistics and counted in its `non_finite` (0 where every value is finite); a metric no episode
+    reports finitely has no summary (see `non_finite_counts`)."""
     out = {}
-    for key, (name, lo, hi) in METRICS.items():
-        vals = _values(episodes, key)
+    for key, name, bounds, binary in _metric_keys(episodes):
+        vals, bad = _values(episodes, key)
+        if bad:
+            log.debug("eval metric %r: %d value(s) that are not finite numbers left out", key, bad)
         if vals:
-            out[name] = summarize(vals, binary=key == "success", bounds=(lo, hi))
-    others = sorted({k for ep in episodes for k in ep["metrics"]} - set(METRICS) - {n for n, _, _ in METRICS.values()})
-    for key in others:
-        vals = _values(episodes, key)
-        if vals:
-            out[key] = summarize(vals, bounds=OTHER_BOUNDS.get(key, (-math.inf, math.inf)))
+            out[name] = {**summarize(vals, binary=binary, bounds=bounds), "non_finite": bad}
     return out
 
 
-def _values(episodes: list[dict[str, Any]], key: str) -> list[float]:
+def non_finite_counts(episodes: list[dict[str, Any]]) -> dict[str, int]:
+    """Per reported metric with any, how many episodes report it with a value that is not a finite number."""
+    counts = {name: _values(episodes, key)[1] for key, name, _, _ in _metric_keys(episodes)}
+    return {name: n for name, n in counts.items() if n}
+
+
+def finite_or_none(metrics: dict[str, float]) -> dict[str, float | None]:
+    """An episode's metrics as strict JSON can hold them: a value that is not a finite number becomes None."""
+    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+def _metric_keys(episodes: list[dict[str, Any]]) -> list[tuple[str, str, tuple[float, float], bool]]:
+    """(env key, reported name, bounds, binary) of every metric the episodes report, METRICS first."""
+    reported = {k for ep in episodes for k in ep["metrics"]}
+    out = [(key, name, (lo, hi), key == "success") for key, (name, lo, hi) in METRICS.items() if key in reported]
+    others = sorted(reported - set(METRICS) - {n for n, _, _ in METRICS.values()})
+    return out + [(key, key, OTHER_BOUNDS.get(key, (-math.inf, math.inf)), False) for key in others]
+
+
+def _values(episodes: list[dict[str, Any]], key: str) -> tuple[list[float], int]:
+    """The finite values of metric `key` and how many episodes report it otherwise."""
     vals, bad = [], 0
     for ep in episodes:
         v = ep["metrics"].get(key)
@@ -87,9 +106,7 @@ def _values(episodes: list[dict[str, Any]], key: str) -> list[float]:
             vals.append(float(v))
         elif key in ep["metrics"]:
             bad += 1
-    if bad:
-        log.debug("eval metric %r: %d value(s) that are not finite numbers left out", key, bad)
-    return vals
+    return vals, bad
 
 
 def split(total: int, parts: int) -> list[int]:

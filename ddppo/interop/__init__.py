@@ -1,3 +1,4 @@
-"""Other trainers' files: safe_unpickle.py (the restricted unpickler for files that are not weights-only),
-habitat_checkpoint.py (habitat-baselines DD-PPO checkpoints: key mapping, reading, compatibility),
-export.py (`ddppo export`: a ddppo run written in another trainer's format), cli.py (registers `export`)."""
+"""Other trainers' files, below the checkpoint format: safe_unpickle.py (the restricted unpickler for files that
+are not weights-only), foreign.py (foreign checkpoints as one type), habitat_checkpoint.py (habitat-baselines
+DD-PPO checkpoints: key mapping, reading, compatibility). Writing them is the `ddppo export` application
+(ddppo/export/)."""

@@ -1,6 +1,6 @@
 """Checkpoints other trainers wrote, as one type: the one way to ask "is this a foreign checkpoint?".
 
-`ddppo/checkpoint.py` `load` reads ddppo's own files; a file that is not one goes to `read` here, which asks
+`ddppo/checkpoint/format.py` `load` reads ddppo's own files; a file that is not one goes to `read` here, which asks
 each foreign format's reader in turn (habitat-baselines today: ddppo/interop/habitat_checkpoint.py). The loaded
 checkpoint then carries a `ForeignCheckpoint` under "foreign" in place of a config, and callers ask
 `checkpoint.foreign(data)`: None for ddppo's own files.

@@ -1,4 +1,4 @@
-"""habitat-baselines DD-PPO checkpoints in and out (policy.architecture=habitat_baselines: PointNavResNetPolicy;
+"""habitat-baselines DD-PPO checkpoints: the key mapping both ways, reading, compatibility (policy.architecture=habitat_baselines: PointNavResNetPolicy;
 habitat_baselines_simple: PointNavBaselinePolicy).
 
 habitat-baselines' trainer saves `{"state_dict", "config", "extra_state": {"step", ...}}` (0.2.x releases:
@@ -26,15 +26,6 @@ _MARKER = "net.visual_encoder.backbone.conv1.0.weight"
 _SIMPLE_MARKER = "net.visual_encoder.cnn.0.weight"  # PointNavBaselinePolicy's first conv
 POLICY_NAMES = {"habitat_baselines": "PointNavResNetPolicy", "habitat_baselines_simple": "PointNavBaselinePolicy"}
 LAYOUTS = ("0.3", "0.2")  # export key layouts: unprefixed (habitat-baselines >= 0.3), `actor_critic.` (0.2.x)
-# habitat-baselines' backbone names as ddppo's (policy.resnet_layers, policy.resnet_bottleneck)
-BACKBONES = {"resnet18": ((2, 2, 2, 2), False), "resnet50": ((3, 4, 6, 3), True)}
-
-
-def backbone_name(policy: Any) -> str | None:
-    """habitat-baselines' backbone name for a PolicyConfig's resnet_layers/resnet_bottleneck, or None."""
-    key = (tuple(policy.resnet_layers), bool(policy.resnet_bottleneck))
-    return next((name for name, value in BACKBONES.items() if value == key), None)
-
 
 # ------------------------------------------------------------------ the key mapping
 def from_habitat_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -161,24 +152,6 @@ def problems(info: Any, cfg: Any) -> list[str]:
             if mine != value:
                 out.append(f"{key}: checkpoint {value!r}, this config {mine!r}")
     return out
-
-
-# ----------------------------------------------------------------------- writing
-def export_payload(model: dict[str, torch.Tensor], cfg: Any, env_steps: int, layout: str = "0.3") -> dict[str, Any]:
-    """What habitat-baselines' trainer writes, with the config as plain data (loads with weights_only=True):
-    layout "0.3" (unprefixed keys, lower-case config keys) or "0.2" (`actor_critic.` keys, 0.2.x's upper-case
-    config keys). The config names the policy and its sizes only: habitat-baselines' evaluators then run with
-    their own config (0.3.x: habitat_baselines.load_resume_state_config=False; 0.2.x: EVAL.USE_CKPT_CONFIG False)."""
-    p = cfg.policy
-    backbone = backbone_name(p) or "unknown"
-    rl = {"policy": {"name": POLICY_NAMES.get(p.architecture, "unknown")}, "ppo": {"hidden_size": p.hidden_size},
-          "ddppo": {"rnn_type": p.rnn_type.upper(), "backbone": backbone, "num_recurrent_layers": p.rnn_layers}}
-    if layout == "0.2":
-        config: dict[str, Any] = {"RL": {k.upper(): v for k, v in rl.items()}, "exported_by": "ddppo"}
-    else:
-        config = {"habitat_baselines": {"rl": rl}, "exported_by": "ddppo"}
-    return {"state_dict": {k: v.detach().cpu().clone() for k, v in to_habitat_keys(model, layout).items()},
-            "config": config, "extra_state": {"step": int(env_steps), "wall_time": 0.0}}
 
 
 def parameter_count(state_dict: dict[str, torch.Tensor]) -> int:

@@ -33,12 +33,19 @@ from torch import nn
 from torch.distributions import Categorical
 
 from ddppo.config import ConfigError, PolicyConfig
-from ddppo.interop.habitat_checkpoint import BACKBONES, backbone_name
 from ddppo.model.policy import Policy, RecurrentCore
 
 GOAL_KEY = "pointgoal_with_gps_compass"
 EMBED = 32  # habitat-baselines' goal and previous-action embedding width
 FLAT = 2048  # size the compression conv's output flattens to (about)
+# habitat-baselines' backbone names as ddppo's (policy.resnet_layers, policy.resnet_bottleneck)
+BACKBONES = {"resnet18": ((2, 2, 2, 2), False), "resnet50": ((3, 4, 6, 3), True)}
+
+
+def backbone_name(policy: PolicyConfig) -> str | None:
+    """habitat-baselines' backbone name for a PolicyConfig's resnet_layers/resnet_bottleneck, or None."""
+    key = (tuple(policy.resnet_layers), bool(policy.resnet_bottleneck))
+    return next((name for name, value in BACKBONES.items() if value == key), None)
 
 
 def _conv(cin: int, cout: int, kernel: int, stride: int = 1) -> nn.Conv2d:

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from ddppo.config import PolicyConfig
+from ddppo.config import NormalizeConfig, PolicyConfig
+from ddppo.model.normalize import ObsNormalizer, continuous_control, resolve
 from ddppo.model.pooling import AdaptiveAvgPool
 
 
@@ -180,16 +181,50 @@ class RecurrentCore(nn.Module):
         return out, hn[:, last]
 
 
+def separate_critic(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
+                    cfg: PolicyConfig) -> bool:
+    """policy.critic resolved: separate, or auto on continuous control with an MLP policy (no recurrence)."""
+    if cfg.critic == "auto":
+        return (cfg.architecture == "ddppo" and cfg.rnn_type == "none"
+                and continuous_control(obs_space, action_space))
+    return cfg.critic == "separate"
+
+
+class Trunk(nn.Module):
+    """An encoder per observation key, fused into one feature vector: (B, ...) per key -> (B, H)."""
+
+    def __init__(self, obs_space: gymnasium.spaces.Dict, cfg: PolicyConfig):
+        super().__init__()
+        self.keys = sorted(obs_space.spaces)
+        self.encoders = nn.ModuleDict({k: make_encoder(obs_space[k], cfg) for k in self.keys})
+        self.fuse = nn.Sequential(_init(nn.Linear(cfg.hidden_size * len(self.keys), cfg.hidden_size)), nn.ReLU())
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.fuse(torch.cat([self.encoders[k](obs[k]) for k in self.keys], dim=-1))
+
+
 class Policy(nn.Module):
-    """Encoders -> (recurrent core) -> categorical or diagonal-Gaussian actor, and a critic."""
+    """(Observation normalisation) -> encoders -> (recurrent core) -> categorical or diagonal-Gaussian actor, and
+    a critic: on the same features (shared trunk) or on a trunk of its own (`critic_trunk`, policy.critic).
+
+    With a critic of its own, the features handed between the methods below are the actor's and the critic's
+    side by side (..., 2H); the actor reads the first half, the value head the second, so no gradient of the
+    value loss reaches the actor's parameters."""
 
     def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
-                 cfg: PolicyConfig, value_head: bool = True):
+                 cfg: PolicyConfig, value_head: bool = True, normalize: NormalizeConfig | None = None):
         super().__init__()
         self.keys = sorted(obs_space.spaces)
         self.encoders = nn.ModuleDict({k: make_encoder(obs_space[k], cfg) for k in self.keys})
         width = cfg.hidden_size
         self.fuse = nn.Sequential(_init(nn.Linear(width * len(self.keys), width)), nn.ReLU())
+        if normalize is not None and resolve(normalize.obs, obs_space, action_space):
+            self.obs_norm = ObsNormalizer(obs_space, normalize.clip_obs, normalize.epsilon)
+        separate = value_head and separate_critic(obs_space, action_space, cfg)
+        if separate and cfg.rnn_type != "none":
+            raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "
+                             "is not implemented): set policy.rnn_type=none or policy.critic=shared")
+        self.critic_trunk = Trunk(obs_space, cfg) if separate else None
         self.core = RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers) if cfg.rnn_type != "none" else None
         self.hidden_size = width
         self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
@@ -210,20 +245,29 @@ class Policy(nn.Module):
     # --------------------------------------------------------------- internals
     def _features(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
                   start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs (T, N, ...) -> features (T, N, H), new hidden."""
+        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), new hidden."""
         T, N = start.shape
-        flat = [self.encoders[k](obs[k].reshape(T * N, *obs[k].shape[2:])) for k in self.keys]
+        flat_obs = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in self.keys}
+        norm = getattr(self, "obs_norm", None)
+        if norm is not None:
+            flat_obs = norm(flat_obs)
+        flat = [self.encoders[k](flat_obs[k]) for k in self.keys]
         x = self.fuse(torch.cat(flat, dim=-1)).view(T, N, -1)
+        if self.critic_trunk is not None:  # rnn_type=none: no recurrent core
+            return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), hidden
         if self.core is None:
             return x, hidden
         return self.core(x, hidden, start)
+
+    def _actor_features(self, features: torch.Tensor) -> torch.Tensor:
+        return features[..., : self.hidden_size] if getattr(self, "critic_trunk", None) is not None else features
 
     def distribution(self, features: torch.Tensor) -> torch.distributions.Distribution:
         return self.params_to_distribution(self.dist_params(features))
 
     def dist_params(self, features: torch.Tensor) -> torch.Tensor:
         """Action distribution as one tensor: log-probs (..., A), or Gaussian (mean, log_std) (..., 2A)."""
-        out = self.actor(features)
+        out = self.actor(self._actor_features(features))
         if self.discrete:
             return torch.log_softmax(out, -1)
         return torch.cat([out, self.log_std.expand_as(out)], -1)
@@ -259,6 +303,8 @@ class Policy(nn.Module):
     def _value(self, features: torch.Tensor) -> torch.Tensor:
         if self.critic is None:
             return torch.zeros(features.shape[:-1], device=features.device)
+        if getattr(self, "critic_trunk", None) is not None:
+            features = features[..., self.hidden_size:]
         return self.critic(features).squeeze(-1)
 
     # ---------------------------------------------------------------- public
@@ -269,7 +315,7 @@ class Policy(nn.Module):
         feats, hidden = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
         feats = feats[0]
         if self.discrete:  # the hot path: no Distribution object per step
-            logp_all = torch.log_softmax(self.actor(feats), -1)
+            logp_all = torch.log_softmax(self.actor(self._actor_features(feats)), -1)
             if deterministic:
                 action = logp_all.argmax(-1)
             else:

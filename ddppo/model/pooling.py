@@ -23,19 +23,34 @@ def averaging_matrix(size: int, bins: int) -> torch.Tensor:
 
 
 class AdaptiveAvgPool(nn.Module):
-    """`nn.AdaptiveAvgPool2d(output_size)` with a deterministic CUDA path; no parameters, no saved state."""
+    """`nn.AdaptiveAvgPool2d(output_size)` with a deterministic CUDA path; no parameters, no saved state.
+
+    The averaging matrices are made once per input size, device and dtype and kept on the device (a plain
+    cache, not buffers: nothing enters the state dict), not rebuilt on the CPU and copied from pageable memory on
+    every forward, acting steps included."""
 
     def __init__(self, output_size: tuple[int, int]):
         super().__init__()
         self.output_size = tuple(output_size)
         self.native = nn.AdaptiveAvgPool2d(self.output_size)
+        self._matrices: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (x.is_cuda and torch.are_deterministic_algorithms_enabled()):
             return self.native(x)
         return self.by_matrices(x)
 
+    def matrices(self, height: int, width: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor,
+                                                                                                 torch.Tensor]:
+        """(rows, transposed cols) averaging matrices for a (height, width) input, cached on `device`."""
+        key = (height, width, device, dtype)
+        found = self._matrices.get(key)
+        if found is None:
+            rows = averaging_matrix(height, self.output_size[0]).to(device, dtype)
+            cols_t = averaging_matrix(width, self.output_size[1]).T.contiguous().to(device, dtype)
+            found = self._matrices[key] = (rows, cols_t)
+        return found
+
     def by_matrices(self, x: torch.Tensor) -> torch.Tensor:
-        rows = averaging_matrix(x.shape[-2], self.output_size[0]).to(x.device, x.dtype)
-        cols = averaging_matrix(x.shape[-1], self.output_size[1]).to(x.device, x.dtype)
-        return rows @ x @ cols.T
+        rows, cols_t = self.matrices(x.shape[-2], x.shape[-1], x.device, x.dtype)
+        return rows @ x @ cols_t

@@ -9,9 +9,17 @@ import torch
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
     """sum(weight * x) over the samples where mask > 0, divided by their count (1 if none). Masked-out samples
-    are selected away, never multiplied by 0 (they may hold NaN: NaN * 0 is NaN)."""
-    w = mask if weight is None else mask * weight
-    return torch.where(mask > 0, x * w, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1.0)
+    are selected away before any product, never multiplied by 0 (they may hold NaN or inf: NaN * 0 is NaN, and
+    so is the gradient 0 * inf), so neither the value nor the gradient sees them."""
+    keep = mask > 0
+    w = mask if weight is None else mask * _kept(weight, keep)
+    return (_kept(x, keep) * _kept(w, keep)).sum() / mask.sum().clamp(min=1.0)
+
+
+def _kept(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """`x` where `keep`, 0 elsewhere (broadcast): a selection, whose gradient at the dropped slots is exactly 0
+    whatever they held."""
+    return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 @dataclasses.dataclass
@@ -53,6 +61,14 @@ def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.T
     `weight` (broadcast against the samples; VER's importance weights) weighs the policy, value and entropy
     terms as habitat-baselines' VER does: mean(weight * term) over the valid samples; diagnostics stay unweighted.
     """
+    # Padded (masked) slots may hold anything (a stale old_logp far below new_logp: exp overflows to inf, and
+    # backward multiplies that inf by the 0 of the mask: NaN). Every input is sanitised at those slots BEFORE any
+    # exp or product, so the loss and its gradient are the same whatever they held.
+    keep = valid > 0
+    new_logp, old_logp, advantages, entropy, values, old_values, returns = (
+        _kept(t, keep) for t in (new_logp, old_logp, advantages, entropy, values, old_values, returns))
+    weight = None if weight is None else _kept(weight, keep)
+    kl_ref = None if kl_ref is None else _kept(kl_ref, keep)
     log_ratio = new_logp - old_logp
     ratio = log_ratio.exp()
     surrogate = torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)

@@ -6,12 +6,24 @@ overlapped with backward) weights every rank by its sample count, so the applied
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
-Advantage normalisation (ppo.normalize_advantage, GAE): mean and population
-std over every valid sample of every rank, from one all-reduce of (sum, sum of
-squares, count) before the epochs, so a sample's advantage does not depend on
-which rank collected it and ranks count by their number of valid samples. GRPO
-advantages are already normalised within their group, and a group never spans
-ranks, so they are rank-independent as they are.
+Sample weighting in variable mode (`sample_weighting`, from rollout.variable_weighting): minibatches are split
+by environment (recurrent sequences stay whole, every rank takes the same number of steps), and envs hold
+segments of different lengths, so minibatches hold different numbers of samples. `per_minibatch` keeps each
+minibatch's gradient the mean over its own samples (of all ranks): a sample of a short minibatch counts more
+than one of a long one, and an env's weight depends on which envs share its minibatch. `per_sample` is VER's
+weighting (habitat-baselines cuts shuffled steps into equal-size minibatches): after the all-reduce each
+minibatch's gradient is multiplied by C_m / (N / M) (C_m: its valid samples over all ranks, N: the rollout's
+valid samples over all ranks, from one all-reduce per update, M: ppo.num_mini_batch), so it is the gradient
+of sum(w_i * loss_i) / (N / M) over the minibatch's samples of all ranks: over an epoch every valid sample of
+every rank counts alike (times its importance weight w_i), whatever its env's segment length or minibatch.
+With equal-size minibatches (fixed mode) the factor is exactly 1. Gradient clipping follows the scaling.
+per_sample is variable mode's default: as fast to a threshold as per_minibatch within the spread of 5 seeds on
+a skewed-speed env and gridnav (docs/results/ver-weighting.md), and the weighting the invariant above states.
+
+Advantage normalisation over the rollout is the estimator's (ddppo/advantage/): `update` asks it once, before
+the epochs, on every rank (GAE with ppo.normalize_advantage_per=update: over every valid sample of every rank,
+one all-reduce). ppo.normalize_advantage_per=minibatch standardises each minibatch on its own rank instead (SB3,
+CleanRL), without a collective (`minibatch_normalized`).
 
 Empty minibatches: a minibatch with no valid sample on any rank makes no
 optimiser step (nor Adam step count); the learning rate follows the env-step
@@ -30,6 +42,7 @@ from collections import defaultdict
 
 import torch
 
+from ddppo.advantage import Estimator
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo import timing
@@ -47,6 +60,7 @@ class UpdateResult:
 
 EPOCH_KEYS = ("approx_kl", "clip_fraction", "ratio_min", "ratio_max", "ratio_mean")
 UPDATE_KEYS = ("grad_norm", "explained_variance")  # what the update measures besides the loss terms
+SAMPLE_WEIGHTINGS = ("per_minibatch", "per_sample")
 
 
 class _Stats:
@@ -94,21 +108,16 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
-    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
-
-    Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
-    the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
-    """
-    m = valid.double()
-    a = torch.where(valid > 0, adv.double(), torch.zeros_like(m))  # selected, not multiplied: padding may be NaN
-    local = torch.stack([a.sum(), (a * a).sum(), m.sum()])
-    total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
-    if count <= 0:
-        return
-    mean = total / count
-    std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
-    adv.sub_(mean).div_(std + 1e-8)
+def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(adv - mean) / (std + 1e-8) over this minibatch's valid samples on this rank (ppo.normalize_advantage_per=
+    minibatch, as SB3 and CleanRL; sample std, as torch's and numpy's defaults there differ: SB3 uses torch's).
+    No collective: each rank's minibatch is standardised on its own."""
+    mask = valid > 0
+    n = int(mask.sum())
+    if n < 2:
+        return adv
+    picked = adv[mask]
+    return torch.where(mask, (adv - picked.mean()) / (picked.std() + 1e-8), adv)
 
 
 def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
@@ -121,8 +130,12 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.
 
 
 class PPOUpdater:
-    def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0):
-        self.policy, self.cfg, self.ctx = policy, cfg, ctx
+    def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
+                 sample_weighting: str = "per_minibatch", *, advantage: Estimator):
+        if sample_weighting not in SAMPLE_WEIGHTINGS:
+            raise ValueError(f"sample_weighting={sample_weighting!r}: use one of {', '.join(SAMPLE_WEIGHTINGS)}")
+        self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
+        self.per_sample = sample_weighting == "per_sample"
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
@@ -142,20 +155,29 @@ class PPOUpdater:
         `generator` draws the minibatches' env permutations (None: torch's global generator)."""
         cfg = self.cfg
         L = storage.step
-        if cfg.normalize_advantage and cfg.critic:  # config-driven: the same on every rank
-            normalize_advantages(storage.advantages[:L], storage.valid[:L], self.ctx)
+        self.advantage.normalise(storage, self.ctx)  # before the epochs, on every rank
         acc = _Stats()
         skipped = 0
+        per_sample = self._per_sample_scale(storage) if self.per_sample else None
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params):
-                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef)
+            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
+                                          split=cfg.minibatch_split):
+                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample)
         stats = acc.result()
         if L > 0 and cfg.critic:
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
                                                              storage.valid[:L])
         return UpdateResult(stats, skipped)
 
-    def _minibatch_step(self, mb: MiniBatch, epoch: int, acc: _Stats, timer, kl_coef: float) -> int:
+    def _per_sample_scale(self, storage: RolloutStorage) -> float:
+        """M / N: num_mini_batch over the rollout's valid samples of all ranks (one all-reduce, every rank)."""
+        L = storage.step
+        local = storage.valid[:L].sum().reshape(1)
+        total = float(self.ctx.all_reduce_sums(local, "valid sample count all-reduce")[0])
+        return self.cfg.num_mini_batch / max(total, 1.0)
+
+    def _minibatch_step(self, mb: MiniBatch, epoch: int, acc: _Stats, timer, kl_coef: float,
+                        per_sample: float | None = None) -> int:
         """Loss, backward, gradient all-reduce and optimiser step for one minibatch; 1 if the step was
         skipped for non-finite gradients, else 0.
 
@@ -163,13 +185,19 @@ class PPOUpdater:
         short or preempted rollouts): the gradient is zero, but Adam would still move every weight by its
         stale momentum and advance its step count. The decision uses the all-reduced sample count that
         comes back with the gradients, so it is the same on every rank, and the collectives are unchanged.
+
+        `per_sample` (M / N, per_sample weighting): the averaged gradient is scaled by the minibatch's global
+        sample count times it (see the module docstring), before clipping.
         """
         cfg = self.cfg
         with timer(timing.LEARN_FORWARD_BACKWARD):
             logp, entropy, values, params = self.policy.evaluate_with_params(
                 mb.obs, mb.hidden, mb.episode_start, mb.actions)
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
-            out = ppo_loss(logp, mb.old_logp, mb.advantages, entropy, values, mb.old_values, mb.returns,
+            adv = mb.advantages
+            if cfg.normalize_advantage and cfg.critic and cfg.normalize_advantage_per == "minibatch":
+                adv = minibatch_normalized(adv, mb.valid)
+            out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
                            mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
                            kl_coef=kl_coef, weight=None if mb.weight is None else mb.weight[None, :])
@@ -181,6 +209,10 @@ class PPOUpdater:
         with timer(timing.ALLREDUCE):
             global_count = self.reducer.finish()
         with timer(timing.OPTIMIZER):
+            if per_sample is not None:  # mean over this minibatch's samples -> sum over them / (N / M)
+                factor = global_count * per_sample
+                for p in self.params:
+                    p.grad.mul_(factor)
             # the norm before clipping; clipping non-finite gradients is harmless: the step is skipped
             norm = torch.nn.utils.clip_grad_norm_(
                 self.params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"), foreach=True)

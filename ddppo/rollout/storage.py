@@ -16,6 +16,8 @@ Masked-out steps may hold anything (an older rollout's data, a NaN reward): a ma
 them. GAE selects them away (torch.where), advantages and returns there are exactly 0, and the loss takes
 masked means with torch.where (ppo/loss.py), so a NaN outside the valid steps poisons nothing.
 
+The storage keeps buffers only: advantages and returns are written by the estimator (ddppo/advantage/).
+
 Sample weights (`env_weight`, variable mode with rollout.importance_weights): one weight per env for the
 rollout's samples, handed to the loss with each minibatch; None (every other mode) weighs all alike.
 """
@@ -29,7 +31,6 @@ import gymnasium
 import numpy as np
 import torch
 
-from ddppo.rollout.gae import gae
 
 
 @dataclasses.dataclass
@@ -153,34 +154,17 @@ class RolloutStorage:
     def last_obs(self) -> dict[str, torch.Tensor]:
         return {k: v[self.step] for k, v in self.obs.items()}
 
-    def set_advantages(self, advantages: torch.Tensor, loss_mask: torch.Tensor) -> None:
-        """Advantages computed elsewhere (critic-free GRPO), with the steps they are defined for."""
-        L = self.step
-        self.advantages.zero_()
-        self.returns.zero_()
-        self.advantages[:L] = advantages.to(self.device)
-        self.loss_mask[:L] = loss_mask.to(self.device)
-
-    def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE over the collected steps, bootstrapping from `last_value` = V(obs[L])."""
-        L = self.step
-        if self.lengths is None:
-            self.values[L].copy_(last_value)
-        else:  # each env bootstraps from the value after its own last step
-            self.values[self.lengths.to(self.device), torch.arange(self.num_envs, device=self.device)] = last_value
-        adv, ret = gae(self.rewards[:L], self.values[: L + 1], self.dones[:L], gamma, lam, self.lengths)
-        self.advantages.zero_()
-        self.returns.zero_()
-        self.advantages[:L] = adv
-        self.returns[:L] = ret  # 0 past each env's length (gae)
-
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
-                    ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:
-        """`num_mini_batch` minibatches split by environment over the collected steps.
+                    ref_params: torch.Tensor | None = None, split: str = "env") -> Iterator[MiniBatch]:
+        """`num_mini_batch` minibatches split by environment over the collected steps (`split="sample"`: of
+        samples drawn at random from every (step, env), for feed-forward policies: `sample_minibatches`).
 
         Always yields exactly `num_mini_batch` batches, however few steps were collected,
         so every rank performs the same number of optimiser steps (and collectives).
         """
+        if split == "sample":
+            yield from self.sample_minibatches(num_mini_batch, generator, ref_params)
+            return
         L = self.step
         perm = torch.randperm(self.num_envs, generator=generator).to(self.device)
         valid = self.valid
@@ -197,4 +181,32 @@ class RolloutStorage:
                 valid=valid[:L, idx],
                 ref_params=None if ref_params is None else ref_params[:, idx],
                 weight=None if self.env_weight is None else self.env_weight[idx],
+            )
+
+    def sample_minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
+                           ref_params: torch.Tensor | None = None) -> Iterator[MiniBatch]:
+        """Exactly `num_mini_batch` minibatches of (step, env) samples in random order (SB3's and CleanRL's
+        minibatches; ppo.minibatch_split=sample), each shaped as one step of B "envs" (1, B, ...), with a zero
+        recurrent state: only for policies without recurrence. Masked-out slots are drawn too and stay masked,
+        so the number of minibatches never depends on what was collected."""
+        L, N = self.step, self.num_envs
+        perm = torch.randperm(L * N, generator=generator).to(self.device)
+        valid = self.valid[:L].reshape(L * N)
+
+        def flat(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+            return x[:L].reshape(L * N, *x.shape[2:])[idx].unsqueeze(0)
+
+        for idx in torch.tensor_split(perm, num_mini_batch):
+            yield MiniBatch(
+                obs={k: flat(v, idx) for k, v in self.obs.items()},
+                episode_start=flat(self.episode_start, idx),
+                hidden=self.hidden0.new_zeros(self.hidden0.shape[0], idx.numel(), self.hidden0.shape[-1]),
+                actions=flat(self.actions, idx),
+                old_logp=flat(self.logp, idx),
+                old_values=flat(self.values, idx),
+                advantages=flat(self.advantages, idx),
+                returns=flat(self.returns, idx),
+                valid=valid[idx].unsqueeze(0),
+                ref_params=None if ref_params is None else flat(ref_params, idx),
+                weight=None if self.env_weight is None else self.env_weight.to(self.device)[idx % N],
             )

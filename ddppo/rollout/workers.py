@@ -86,6 +86,7 @@ class WorkerCollector(RolloutCollector):
             obs, flags = actor.staging.step_to_device(res.obs, {"reward": res.reward, "done": res.done}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
         hidden_after = self.pending["hidden"][:, idx_dev]
+        reward = self.scaled(reward, done, idx_dev)
         if res.truncated.any() and self.policy.critic is not None:
             with self.timer(timing.POLICY_FORWARD):
                 reward = reward + self.truncation_bootstrap(res, hidden_after, idx.numpy())

@@ -6,6 +6,8 @@ Order (nothing is written or launched until every step before it passed):
   3. plan: done -> skip, alive elsewhere (local process / queued array task) -> skip,
      has checkpoints -> resume, else new
   4. write the manifest and each run's config.yaml, then launch the runs to (re)start.
+One sweep at a time per sweep dir (SWEEP_DIR/.lock, held while it runs; a second refuses at once); each run's
+`ddppo train` claims its own run dir as well.
 
 Every run trains with `ddppo train RUN_DIR/config.yaml run.dir=RUN_DIR`: the config that was validated is the
 one that runs, however long an array task waits in the queue; the trainer resumes from the run dir's newest
@@ -29,7 +31,7 @@ from typing import Callable, Sequence
 import ddppo
 from ddppo import signals
 from ddppo.distributed.launch import without_launch_vars
-from ddppo.rundir import RunDir, write_json
+from ddppo.rundir import RunDir, claim_dir, write_json
 from ddppo.config import ConfigError, diff_keys, get_key
 from ddppo.sweep import runs as disk
 from ddppo.sweep.spec import Run, SweepError, SweepSpec, cli_overrides, expand, load_spec, override_list
@@ -269,6 +271,17 @@ def sweep(spec_path: str | Path, items: Sequence[str] = (), launcher: str = "loc
     sweep_dir = Path(sweep_dir or spec.sweep_dir or Path("runs") / "sweeps" / spec.name).resolve()
     runs = expand(spec, cli_overrides(items), sweep_dir)
     check_unchanged(runs)
+    if dry_run:
+        return _launch(spec, sweep_dir, runs, items, launcher, True, max_parallel, sbatch_args, out)
+    # one live sweep per sweep dir: a second one would launch the same runs and overwrite their state files
+    with claim_dir(sweep_dir, "ddppo sweep", "pass --sweep-dir DIR for another sweep", "wait for it to finish, "
+                   "or stop it (its runs checkpoint first; running the sweep again resumes them)"):
+        return _launch(spec, sweep_dir, runs, items, launcher, False, max_parallel, sbatch_args, out)
+
+
+def _launch(spec: SweepSpec, sweep_dir: Path, runs: Sequence[Run], items: Sequence[str], launcher: str,
+            dry_run: bool, max_parallel: int | None, sbatch_args: Sequence[str], out: Callable[[str], None]) -> int:
+    """Plan, show, write and launch (the sweep dir claimed unless `dry_run`)."""
     planned = plan(sweep_dir, runs, disk.SlurmQueue())
     parallel = max_parallel or spec.max_parallel or (1 if launcher == "local" else None)
     out(describe(spec, sweep_dir, items, planned, launcher, parallel))

@@ -15,6 +15,7 @@ run), curves.png (every metric, one panel each) and one PNG per metric (train_re
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ddppo.rundir import atomic_write
 from ddppo.sweep import runs as disk
 from ddppo.sweep.spec import SweepError
 
@@ -140,21 +142,23 @@ def write_csv(rows: Sequence[VariantRow], results: Sequence[RunResult], metrics:
               out_dir: Path) -> list[Path]:
     variants, per_run = out_dir / "summary.csv", out_dir / "runs.csv"
     counts = list(disk.STATUSES)
-    with open(variants, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["variant", "runs", *counts, "env_steps_mean",
-                    *(f"{m}_{s}" for m in metrics for s in ("mean", "std", "n"))])
-        for row in rows:
-            c = Counter(r.status for r in row.runs)
-            w.writerow([row.variant, len(row.runs), *(c[s] for s in counts), _num(row.env_steps),
-                        *(v for m in metrics for v in (_num(row.stats[m][0]), _num(row.stats[m][1]),
-                                                        row.stats[m][2]))])
-    with open(per_run, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["run", "variant", "seed", "status", "env_steps", *metrics])
-        for r in results:
-            w.writerow([r.name, r.variant, "" if r.seed is None else r.seed, r.status,
-                        "" if r.env_steps is None else r.env_steps, *(_num(r.final[m]) for m in metrics)])
+    f = io.StringIO(newline="")
+    w = csv.writer(f)
+    w.writerow(["variant", "runs", *counts, "env_steps_mean",
+                *(f"{m}_{s}" for m in metrics for s in ("mean", "std", "n"))])
+    for row in rows:
+        c = Counter(r.status for r in row.runs)
+        w.writerow([row.variant, len(row.runs), *(c[s] for s in counts), _num(row.env_steps),
+                    *(v for m in metrics for v in (_num(row.stats[m][0]), _num(row.stats[m][1]),
+                                                    row.stats[m][2]))])
+    atomic_write(variants, f.getvalue())  # a reader (or a second summary) sees a whole file, never half of one
+    f = io.StringIO(newline="")
+    w = csv.writer(f)
+    w.writerow(["run", "variant", "seed", "status", "env_steps", *metrics])
+    for r in results:
+        w.writerow([r.name, r.variant, "" if r.seed is None else r.seed, r.status,
+                    "" if r.env_steps is None else r.env_steps, *(_num(r.final[m]) for m in metrics)])
+    atomic_write(per_run, f.getvalue())
     return [variants, per_run]
 
 
@@ -204,6 +208,12 @@ def _draw(ax, rows: Sequence[VariantRow], metric: str, colors: dict[str, str]) -
     ax.grid(alpha=0.3)
 
 
+def _save(fig, path: Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format="png")
+    atomic_write(path, buf.getvalue())
+
+
 def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, title: str) -> list[Path]:
     """One PNG per metric and curves.png with all of them; colours are the same variant everywhere."""
     import matplotlib
@@ -224,7 +234,7 @@ def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, titl
             ax.text(0.5, 0.5, "no run logged this metric", ha="center", va="center", transform=ax.transAxes)
         path = out_dir / f"{metric.replace('/', '_')}.png"
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        _save(fig, path)
         plt.close(fig)
         files.append(path)
     cols = min(3, len(metrics))
@@ -241,7 +251,7 @@ def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, titl
     fig.suptitle(f"{title} (mean ± std over seeds)")
     fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(labels) / 2), 1, 0.96))
     path = out_dir / "curves.png"
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return [path, *files]
 
@@ -264,7 +274,7 @@ def summarize(sweep_dir: str | Path, metrics: Sequence[str] = DEFAULT_METRICS, s
     text = markdown(rows, metrics, title)
     out_dir = sweep_dir / "summary"
     out_dir.mkdir(exist_ok=True)
-    (out_dir / "summary.md").write_text(text)
+    atomic_write(out_dir / "summary.md", text)
     files = [out_dir / "summary.md", *write_csv(rows, results, metrics, out_dir)]
     if plots:
         files += plot(rows, metrics, out_dir, f"sweep {manifest['name']}")

@@ -44,8 +44,14 @@ from ddppo.rollout.storage import RolloutStorage
 
 
 def acting_copy(policy: Policy) -> Policy:
-    """A copy of `policy` that acts while the learner updates `policy` (no gradients; refreshed by `refresh`)."""
+    """A copy of `policy` that acts while the learner updates `policy` (no gradients; refreshed by `refresh`,
+    whose in-place copies keep the layout). deepcopy copies an LSTM/GRU's weights one by one and never calls
+    `flatten_parameters`: on CUDA cuDNN would warn that they are not one contiguous chunk and repack them on every
+    acting step, so the copy's recurrent modules are flattened here (a no-op on the CPU)."""
     acting = copy.deepcopy(policy)
+    for module in acting.modules():
+        if isinstance(module, torch.nn.RNNBase):
+            module.flatten_parameters()
     for p in acting.parameters():
         p.requires_grad_(False)
     return acting

@@ -11,30 +11,34 @@ import logging
 import random
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from ddppo.envs.registry import EnvSpec, make_vec_env
 from ddppo import checkpoint as ckpt
+from ddppo.checkpoint.manager import CheckpointManager, Stateful
 from ddppo import signals
-from ddppo.config import Config, to_yaml
+from ddppo.config import Config, ConfigError
 from ddppo.distributed import DistContext
 from ddppo import timing
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
+from ddppo.train.normalization import Normalization
 from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
+from ddppo.model.normalize import resolve
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
-from ddppo.train.advantage import advantage_for
-from ddppo.train.resume import check_run_dir, resume, write_run_dir
+from ddppo.advantage import estimator_for
+from ddppo.train.resume import check_run_dir, claim_run_dir, write_run_dir
 from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.overlap import OverlapLearning, acting_copy
@@ -42,27 +46,47 @@ from ddppo.train.stats import StepStats, agree_metric_names, memory_usage, reduc
 
 log = logging.getLogger(__name__)
 
-class Stateful(Protocol):
-    """A saved-state owner: its own namespace of every rank's checkpoint state (torchtitan's Stateful)."""
+class RunningEpisodes:
+    """The owner of the running episodes (namespace "collector"): the collector's observation, start flags,
+    recurrent state and environment state; resuming without them starts fresh episodes seeded from the update.
+    Under rollout.overlap_learning nothing is saved: at a checkpoint the collector has already collected the
+    next rollout, which no update has learned on; it is dropped, and a resumed run starts fresh episodes
+    (train/overlap.py)."""
 
-    def state_dict(self) -> Any: ...
+    def __init__(self, trainer: Trainer, saved: bool):
+        self.trainer, self.saved = trainer, saved
 
-    def load_state_dict(self, state: Any) -> None: ...
+    def state_dict(self) -> dict[str, Any] | None:
+        return self.trainer.collector.state_dict() if self.saved else None
 
-
-class NothingSaved:
-    """The collector's owner under rollout.overlap_learning: nothing is saved. At a checkpoint the collector
-    has already collected the next rollout, which no update has learned on; it is dropped, and a resumed run
-    starts fresh episodes (train/overlap.py)."""
-
-    def state_dict(self) -> None:
-        return None
-
-    def load_state_dict(self, state: Any) -> None:
-        """Nothing to restore."""
+    def resume(self, state: dict[str, Any] | None) -> bool:
+        return self.trainer.collector.resume(state, self.trainer.update)
 
 
-NOTHING_SAVED = NothingSaved()
+class Counters:
+    """The training progress every rank agrees on (namespace "counters"): update, env steps, skipped updates in
+    a row, the KL coefficient and the window of recent updates' episode statistics."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        t = self.trainer
+        return {"update": t.update, "env_steps": t.env_steps, "skipped_in_a_row": t.skipped_in_a_row,
+                "kl_beta": t.reference.beta if t.reference is not None else 0.0,
+                "window": [list(w) for w in t.window], "episode_metrics": list(t.metric_names)}
+
+    def load_state_dict(self, counters: dict[str, Any]) -> None:
+        t = self.trainer
+        t.update, t.env_steps = counters["update"], counters["env_steps"]
+        t.skipped_in_a_row = counters["skipped_in_a_row"]
+        t.window.clear()
+        saved = tuple(counters.get("episode_metrics") or EPISODE_KEYS)  # the window's columns
+        for sums, counts, steps, seconds in counters["window"]:
+            t.window.append((t.remap(sums, saved), t.remap(counts, saved), steps, seconds))
+        if t.reference is not None and counters["kl_beta"] is not None:
+            t.reference.beta = float(counters["kl_beta"])
+
 
 # stop flags, OR-ed over ranks once per update
 STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
@@ -75,13 +99,19 @@ class Trainer:
         self.start_time = time.monotonic()
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
-        spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers, group_size=cfg.ppo.env_group_size)
-        self.env_spec = spec
-        self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+        self.run_claim = claim_run_dir(cfg, ctx)  # one live writer: a second `ddppo train` here refuses (all ranks)
         try:
-            self._build(spec)
+            spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
+                                 group_size=cfg.ppo.env_group_size)
+            self.env_spec = spec
+            self.envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
+            try:
+                self._build(spec)
+            except BaseException:
+                self.envs.close()
+                raise
         except BaseException:
-            self.envs.close()
+            self.run_claim.release()
             raise
 
     def _build(self, spec: EnvSpec) -> None:
@@ -90,9 +120,10 @@ class Trainer:
         np.random.seed(ctx.seed % 2**32)
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
-                                  value_head=cfg.ppo.critic).to(ctx.device)
-        self.advantage = advantage_for(cfg.ppo, spec.num_envs)
-        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb)
+                                  value_head=cfg.ppo.critic, normalize=cfg.normalize).to(ctx.device)
+        self.advantage = estimator_for(cfg.ppo, spec.num_envs)
+        self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb,
+                                  cfg.rollout.sample_weighting, advantage=self.advantage)
         self.storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
@@ -101,6 +132,7 @@ class Trainer:
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names)
+        self.normalization = self._normalization()
         self.overlap = (OverlapLearning(self.policy, acting, self.storage, self._new_storage(), ctx.device)
                         if cfg.rollout.overlap_learning else None)
         self.reference = None
@@ -110,13 +142,27 @@ class Trainer:
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
-        self.rank_owners = self.saved_state_owners()
-        resume(cfg, ctx, self)
+        self.checkpoints = self._checkpoint_manager()
+        self.checkpoints.resume()
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
+
+    def _normalization(self) -> Normalization:
+        """normalize.obs / normalize.reward resolved on these spaces; the reward scaler goes on the acting path."""
+        cfg, n = self.cfg, self.cfg.normalize
+        scaler = None
+        if resolve(n.reward, self.envs.observation_space, self.envs.action_space):
+            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon, self.ctx.device)
+            self.collector.reward_scaler = scaler
+        norm = Normalization(getattr(self.policy, "obs_norm", None), scaler, self.ctx)
+        if norm.enabled and cfg.rollout.overlap_learning:
+            raise ConfigError("rollout.overlap_learning=true cannot run with observation or reward normalisation "
+                              "(normalize.obs / normalize.reward, on here for continuous control): set "
+                              "normalize.obs=off normalize.reward=off, or rollout.overlap_learning=false")
+        return norm
 
     def _new_storage(self) -> RolloutStorage:
         hidden_shape = tuple(self.policy.initial_hidden(self.env_spec.num_envs).shape)
@@ -143,6 +189,7 @@ class Trainer:
             if self.overlap is None:
                 collected = self._collect(update)
                 result, lr, beta = self._learn(self.storage, self.timer)
+                self.normalization.apply()  # the observation statistics of this rollout, after learning on it
                 timings = self.timer.pop()
             else:
                 collected, result, lr, beta, timings = self._collect_while_learning(update)
@@ -176,7 +223,7 @@ class Trainer:
                 return self._finish(stop)
 
     def compute_advantages(self) -> None:
-        """GAE (with the critic's bootstrap) or GRPO advantages for the collected rollout."""
+        """The advantages of the collected rollout (the estimator ppo.advantage chose: ddppo/advantage/)."""
         with self.timer(timing.GAE):
             self.advantage.compute(self.collector.storage, self.collector.last_value)
 
@@ -186,6 +233,8 @@ class Trainer:
         with self.timer(timing.STRAGGLER_WAIT):
             self.ctx.rollout_barrier(collected.steps)
         self.ctx.mark_started()
+        with self.timer(timing.GAE):
+            self.normalization.sync(self.collector.storage)  # a collective when normalisation is on
         self.compute_advantages()
         return collected
 
@@ -281,7 +330,7 @@ class Trainer:
         """True, with an error naming what a resume would start from, when the final checkpoint was not written."""
         if not self.last_save_failed:
             return False
-        newest = ckpt.list_checkpoints(self.cfg.run.dir)
+        newest = self.checkpoints.checkpoints()
         log.error("the final checkpoint (update %d) was not written; a resume continues from %s", self.update,
                   newest[-1].name if newest else "scratch (no checkpoint on disk)")
         return True
@@ -307,56 +356,47 @@ class Trainer:
 
     # ------------------------------------------------------------ saved state
     # State of the running episodes: restored only when the collector's episodes continue.
-    episode_owners = ("advantage", "reference")
+    episode_owners = ("advantage", "reference", "reward_returns")
 
     def saved_state_owners(self) -> dict[str, Stateful]:
-        """Every rank's saved-state owners, one namespace each, in the order they are restored. Adding a piece of
-        saved state is adding its owner here: the checkpoint carries it and resume restores it."""
-        owners: dict[str, Stateful] = {"rng": ckpt.RngState(self.ctx.device),
-                                       "collector": self.collector if self.overlap is None else NOTHING_SAVED,
-                                       "advantage": self.advantage}
+        """Every rank's own saved-state owners, one namespace each, in the order they are restored ("collector":
+        the running episodes). Adding a piece of saved state is adding its owner here: the checkpoint manager
+        saves it, and resume restores it."""
+        owners: dict[str, Any] = {"rng": ckpt.RngState(self.ctx.device),
+                                  "collector": RunningEpisodes(self, saved=self.overlap is None),
+                                  "advantage": self.advantage}
         if self.reference is not None:
             owners["reference"] = self.reference
+        scaler = self.normalization.scaler
+        if scaler is not None:  # normalize.reward: the return statistics, and each env's running return
+            owners["reward_scale"] = scaler.moments_owner()
+            owners["reward_returns"] = scaler.returns_owner()
         return owners
 
-    def rank_owner_names(self) -> list[str]:
-        return list(self.rank_owners)
+    def _checkpoint_manager(self) -> CheckpointManager:
+        """The one checkpoint manager, given every owner: the shared ones (the same on every rank), then each
+        rank's own."""
+        manager = CheckpointManager(self.cfg, self.ctx)
+        manager.register("model", self.policy, shared=True)
+        manager.register("optimizer", self.updater.optimizer, shared=True)
+        manager.register("counters", Counters(self), shared=True)
+        for name, owner in self.saved_state_owners().items():
+            if name == "collector":
+                manager.register_episodes(name, owner)
+            else:
+                manager.register(name, owner, episodic=name in self.episode_owners)
+        return manager
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a checkpoint holds of this trainer: model, optimizer, counters (the training progress every
-        rank agrees on) and "rank": this rank's owners' states {namespace: state}."""
-        return {"model": self.policy.state_dict(), "optimizer": self.updater.optimizer.state_dict(),
-                "counters": self._counters(), "rank": self._rank_state()}
+        rank agrees on) and "rank": this rank's owners' states {namespace: state}; what `_save` writes."""
+        return self.checkpoints.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Exact inverse of `state_dict`. "rank" may hold only the namespaces that apply (train/resume.py): None
-        (another world size) starts the environments and RNGs afresh; without "collector" the environments start
-        fresh episodes, and the per-episode state of `episode_owners` starts afresh with them."""
-        self.policy.load_state_dict(state["model"])
-        self.updater.optimizer.load_state_dict(state["optimizer"])
-        counters = state["counters"]
-        self.update, self.env_steps = counters["update"], counters["env_steps"]
-        self.skipped_in_a_row = counters["skipped_in_a_row"]
-        self.window.clear()
-        saved = tuple(counters.get("episode_metrics") or EPISODE_KEYS)  # the window's columns
-        for sums, counts, steps, seconds in counters["window"]:
-            self.window.append((self._remap(sums, saved), self._remap(counts, saved), steps, seconds))
-        if self.reference is not None and counters["kl_beta"] is not None:
-            self.reference.beta = float(counters["kl_beta"])
-        rank = state.get("rank") or {}
-        continued = False
-        for name, owner in self.rank_owners.items():
-            if name == "collector":
-                continued = self.collector.resume(rank.get(name), self.update)
-            elif name in rank and (continued or name not in self.episode_owners):
-                owner.load_state_dict(rank[name])
+        """Exact inverse of `state_dict` (CheckpointManager.load_state_dict)."""
+        self.checkpoints.load_state_dict(state)
 
-    def _counters(self) -> dict[str, Any]:
-        return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
-                "kl_beta": self.reference.beta if self.reference is not None else 0.0,
-                "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names)}
-
-    def _remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
+    def remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
         """A saved window row (columns `saved`) in this run's metric columns; a name this run lacks is dropped."""
         out = np.zeros(len(self.metric_names))
         index = {n: i for i, n in enumerate(self.metric_names)}
@@ -365,30 +405,13 @@ class Trainer:
                 out[index[name]] = value
         return out
 
-    def _rank_state(self) -> dict[str, Any]:
-        return {name: owner.state_dict() for name, owner in self.rank_owners.items()}
-
     def _save(self) -> None:
-        """Every rank hands its own state to rank 0, which writes one checkpoint file."""
-        record = ckpt.rank_record(self._rank_state())
-        blobs = self.ctx.gather_objects(ckpt.to_bytes(ckpt.to_storable(record)))
-        if not self.ctx.is_main:
-            return
-        self.last_save_failed = True
-        payload = ckpt.payload(self.policy.state_dict(), self.updater.optimizer.state_dict(), self._counters(),
-                               to_yaml(self.cfg), [ckpt.from_bytes(b) for b in blobs])
-        try:
-            path = ckpt.save(self.cfg.run.dir, self.update, payload, self.cfg.checkpoint.keep_last)
-            log.debug("saved %s", path)
-            self.last_save_failed = False
-        except ckpt.CheckpointError as err:
-            log.error("%s", err)
-        except OSError as err:
-            log.error("could not write checkpoint for update %d (%s); the previous checkpoints are intact",
-                      self.update, err)
+        """The checkpoint of this update: every rank's state, written by rank 0 (CheckpointManager.save)."""
+        self.last_save_failed = not self.checkpoints.save(self.update)
 
     def close(self) -> None:
         if self.overlap is not None:
             self.overlap.close()
         self.writer.close()
         self.envs.close()
+        self.run_claim.release()

@@ -19,16 +19,16 @@ import time
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.geometry import quat_from_yaw
-from ddppo.envs.habitat.gridsim import GridSim
-from ddppo.envs.habitat.interface import SimSettings
-from ddppo.envs.habitat.layout import LayoutParams
-from ddppo.envs.habitat.scene_gen import generate_scenes
+from ddppo.envs.scenes.geometry import quat_from_yaw
+from ddppo.envs.scenes.gridsim import GridSim
+from ddppo.envs.scenes.interface import SimSettings
+from ddppo.envs.scenes.layout import LayoutParams
+from ddppo.envs.scenes.scene_gen import generate_scenes
 
 
 def run_check(gpu_device_id: int, resolution: int = 128, steps: int = 300) -> list[str]:
     """The report lines; raises EnvError (or habitat-sim's own errors) when a stage fails."""
-    from ddppo.envs.habitat.sim import HabitatSim, import_habitat_sim
+    from ddppo.envs.scenes.sim import HabitatSim, import_habitat_sim
 
     hs = import_habitat_sim()
     lines = [f"habitat-sim {getattr(hs, '__version__', '?')} from {hs.__file__}"]
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="renderer: -1 = software (Mesa llvmpipe), N = the GPU CUDA calls N")
     p.add_argument("--resolution", type=int, default=128, help="depth image side (pixels)")
     args = p.parse_args(argv)
-    from ddppo.envs.habitat.sim import habitat_sim_available, import_habitat_sim
+    from ddppo.envs.scenes.sim import habitat_sim_available, import_habitat_sim
 
     if not habitat_sim_available():
         try:

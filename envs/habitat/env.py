@@ -6,8 +6,10 @@ ddppo.envs.vector, which calls this factory once per worker).
 
 Episodes are partitioned so none is played twice in one pass over the dataset:
 the dataset is cut into `world_size * worker_count` disjoint groups, one per
-(rank, worker) -- by per-scene content files when it is a split folder, so a
-worker only parses its own scenes (`dataset.read_partition`); each group's
+(rank, worker) -- by per-scene content files when it is a split folder, unless
+that leaves some group fewer episodes than its envs (then evenly by episodes:
+no env replays while another episode goes unused; `dataset.read_partition`,
+`dataset.group_runs`); each group's
 episodes, ordered by scene, are cut again into one contiguous run per env. Each env then plays its own episodes endlessly,
 reshuffled every pass (grouped by scene, since switching scenes is the
 expensive part of a reset).
@@ -25,10 +27,11 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.habitat.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
-from ddppo.envs.habitat.gridsim import layout_path_for
-from ddppo.envs.habitat.backends import make_simulator
-from ddppo.envs.habitat.interface import ACTIONS, SimSettings
+from ddppo.envs.fields import section_problems
+from ddppo.envs.scenes.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
+from ddppo.envs.scenes.gridsim import layout_path_for
+from ddppo.envs.scenes.backends import make_simulator
+from ddppo.envs.scenes.interface import ACTIONS, SimSettings
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 
@@ -77,14 +80,14 @@ class HabitatPointNavEnv:
     """`num_envs` PointNav envs in this process, one simulator each (implements ddppo.envs.base.VecEnv)."""
 
     def __init__(self, options: HabitatOptions, spec: Any, episodes: list[Episode] | None = None):
-        found = options.problems()
+        found = section_problems(options)
         if found:
             raise EnvError("invalid env.habitat options: " + "; ".join(found))
         self.opt = options
         self.num_envs = spec.num_envs
         group, groups = group_of(spec)
         if episodes is None:
-            episodes = read_partition(options.dataset, groups, group, list(options.scenes))
+            episodes = read_partition(options.dataset, groups, group, list(options.scenes), self.num_envs)
         else:
             episodes = [episodes[k] for k in partition(episodes, groups, group)]
         self._episodes = episodes
@@ -140,7 +143,7 @@ class HabitatPointNavEnv:
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
     def close(self) -> None:
-        for task in reversed(self._tasks):  # last-created first (see ddppo.envs.habitat.sim)
+        for task in reversed(self._tasks):  # last-created first (see ddppo.envs.scenes.sim)
             task.sim.close()
         self._tasks = []
 

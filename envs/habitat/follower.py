@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from ddppo.envs.habitat.geometry import polar_in_agent_frame
-from ddppo.envs.habitat.interface import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, NavSimulator
+from ddppo.envs.scenes.geometry import polar_in_agent_frame
+from ddppo.envs.scenes.interface import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, NavSimulator
 
 
 class ShortestPathFollower:

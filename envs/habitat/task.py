@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.dataset import Episode
-from ddppo.envs.habitat.geometry import polar_in_agent_frame
-from ddppo.envs.habitat.interface import ACTIONS, STOP, NavSimulator
+from ddppo.envs.scenes.dataset import Episode
+from ddppo.envs.scenes.geometry import polar_in_agent_frame
+from ddppo.envs.scenes.interface import ACTIONS, STOP, NavSimulator
 from ddppo.envs.habitat.options import HabitatOptions
 
 GOAL_KEY = "pointgoal_with_gps_compass"

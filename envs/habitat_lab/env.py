@@ -5,10 +5,13 @@ workers come from ddppo.envs.vector, which calls this factory once per worker: o
 share). Only this package imports `habitat`; the version differences live in envs/habitat_lab/compat.py.
 
 Episodes are shared out so none is played twice in one pass: habitat-lab's dataset lists its scenes
-(`get_scenes_to_load`: per-scene content files, or the scenes of one file); the scenes are cut into
-`world_size * worker_count` contiguous groups, one per (rank, worker) -- a group only loads its own scenes
-(`content_scenes`) -- and where groups outnumber scenes, the groups mapped to one scene split its episodes.
-Each group's episodes, ordered by scene, are then cut into one contiguous run per env; each env plays its own
+(`get_scenes_to_load`: per-scene content files, or the scenes of one file), and the episodes go to
+`world_size * worker_count` groups, one per (rank, worker), by `dataset.group_runs`: whole scenes per group
+where that gives every group an episode per env (groups mapped to one scene split its episodes), else every
+episode cut evenly over the groups, so no env replays an episode while another goes unused whenever the episodes
+are at least the env slots. That needs every scene's episode count, so every group reads the whole dataset where
+it is small (COUNT_LIMIT_BYTES); larger ones are dealt out by scenes alone, each group loading only its own
+(`content_scenes`). Each group's episodes, ordered by scene, are then cut into one contiguous run per env; each env plays its own
 run endlessly, reshuffled every pass (grouped by scene), by setting habitat-lab's `current_episode` before each
 reset.
 
@@ -17,7 +20,8 @@ Reward (habitat-lab's task defines measures, not a reward): `slack_reward` + the
 episode (STOP) without success (0 by default, habitat-baselines' reward). An episode ends when habitat-lab says so: the task
 ended it (STOP: terminated) or the step/time limit did (truncated). Every scalar measure at the end is an
 episode metric, under habitat-lab's name, plus ddppo's names for the ones its logs know (soft_spl,
-collisions); `episode_metrics` declares them (the task's measures), so training aggregates them as train/<name>.
+collisions); `episode_metrics` declares them (the task's measures and the flattened parts of its dict measures),
+so training aggregates every one of them as train/<name>, the name eval reports it under (eval/<name>).
 
 Resuming: habitat-lab cannot restore a running episode, so `restores_state` is False: `state_dict` keeps the
 episode order and position of every env, and after `load_state_dict` the caller starts fresh episodes -- the
@@ -34,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.habitat.dataset import EpisodeIterator, partition
+from ddppo.envs.fields import section_problems
+from ddppo.envs.scenes.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -99,23 +104,62 @@ def check_scenes(episodes: list[Any], data_path: str) -> None:
 
 
 def load_share(api: Api, cfg: Any, spec: Any) -> tuple[Any, list[Any]]:
-    """(the dataset holding this group's scenes, this group's episodes ordered by scene)."""
+    """(the dataset holding this group's episodes, this group's episodes ordered by scene)."""
     check_dataset(api, cfg)
     group, groups = group_of(spec)
     scenes = api.scenes_to_load(cfg)
     if not scenes:
         raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} lists no scenes")
+    counted = episodes_by_scene(api, cfg, scenes)
+    if counted is not None:  # every scene's episodes known: deal them so no env replays while others go unused
+        dataset, by_scene = counted
+        runs = group_runs([len(by_scene[s]) for s in scenes], groups, group, spec.num_envs)
+        episodes = [ep for s, a, b in runs for ep in by_scene[scenes[s]][a:b]]
+        log.info("%s: rank %d worker %d plays %d episodes of scenes %s", api.label, spec.rank,
+                 int(getattr(spec, "worker_index", 0)), len(episodes), sorted({scenes[s] for s, _, _ in runs}))
+    else:
+        dataset, episodes = _load_scene_wise(api, cfg, spec, scenes)
+    if not episodes:
+        raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} has no episodes for this worker's "
+                       f"scenes ({len(scenes)} scenes)")
+    order = sorted(range(len(episodes)), key=lambda k: (episodes[k].scene_id, k))
+    return dataset, [episodes[k] for k in order]
+
+
+def episodes_by_scene(api: Api, cfg: Any, scenes: list[str]) -> tuple[Any, dict[str, list[Any]]] | None:
+    """(the dataset of every scene, each scene's episodes in dataset order), where the dataset is small enough for
+    every (rank, worker) to read it whole (COUNT_LIMIT_BYTES of per-scene content files; a single file is read
+    whole anyway) and its class names an episode's scene; else None."""
+    path = str(api.get(cfg, "data_path")).format(split=str(api.get(cfg, "split")))
+    content = os.path.join(os.path.dirname(path), "content")
+    if os.path.isdir(content):
+        files = [os.path.join(content, f) for f in os.listdir(content)]
+        if sum(os.path.getsize(f) for f in files if os.path.isfile(f)) > COUNT_LIMIT_BYTES:
+            return None
+    scene_of = getattr(api.dataset_class(cfg), "scene_from_scene_path", None)
+    if scene_of is None:
+        return None
+    dataset = api.make_dataset(api.replace(cfg, content_scenes=list(scenes)))
+    by_scene: dict[str, list[Any]] = {s: [] for s in scenes}
+    for ep in dataset.episodes:
+        name = scene_of(ep.scene_id)
+        if name not in by_scene:
+            return None  # an episode of a scene the listing does not name: deal out scenes whole, as listed
+        by_scene[name].append(ep)
+    return dataset, by_scene
+
+
+def _load_scene_wise(api: Api, cfg: Any, spec: Any, scenes: list[str]) -> tuple[Any, list[Any]]:
+    """Whole scenes per (rank, worker) (`scene_share`); only this group's scenes are read (large datasets)."""
+    group, groups = group_of(spec)
     mine, sharing, place = scene_share(scenes, groups, group)
     log.info("%s: rank %d worker %d plays scenes %s%s", api.label, spec.rank, int(getattr(spec, "worker_index", 0)),
              mine, f" (share {place + 1} of {sharing} of their episodes)" if sharing > 1 else "")
     dataset = api.make_dataset(api.replace(cfg, content_scenes=mine))
     episodes = list(dataset.episodes)
-    if not episodes:
-        raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} has no episodes for scenes {mine}")
-    if sharing > 1:
+    if sharing > 1 and episodes:
         episodes = [episodes[k] for k in partition(episodes, sharing, place)]
-    order = sorted(range(len(episodes)), key=lambda k: (episodes[k].scene_id, k))
-    return dataset, [episodes[k] for k in order]
+    return dataset, episodes
 
 
 class HabitatLabVecEnv:
@@ -124,7 +168,7 @@ class HabitatLabVecEnv:
     restores_state = False  # habitat-lab cannot put an episode back mid-way: resume starts fresh episodes
 
     def __init__(self, options: HabitatLabOptions, spec: Any, api: Api | None = None):
-        found = options.problems()
+        found = section_problems(options)
         if found:
             raise EnvError("invalid env.habitat_lab options: " + "; ".join(found))
         self.opt = options
@@ -157,21 +201,27 @@ class HabitatLabVecEnv:
         self.observation_space, self._convert = convert_observation_space(first.observation_space)
         self.actions = ActionMap(list(first.task.actions.keys()), first.action_space)
         self.action_space = self.actions.space
-        self.episode_metrics = self._declared_metrics(first)
+        self.episode_metrics = self._declared_metrics(first, self._episodes[parts[0][0]])
         self._current: list[Any] = [None] * self.num_envs
         self._measure = np.zeros(self.num_envs, np.float64)
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
         self.episodes_done = 0
 
-    def _declared_metrics(self, env: Any) -> tuple[str, ...]:
-        """The task's measures (their uuids), ddppo's aliases of them, success, return and length: the episode
-        metrics a trainer aggregates (ddppo.envs.base.declared_metrics). A dict-valued measure reports flattened names
-        (`collisions_count`), which are not known before its first value: only its alias (collisions) counts."""
+    def _declared_metrics(self, env: Any, episode: Any) -> tuple[str, ...]:
+        """The task's measures (their uuids), the flattened names of its dict measures (`collisions_count`,
+        `collisions_is_collision`), ddppo's aliases, success, return and length: the episode metrics a trainer
+        aggregates (ddppo.envs.base.declared_metrics), so train/<name> and eval/<name> name the same metrics. A
+        dict measure's keys are known once it has a value: `env` starts `episode` (its first) to read them;
+        `reset` starts it again."""
         measurements = getattr(getattr(env, "task", None), "measurements", None)
         uuids = [str(u) for u in getattr(measurements, "measures", {})]
-        aliases = [ours for theirs, ours in ALIASES.items() if theirs.split("_")[0] in uuids]
-        return tuple(dict.fromkeys(uuids + aliases + ["success", "return", "length"]))
+        env.current_episode = episode
+        env.reset()
+        flattened = [n for n in scalar_metrics(env.get_metrics()) if n not in uuids]
+        reported = uuids + flattened
+        aliases = [ours for theirs, ours in ALIASES.items() if theirs in reported or theirs.split("_")[0] in uuids]
+        return tuple(dict.fromkeys(reported + aliases + ["success", "return", "length"]))
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:

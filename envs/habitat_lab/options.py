@@ -12,7 +12,7 @@ import dataclasses
 from ddppo.envs.fields import doc
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class HabitatLabOptions:
     """Any habitat-lab task (see envs/habitat_lab/)."""
 
@@ -35,7 +35,7 @@ class HabitatLabOptions:
                                                metadata=doc("episode step limit, set in the installed version's "
                                                             "key (ENVIRONMENT.MAX_EPISODE_STEPS / habitat.environment."
                                                             "max_episode_steps), after the overrides; 0 = the task "
-                                                            "config's"))
+                                                            "config's", ge=0, hint="0 = the task config's limit"))
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",
@@ -55,19 +55,18 @@ class HabitatLabOptions:
     gpu_device_id: int = dataclasses.field(default=-2,
                                            metadata=doc("renderer (SIMULATOR.HABITAT_SIM_V0.GPU_DEVICE_ID): -2 = the "
                                                         "rank's GPU when training on CUDA, else -1; -1 = software "
-                                                        "(required on CPU for habitat-sim 0.2.2); N = CUDA device N"))
+                                                        "(required on CPU for habitat-sim 0.2.2); N = CUDA device N",
+                                                        ge=-2, hint="-2 = local GPU, -1 = CPU rendering"))
 
     def problems(self) -> list[str]:
+        """What the field metadata cannot say: the values needed once env.name=habitat_lab, and the overrides'
+        form."""
         p = []
         if not self.config:
             p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen_task.yaml)")
         bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o or o.startswith("=")]
         if bad:
             p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30)")
-        if self.max_episode_steps < 0:
-            p.append(f"max_episode_steps={self.max_episode_steps} must be >= 0 (0 = the task config's limit)")
-        if self.gpu_device_id < -2:
-            p.append(f"gpu_device_id={self.gpu_device_id} must be >= -2 (-2 = local GPU, -1 = CPU rendering)")
         if not self.success_measure:
             p.append("success_measure='' must name a measure (e.g. success)")
         return p

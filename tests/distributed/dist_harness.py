@@ -253,6 +253,44 @@ def synthetic(num_envs: int = 4, num_steps: int = 8, **extra: Any) -> list[str]:
     return [f"{k}={v}" for k, v in base.items()]
 
 
+def optimizer_tensors(optimizer: Any) -> dict[str, Any]:
+    """An optimiser's per-parameter state as {"<param>.<key>": tensor} (for `digest`)."""
+    import torch
+
+    out = {}
+    for i, state in optimizer.state_dict()["state"].items():
+        for k, v in state.items():
+            out[f"{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
+    return out
+
+
+def train_and_digest(rank: int, world: int, port: int, overrides: list[str], run_dir: str) -> dict:
+    """A `spawn_ranks` worker: build the real Trainer on a gloo rank for the config `overrides` in `run_dir`,
+    train to the end, and report exit code, counters, per-rank seed and digests (initial and final model, Adam
+    state, and the acting copy's model under rollout.overlap_learning)."""
+    from ddppo.config import load_config
+    from ddppo.train.trainer import Trainer
+    from testutil import gloo_context
+
+    cfg = load_config(None, [*overrides, f"run.dir={run_dir}"])
+    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
+    try:
+        trainer = Trainer(cfg, ctx)
+        try:
+            initial = digest(trainer.policy.state_dict())
+            code = trainer.train()
+            out = {"code": code, "update": trainer.update, "env_steps": trainer.env_steps, "initial": initial,
+                   "model": digest(trainer.policy.state_dict()),
+                   "optimizer": digest(optimizer_tensors(trainer.updater.optimizer)), "seed": ctx.seed}
+            if trainer.overlap is not None:
+                out["acting"] = digest(trainer.overlap.acting.state_dict())
+            return out
+        finally:
+            trainer.close()
+    finally:
+        ctx.close()
+
+
 def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, steps: int, obs_dim: int,
                  actions: int) -> tuple[Any, Any, Any, Any]:
     """(ctx, policy, updater, storage) of a real gloo rank: a tiny MLP policy on a vector observation, its
@@ -264,6 +302,7 @@ def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, step
     from ddppo.config import PolicyConfig
     from testutil import gloo_context
     from ddppo.model.policy import Policy
+    from ddppo.advantage import estimator_for
     from ddppo.ppo.update import PPOUpdater
     from ddppo.rollout.storage import RolloutStorage
 
@@ -273,7 +312,7 @@ def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, step
     policy = Policy(obs_space, gymnasium.spaces.Discrete(actions), PolicyConfig(hidden_size=8))
     storage = RolloutStorage(steps, num_envs, obs_space, gymnasium.spaces.Discrete(actions),
                              tuple(policy.initial_hidden(num_envs).shape), torch.device("cpu"))
-    return ctx, policy, PPOUpdater(policy, ppo, ctx), storage
+    return ctx, policy, PPOUpdater(policy, ppo, ctx, advantage=estimator_for(ppo, num_envs)), storage
 
 
 def fill_random_rollout(storage: Any, policy: Any, steps: int, actions: int, generator: Any) -> None:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from dist_harness import digest, read_metrics, spawn_ranks, synthetic
+from dist_harness import digest, read_metrics, spawn_ranks, synthetic, train_and_digest
 
 OVERRIDES = synthetic(num_envs=4, num_steps=16, **{
     "env.synthetic.step_sleep_s": 0.002, "env.synthetic.slow_ranks": "[1]", "env.synthetic.slow_factor": 20,
@@ -24,42 +23,12 @@ OVERRIDES = synthetic(num_envs=4, num_steps=16, **{
     "dist.timeout_s": 60, "dist.backend": "gloo", "dist.device": "cpu"})
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
-    out = {}
-    for i, state in optimizer.state_dict()["state"].items():
-        for k, v in state.items():
-            out[f"{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
-    return out
-
-
-def trainer_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
-    from ddppo.config import load_config
-    from testutil import gloo_context
-    from ddppo.train.trainer import Trainer
-
-    cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}"])
-    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
-    try:
-        trainer = Trainer(cfg, ctx)
-        try:
-            initial = digest(trainer.policy.state_dict())
-            code = trainer.train()
-            return {"code": code, "update": trainer.update, "env_steps": trainer.env_steps, "initial": initial,
-                    "model": digest(trainer.policy.state_dict()),
-                    "optimizer": digest(optimizer_tensors(trainer.updater.optimizer)),
-                    "seed": ctx.seed}
-        finally:
-            trainer.close()
-    finally:
-        ctx.close()
-
-
 @pytest.mark.timeout(180)
 def test_parameters_bit_identical_across_ranks_after_several_updates(tmp_path: Path):
     from ddppo import checkpoint as ckpt
 
     run_dir = tmp_path / "run"
-    r0, r1 = spawn_ranks(trainer_worker, 2, str(run_dir), timeout_s=150)
+    r0, r1 = spawn_ranks(train_and_digest, 2, OVERRIDES, str(run_dir), timeout_s=150)
     assert r0["code"] == r1["code"] == 0
     assert r0["seed"] != r1["seed"]  # different per-rank seeds: the sameness comes from the broadcast
     assert r0["update"] == r1["update"] >= 3 and r0["env_steps"] == r1["env_steps"]

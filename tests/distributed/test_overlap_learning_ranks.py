@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from dist_harness import checkpoints, digest, read_metrics, spawn_ranks, start_ranks, start_torchrun, synthetic
+from dist_harness import (checkpoints, digest, read_metrics, spawn_ranks, start_ranks, start_torchrun, synthetic,
+                          train_and_digest)
 
 OVERLAP = ["rollout.overlap_learning=true"]
 AGREE = synthetic(num_envs=4, num_steps=16, **{
@@ -23,32 +24,11 @@ LONG_RUN = synthetic(num_envs=4, num_steps=8, **{"env.synthetic.step_sleep_s": 0
                                                  "run.total_env_steps": 10_000_000}) + OVERLAP
 
 
-def trainer_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
-    from ddppo.config import load_config
-    from ddppo.train.trainer import Trainer
-    from testutil import gloo_context
-
-    cfg = load_config(None, AGREE + [f"run.dir={run_dir}"])
-    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
-    try:
-        trainer = Trainer(cfg, ctx)
-        try:
-            initial = digest(trainer.policy.state_dict())
-            code = trainer.train()
-            return {"code": code, "update": trainer.update, "env_steps": trainer.env_steps, "initial": initial,
-                    "model": digest(trainer.policy.state_dict()),
-                    "acting": digest(trainer.overlap.acting.state_dict())}
-        finally:
-            trainer.close()
-    finally:
-        ctx.close()
-
-
 @pytest.mark.timeout(240)
 def test_ranks_stay_identical_with_a_preempted_straggler(tmp_path: Path):
     from ddppo import checkpoint as ckpt
 
-    r0, r1 = spawn_ranks(trainer_worker, 2, str(tmp_path / "run"), timeout_s=200)
+    r0, r1 = spawn_ranks(train_and_digest, 2, AGREE, str(tmp_path / "run"), timeout_s=200)
     assert r0["code"] == r1["code"] == 0
     assert (r0["update"], r0["env_steps"]) == (r1["update"], r1["env_steps"])
     assert r0["model"] == r1["model"] and r0["model"] != r0["initial"]

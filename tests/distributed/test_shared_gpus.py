@@ -22,7 +22,8 @@ def _fake_gpus(count: int) -> None:
     torch.cuda.get_device_properties = lambda d: SimpleNamespace(uuid=f"GPU-{torch.device(d).index}")
 
 
-def _join(rank: int, world: int, port: int, backend: str, device: str, gpus: int):
+def _join(rank: int, world: int, port: int, backend: str, device: str, gpus: int | list[int]):
+    """One rank joining; `gpus`: the GPUs every rank sees, or per rank (0: this build's own CUDA, none)."""
     import torch.distributed as dist
 
     from ddppo.config import ConfigError
@@ -30,7 +31,9 @@ def _join(rank: int, world: int, port: int, backend: str, device: str, gpus: int
 
     for name in NCCL_VARS:
         os.environ.pop(name, None)
-    _fake_gpus(gpus)
+    count = gpus[rank] if isinstance(gpus, list) else gpus
+    if count:
+        _fake_gpus(count)
     seen = {}
     real_init = dist.init_process_group
 
@@ -61,6 +64,19 @@ def test_explicit_nccl_on_a_shared_gpu_is_one_config_error_on_every_rank():
     results = spawn_ranks(_join, 2, "nccl", "auto", 1, timeout_s=120)
     assert all("dist.backend=nccl needs one GPU per rank, but ranks [0, 1] on one GPU" in r.get("error", "")
                for r in results), results
+
+
+def test_ranks_with_and_without_a_gpu_are_one_config_error_on_every_rank():
+    """A node whose driver failed: rank 1 sees a GPU (its published identity names one, as a real rank
+    publishes it), rank 0 sees none. Each would pick its own backend (nccl / gloo) and wait on the other until
+    dist.startup_timeout_s; instead every rank raises the same ConfigError naming the rank and host."""
+    import socket
+
+    results = spawn_ranks(_join, 2, "auto", "auto", [0, 1], timeout_s=120)
+    errors = [r.get("error", "") for r in results]
+    assert errors[0] == errors[1] and "\n" not in errors[0], results
+    assert f"rank(s) 0 ({socket.gethostname()}) on host(s) {socket.gethostname()} have no GPU" in errors[0], results
+    assert "dist.device=cpu" in errors[0], results
 
 
 def test_nccl_group_is_created_with_blocking_waits_and_nccl_picks_its_interface():

@@ -11,6 +11,8 @@ import pytest
 import torch
 from dist_harness import digest, spawn_ranks, tiny_learner
 
+from ddppo.advantage.gae import compute_returns
+
 NUM_ENVS, CAPACITY, OBS_DIM, ACTIONS = 4, 8, 5, 3
 LENGTHS = {0: [1, 8, 3, 0], 1: [5, 2, 8, 6]}
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce_scatter", "barrier",
@@ -52,7 +54,7 @@ def segments_worker(rank: int, world: int, port: int) -> dict:
                                 {"obs": torch.randn(k, OBS_DIM, generator=g)}, torch.zeros(k))
             for n in envs.tolist():
                 remaining[n] -= 1
-        storage.compute_returns(torch.randn(NUM_ENVS, generator=g), 0.99, 0.95)
+        compute_returns(storage, torch.randn(NUM_ENVS, generator=g), 0.99, 0.95)
         start = len(calls)
         result = updater.update(storage, Timer())
         return {"calls": calls[start:], "lengths": storage.lengths.tolist(), "skipped": result.skipped_steps,

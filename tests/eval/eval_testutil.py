@@ -52,12 +52,12 @@ def eval_in_process(target, overrides=(), **request) -> tuple[int, str]:
 
 def make_habitat_dataset(root: Path, scenes: int = 2, per_scene: int = 12) -> dict:
     """Generated scenes (grid backend floor plans) and a split folder of PointNav episodes."""
-    from ddppo.envs.habitat.dataset import write_split
-    from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-    from ddppo.envs.habitat.gridsim import GridSim
-    from ddppo.envs.habitat.interface import SimSettings
-    from ddppo.envs.habitat.layout import LayoutParams, generate_layout
-    from ddppo.envs.habitat.scene_gen import write_scene
+    from ddppo.envs.scenes.dataset import write_split
+    from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene
+    from ddppo.envs.scenes.gridsim import GridSim
+    from ddppo.envs.scenes.interface import SimSettings
+    from ddppo.envs.scenes.layout import LayoutParams, generate_layout
+    from ddppo.envs.scenes.scene_gen import write_scene
 
     small = LayoutParams(size_min=5.0, size_max=6.0, max_rooms=3, max_furniture=1)
     sim = GridSim(SimSettings(depth_sensor=False))

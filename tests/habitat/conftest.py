@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ddppo.envs.habitat.dataset import write_split
-from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-from ddppo.envs.habitat.gridsim import GridSim
-from ddppo.envs.habitat.interface import SimSettings
-from ddppo.envs.habitat.layout import Box, Layout, LayoutParams, generate_layout
+from ddppo.envs.scenes.dataset import write_split
+from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene
+from ddppo.envs.scenes.gridsim import GridSim
+from ddppo.envs.scenes.interface import SimSettings
+from ddppo.envs.scenes.layout import Box, Layout, LayoutParams, generate_layout
 from ddppo.envs.habitat.options import HabitatOptions
-from ddppo.envs.habitat.scene_gen import write_scene
+from ddppo.envs.scenes.scene_gen import write_scene
 from habitat_testutil import habitat_gpu
 
 

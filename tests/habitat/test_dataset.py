@@ -7,7 +7,7 @@ import os
 import pytest
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat.dataset import (Episode, EpisodeIterator, Goal, filter_scenes, partition, read_episodes,
+from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, Goal, filter_scenes, partition, read_episodes,
                                   read_partition, resolve_scene, scene_name, write_episodes, write_split)
 
 # one record as the public Gibson/MP3D PointNav files have it (extra keys included)

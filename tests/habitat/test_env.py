@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv
-from ddppo.envs.habitat.dataset import write_episodes
+from ddppo.envs.fields import section_problems
+from ddppo.envs.scenes.dataset import write_episodes
 from ddppo.envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
 from ddppo.envs.habitat.follower import ShortestPathFollower
 from ddppo.envs.habitat.options import HabitatOptions
-from ddppo.envs.habitat.sim import habitat_sim_available
+from ddppo.envs.scenes.sim import habitat_sim_available
 from ddppo.envs.registry import EnvSpec, make_vec_env
 
 METRICS = {"return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions"}
@@ -132,8 +133,9 @@ def test_install_check_without_habitat_sim_exits_2_with_the_hint(capsys):
 
 
 def test_options_problems_are_reported():
-    assert HabitatOptions(dataset="x").problems() == []
-    found = HabitatOptions(dataset="", backend="unity", depth_width=0, hfov=200.0, max_depth=-1.0).problems()
+    assert section_problems(HabitatOptions(dataset="x")) == []
+    found = section_problems(HabitatOptions(dataset="", backend="unity", depth_width=0, hfov=200.0,
+                                              max_depth=-1.0))
     text = "\n".join(found)
     for key in ("backend=", "dataset=", "depth_width=0", "hfov=200.0", "max_depth=-1.0"):
         assert key in text

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat import episode_gen
-from ddppo.envs.habitat.dataset import read_episodes
-from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-from ddppo.envs.habitat.geometry import yaw_from_quat
-from ddppo.envs.habitat.gridsim import GridSim
-from ddppo.envs.habitat.interface import SimSettings
+from ddppo.envs.scenes import episode_gen
+from ddppo.envs.scenes.dataset import read_episodes
+from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene
+from ddppo.envs.scenes.geometry import yaw_from_quat
+from ddppo.envs.scenes.gridsim import GridSim
+from ddppo.envs.scenes.interface import SimSettings
 
 
 def test_episodes_meet_the_bounds(generated):

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from ddppo.envs.habitat.geometry import (forward_vector, polar_in_agent_frame, quat_from_yaw, quat_multiply, quat_rotate,
+from ddppo.envs.scenes.geometry import (forward_vector, polar_in_agent_frame, quat_from_yaw, quat_multiply, quat_rotate,
                                    wrap_angle, yaw_from_quat)
 
 

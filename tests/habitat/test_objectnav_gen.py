@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat import objectnav_gen
-from ddppo.envs.habitat.gridsim import GridSim
-from ddppo.envs.habitat.interface import SimSettings
-from ddppo.envs.habitat.layout import Layout, LayoutParams, generate_layout
-from ddppo.envs.habitat.objectnav_gen import ObjectNavGenParams, generate_for_scene
-from ddppo.envs.habitat.scene_gen import write_scene
-from ddppo.envs.habitat.semantic import semantic_objects
+from ddppo.envs.scenes import objectnav_gen
+from ddppo.envs.scenes.gridsim import GridSim
+from ddppo.envs.scenes.interface import SimSettings
+from ddppo.envs.scenes.layout import Layout, LayoutParams, generate_layout
+from ddppo.envs.scenes.objectnav_gen import ObjectNavGenParams, generate_for_scene
+from ddppo.envs.scenes.scene_gen import write_scene
+from ddppo.envs.scenes.semantic import semantic_objects
 
 PARAMS = LayoutParams(size_min=6.0, size_max=8.0, max_rooms=3, max_furniture=3)
 CATEGORIES = ("cabinet", "sofa", "plant", "bed", "table")

@@ -21,17 +21,17 @@ import torch
 
 habitat_sim = pytest.importorskip("habitat_sim")
 
-from ddppo.envs.habitat.dataset import write_split  # noqa: E402
+from ddppo.envs.scenes.dataset import write_split  # noqa: E402
 from ddppo.envs.habitat.env import HabitatPointNavEnv  # noqa: E402
-from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene  # noqa: E402
+from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene  # noqa: E402
 from ddppo.envs.habitat.follower import ShortestPathFollower  # noqa: E402
-from ddppo.envs.habitat.geometry import quat_from_yaw  # noqa: E402
-from ddppo.envs.habitat.gridsim import GridSim  # noqa: E402
-from ddppo.envs.habitat.interface import SimSettings  # noqa: E402
-from ddppo.envs.habitat.layout import LayoutParams  # noqa: E402
+from ddppo.envs.scenes.geometry import quat_from_yaw  # noqa: E402
+from ddppo.envs.scenes.gridsim import GridSim  # noqa: E402
+from ddppo.envs.scenes.interface import SimSettings  # noqa: E402
+from ddppo.envs.scenes.layout import LayoutParams  # noqa: E402
 from ddppo.envs.habitat.options import HabitatOptions  # noqa: E402
-from ddppo.envs.habitat.scene_gen import generate_scenes  # noqa: E402
-from ddppo.envs.habitat.sim import HabitatSim  # noqa: E402
+from ddppo.envs.scenes.scene_gen import generate_scenes  # noqa: E402
+from ddppo.envs.scenes.sim import HabitatSim  # noqa: E402
 from ddppo.envs.registry import EnvSpec  # noqa: E402
 from habitat_testutil import habitat_gpu  # noqa: E402
 

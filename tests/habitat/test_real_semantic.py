@@ -10,12 +10,12 @@ import pytest
 
 habitat_sim = pytest.importorskip("habitat_sim")
 
-from ddppo.envs.habitat.layout import Layout, LayoutParams  # noqa: E402
-from ddppo.envs.habitat.objectnav_gen import ObjectNavGenParams, generate_for_scene  # noqa: E402
-from ddppo.envs.habitat.interface import SimSettings  # noqa: E402
-from ddppo.envs.habitat.scene_gen import generate_scenes  # noqa: E402
-from ddppo.envs.habitat.semantic import semantic_objects  # noqa: E402
-from ddppo.envs.habitat.sim import HabitatSim, quiet_logs_by_default, renderer_device  # noqa: E402
+from ddppo.envs.scenes.layout import Layout, LayoutParams  # noqa: E402
+from ddppo.envs.scenes.objectnav_gen import ObjectNavGenParams, generate_for_scene  # noqa: E402
+from ddppo.envs.scenes.interface import SimSettings  # noqa: E402
+from ddppo.envs.scenes.scene_gen import generate_scenes  # noqa: E402
+from ddppo.envs.scenes.semantic import semantic_objects  # noqa: E402
+from ddppo.envs.scenes.sim import HabitatSim, quiet_logs_by_default, renderer_device  # noqa: E402
 from habitat_testutil import habitat_gpu  # noqa: E402
 
 GPU = habitat_gpu()

@@ -6,11 +6,11 @@ import struct
 import numpy as np
 import pytest
 
-from ddppo.envs.habitat import scene_gen
-from ddppo.envs.habitat.glb import (CHUNK_BIN, CHUNK_JSON, GLB_MAGIC, Primitive, decode_glb, encode_glb,
+from ddppo.envs.scenes import scene_gen
+from ddppo.envs.scenes.glb import (CHUNK_BIN, CHUNK_JSON, GLB_MAGIC, Primitive, decode_glb, encode_glb,
                               glb_frame_to_world, read_glb, world_to_glb_frame)
-from ddppo.envs.habitat.layout import Layout, LayoutParams, generate_layout, is_connected, rasterize
-from ddppo.envs.habitat.sim import habitat_sim_available
+from ddppo.envs.scenes.layout import Layout, LayoutParams, generate_layout, is_connected, rasterize
+from ddppo.envs.scenes.sim import habitat_sim_available
 
 
 @pytest.mark.parametrize("seed", range(6))

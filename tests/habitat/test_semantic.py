@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.habitat import scene_gen
-from ddppo.envs.habitat.glb import read_glb, world_to_glb_frame
-from ddppo.envs.habitat.layout import FURNITURE_COLORS, Layout, LayoutParams, generate_layout
-from ddppo.envs.habitat.semantic import (FURNITURE_CATEGORIES, HM3D_HEADER, category_of, decode_ply, instance_color,
+from ddppo.envs.scenes import scene_gen
+from ddppo.envs.scenes.glb import read_glb, world_to_glb_frame
+from ddppo.envs.scenes.layout import FURNITURE_COLORS, Layout, LayoutParams, generate_layout
+from ddppo.envs.scenes.semantic import (FURNITURE_CATEGORIES, HM3D_HEADER, category_of, decode_ply, instance_color,
                                    read_descriptor, scene_objects, semantic_objects, semantic_paths)
 
 PARAMS = LayoutParams(size_min=6.0, size_max=8.0, max_rooms=3, max_furniture=3)

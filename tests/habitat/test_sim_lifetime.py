@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from ddppo.envs.habitat.sim import _SimulatorOwner
+from ddppo.envs.scenes.sim import _SimulatorOwner
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -76,7 +76,7 @@ def test_failed_close_does_not_stop_the_others(caplog):
 def test_open_simulators_are_closed_in_order_at_interpreter_exit():
     script = """
 import types
-from ddppo.envs.habitat.sim import _SIMULATORS
+from ddppo.envs.scenes.sim import _SIMULATORS
 closed = []
 class Simulator:
     def __init__(self, config): self.name = config

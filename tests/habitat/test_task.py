@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from ddppo.envs.habitat.dataset import Episode, Goal
-from ddppo.envs.habitat.geometry import quat_from_yaw
-from ddppo.envs.habitat.gridsim import GridSim
-from ddppo.envs.habitat.interface import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, SimSettings
+from ddppo.envs.scenes.dataset import Episode, Goal
+from ddppo.envs.scenes.geometry import quat_from_yaw
+from ddppo.envs.scenes.gridsim import GridSim
+from ddppo.envs.scenes.interface import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, SimSettings
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 

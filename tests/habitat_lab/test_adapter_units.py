@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ddppo.envs.base import EnvError
+from ddppo.envs.fields import section_problems
 from ddppo.envs.habitat_lab.env import scene_share
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -94,7 +95,7 @@ class Ep:
 @pytest.mark.parametrize("num_scenes,ranks,workers,envs", [(3, 2, 2, 2), (8, 2, 2, 3), (1, 2, 1, 2), (5, 1, 1, 4)])
 def test_every_episode_in_exactly_one_env_of_one_worker_of_one_rank(num_scenes, ranks, workers, envs):
     """The share logic of HabitatLabVecEnv (scenes per (rank, worker), then episodes per env), counted."""
-    from ddppo.envs.habitat.dataset import partition
+    from ddppo.envs.scenes.dataset import partition
 
     by_scene = {f"s{k}": [Ep(f"{k}-{j}", f"s{k}") for j in range(7 + k)] for k in range(num_scenes)}
     scenes = sorted(by_scene)
@@ -113,11 +114,11 @@ def test_every_episode_in_exactly_one_env_of_one_worker_of_one_rank(num_scenes, 
 
 def test_options_section_registered_and_problems_named():
     assert section_for("habitat_lab") == "habitat_lab" and OPTION_SECTIONS["habitat_lab"] is HabitatLabOptions
-    problems = HabitatLabOptions(overrides=["NOEQUALS", 3], gpu_device_id=-3, max_episode_steps=-1).problems()
+    problems = section_problems(HabitatLabOptions(overrides=["NOEQUALS", 3], gpu_device_id=-3, max_episode_steps=-1))
     text = "; ".join(problems)
     assert "config=''" in text and "KEY=VALUE" in text and "gpu_device_id=-3" in text
     assert "max_episode_steps=-1" in text
-    assert not HabitatLabOptions(config="x.yaml", overrides=["A.B=1"]).problems()
+    assert not section_problems(HabitatLabOptions(config="x.yaml", overrides=["A.B=1"]))
 
 
 def test_missing_habitat_lab_is_one_clear_error(monkeypatch):

@@ -20,7 +20,7 @@ if HABITAT is None and os.environ.get("DDPPO_REQUIRE_HABITAT_LAB") == "1":
 pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
 
 from ddppo.envs.base import EnvError, EnvSpec  # noqa: E402
-from ddppo.envs.habitat.dataset import Episode, Goal, write_split  # noqa: E402
+from ddppo.envs.scenes.dataset import Episode, Goal, write_split  # noqa: E402
 from ddppo.envs.habitat_lab.compat import Api  # noqa: E402
 from ddppo.envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
 from ddppo.envs.habitat_lab.options import HabitatLabOptions  # noqa: E402

@@ -1,5 +1,5 @@
 """ObjectNav on generated scenes with the real habitat-lab (0.2.x or 0.3.x) and habitat-sim: habitat-lab's own ObjectNav-v1
-loader and task read ddppo.envs.habitat.objectnav_gen's episodes, its ShortestPathFollower reaches the goals, and the
+loader and task read ddppo.envs.scenes.objectnav_gen's episodes, its ShortestPathFollower reaches the goals, and the
 adapter maps the task's spaces; skipped where either does not import."""
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ CATEGORIES = ("cabinet", "sofa", "plant", "bed", "table")
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Two generated scenes with semantic annotations; ObjectNav-v1 train (scene 0) and val (scene 1) splits."""
-    from ddppo.envs.habitat.interface import SimSettings
-    from ddppo.envs.habitat.layout import LayoutParams
-    from ddppo.envs.habitat.objectnav_gen import ObjectNavGenParams, generate_for_scene, write_objectnav_split
-    from ddppo.envs.habitat.scene_gen import generate_scenes
-    from ddppo.envs.habitat.sim import HabitatSim
+    from ddppo.envs.scenes.interface import SimSettings
+    from ddppo.envs.scenes.layout import LayoutParams
+    from ddppo.envs.scenes.objectnav_gen import ObjectNavGenParams, generate_for_scene, write_objectnav_split
+    from ddppo.envs.scenes.scene_gen import generate_scenes
+    from ddppo.envs.scenes.sim import HabitatSim
 
     root = tmp_path_factory.mktemp("objectnav_lab")
     params = LayoutParams(size_min=6.0, size_max=7.0, max_rooms=2, max_furniture=3)

@@ -3,6 +3,7 @@ and the run dir as the unit of resume (ddppo/train/resume.py)."""
 
 import dataclasses
 import logging
+import os
 import pickle
 import random
 
@@ -130,13 +131,13 @@ def test_save_is_atomic_when_writing_fails(tmp_path, monkeypatch):
 
 def test_save_writes_through_a_temp_file_and_rename(tmp_path, monkeypatch):
     seen = []
-    real_replace = ckpt.os.replace
+    real_replace = os.replace
 
     def spy(src, dst):
         seen.append((str(src), str(dst), (tmp_path / "checkpoints" / "ckpt-4.pt").exists()))
         real_replace(src, dst)
 
-    monkeypatch.setattr(ckpt.os, "replace", spy)
+    monkeypatch.setattr(os, "replace", spy)
     ckpt.save(tmp_path, 4, payload(), keep_last=2)
     ((src, dst, existed),) = seen
     assert dst.endswith("ckpt-4.pt") and src != dst and not existed  # the final name appears only by rename

@@ -77,12 +77,42 @@ def test_a_rank_hands_nccl_blocking_waits_and_no_dump_on_timeout():
     assert settings == {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"} and warning is None
 
 
-@pytest.mark.parametrize("user", [{"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}, {"NCCL_ASYNC_ERROR_HANDLING": "1"},
-                                  {"TORCH_NCCL_BLOCKING_WAIT": "0"}])
-def test_nccl_error_handling_the_user_chose_is_kept_and_named(user):
+@pytest.mark.parametrize("user", [{"TORCH_NCCL_BLOCKING_WAIT": "0"}, {"NCCL_BLOCKING_WAIT": "false"},
+                                  {"TORCH_NCCL_BLOCKING_WAIT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}])
+def test_a_blocking_wait_the_user_turned_off_is_kept_and_named(user):
     settings, warning = cuda.nccl_failure_env(user)
-    assert "TORCH_NCCL_BLOCKING_WAIT" not in settings and "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in settings
-    assert warning is not None and next(iter(user)) in warning and "\n" not in warning
+    assert settings == {}  # NCCL's own handling, dump on timeout included, as the user chose
+    assert warning is not None and all(f"{k}={v}" in warning for k, v in user.items()) and "\n" not in warning
+
+
+@pytest.mark.parametrize("user", [{"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}, {"NCCL_ASYNC_ERROR_HANDLING": "1"},
+                                  {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}])
+def test_async_error_handling_the_user_set_does_not_turn_blocking_wait_off_and_is_named(user):
+    settings, warning = cuda.nccl_failure_env(user)
+    assert settings == {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}
+    assert warning is not None and "(set in your environment) is not used" in warning and next(iter(user)) in warning
+
+
+def test_what_torchrun_injects_is_not_the_users_choice():
+    """torchrun's agent sets TORCH_NCCL_ASYNC_ERROR_HANDLING=os.getenv(name, "1") and TORCHELASTIC_RUN_ID in
+    every worker: the injected value is no choice of the user's (no warning); another value is passed through
+    from the user's environment (named)."""
+    agent = {"TORCHELASTIC_RUN_ID": "none", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    assert cuda.nccl_failure_env(agent) == ({"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"},
+                                            None)
+    settings, warning = cuda.nccl_failure_env({**agent, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})
+    assert settings["TORCH_NCCL_BLOCKING_WAIT"] == "1" and "TORCH_NCCL_ASYNC_ERROR_HANDLING=3" in warning
+    settings, warning = cuda.nccl_failure_env({**agent, "TORCH_NCCL_BLOCKING_WAIT": "0"})
+    assert settings == {} and "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in warning  # only what the user set is named
+
+
+def test_a_child_job_does_not_inherit_what_torchrun_injected():
+    from ddppo.distributed.launch import without_launch_vars
+
+    agent = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "PATH": "/bin"}
+    assert without_launch_vars(agent) == {"PATH": "/bin"}
+    assert without_launch_vars({**agent, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}) == {
+        "PATH": "/bin", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}  # the user's own value stays
 
 
 def test_user_blocking_wait_and_dump_setting_are_kept_silently():

@@ -2,9 +2,10 @@
 
 Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
 as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
-Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> ppo -> train | eval -> sweep -> cli ->
-benchmarks. A module may import its own layer and the layers below; `train` and `eval` are two applications side
-by side and never import each other; the library never imports `benchmarks/`, which registers its `ddppo bench`
+Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> advantage -> ppo -> train | eval | export
+-> sweep -> cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export`
+are applications side by side and never import each other; the library never imports `benchmarks/`, which registers
+its `ddppo bench`
 subcommands through the `ddppo.commands` entry point.
 """
 
@@ -20,9 +21,9 @@ ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
                 "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
-INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config")  # packages of the infrastructure layer
-LAYERS = [("infrastructure",), ("model",), ("rollout",), ("ppo",), ("train", "eval"), ("sweep",), ("cli",),
-          ("benchmarks",)]
+INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint")  # packages of the infrastructure layer
+LAYERS = [("infrastructure",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
+          ("sweep",), ("cli",), ("benchmarks",)]
 
 
 def module_name(path: Path) -> str:
@@ -128,6 +129,29 @@ def test_envs_is_a_dag():
     assert find_cycle(envs) is None, f"import cycle in envs: {' -> '.join(find_cycle(envs))}"
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """`graph` with each envs sub-package (envs/habitat/, envs/scenes/, ...) as one node: its modules' imports."""
+    def node(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:3]) if len(parts) > 3 else module
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        out.setdefault(node(module), set()).update(node(t) for t in targets if node(t) != node(module))
+    return out
+
+
+def test_envs_packages_run_one_way():
+    """A package of envs sits either below or above another, never both: envs/scenes/ (scene files, simulators,
+    generators) below the environments built on it (envs/habitat/, envs/habitat_lab/)."""
+    graph = project_graph()
+    envs = package_graph({m: {t for t in ts if is_envs(t)} for m, ts in graph.items() if is_envs(m)})
+    assert find_cycle(envs) is None, f"import cycle between envs packages: {' -> '.join(find_cycle(envs))}"
+    assert "ddppo.envs.scenes" in envs["ddppo.envs.habitat"] and "ddppo.envs.scenes" in envs["ddppo.envs.habitat_lab"]
+    back = package_graph({"ddppo.envs.scenes.episode_gen": {"ddppo.envs.habitat.options"},
+                          "ddppo.envs.habitat.env": {"ddppo.envs.scenes.dataset", "ddppo.envs.base"}})
+    assert find_cycle(back) == ["ddppo.envs.habitat", "ddppo.envs.scenes", "ddppo.envs.habitat"]
+
+
 def test_envs_never_imports_ddppo():
     bad = [f"{m} imports {t}" for m, ts in project_graph().items() if is_envs(m)
            for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t) and t not in DATA]
@@ -173,9 +197,14 @@ def test_the_cycle_check_can_fail(graph, cycle):
 def test_the_layer_check_can_fail():
     graph = {"ddppo.rollout.collector": {"ddppo.train.trainer", "ddppo.model.policy", "ddppo.config"},
              "ddppo.train.trainer": {"ddppo.eval.runner"}, "ddppo.config": {"ddppo.envs.registry"},
-             "ddppo.cli": {"ddppo.benchmarks.throughput"}}
+             "ddppo.cli": {"ddppo.benchmarks.throughput"},
+             "ddppo.interop.habitat_checkpoint": {"ddppo.model.habitat_baselines", "ddppo.export.habitat_baselines"},
+             "ddppo.export.habitat_baselines": {"ddppo.model.habitat_baselines", "ddppo.eval.command"}}
     assert layer_violations(graph) == [
         "ddppo.cli (cli) imports ddppo.benchmarks.throughput (benchmarks)",
+        "ddppo.export.habitat_baselines (export) imports ddppo.eval.command (eval)",
+        "ddppo.interop.habitat_checkpoint (infrastructure) imports ddppo.export.habitat_baselines (export)",
+        "ddppo.interop.habitat_checkpoint (infrastructure) imports ddppo.model.habitat_baselines (model)",
         "ddppo.rollout.collector (rollout) imports ddppo.train.trainer (train)",
         "ddppo.train.trainer (train) imports ddppo.eval.runner (eval)",
     ]
@@ -250,7 +279,7 @@ def unnamed_in_package_docstring(package: Path) -> list[str]:
                   and p.name not in words and p.stem not in words and f"{p.stem}.py:" not in doc)
 
 
-@pytest.mark.parametrize("package", ["ddppo/distributed", "envs/habitat"])
+@pytest.mark.parametrize("package", ["ddppo/distributed", "envs/habitat", "envs/scenes", "ddppo/export"])
 def test_package_docstrings_that_list_their_modules_name_every_one(package):
     assert unnamed_in_package_docstring(REPO / package) == []
 

@@ -93,7 +93,7 @@ def test_train_resume_and_config_changes(tmp_path, cli, tiny):
     res = cli("train", GRIDNAV, *base, "run.total_env_steps=512")
     assert res.returncode == 0, res
     assert "Traceback" not in res.stderr
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.yaml", "metrics.jsonl", "tb"]
+    assert sorted(p.name for p in run.iterdir()) == [".lock", "checkpoints", "config.yaml", "metrics.jsonl", "tb"]
     stored = from_yaml_text((run / "config.yaml").read_text(), "config.yaml")
     assert stored == load_config(GRIDNAV, [*base, "run.total_env_steps=512"])  # the resolved config
     rows = read_metrics(run)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.export.habitat_baselines import export_payload
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
@@ -157,7 +158,7 @@ def test_ddppo_export_into_habitat_baselines(tmp_path):
     """ddppo policy -> export payload -> habitat-baselines' own torch.load + load_state_dict(strict=True)."""
     torch.manual_seed(2)
     ours = ddppo_policy()
-    torch.save(habitat_ckpt.export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 99),
+    torch.save(export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 99),
                tmp_path / "ckpt.0.pth")
     data = torch.load(tmp_path / "ckpt.0.pth", map_location="cpu", weights_only=True)
     hb = hb_policy()
@@ -170,12 +171,12 @@ def test_ddppo_export_into_habitat_baselines(tmp_path):
 def test_export_in_the_installed_release_layout_loads_into_its_agent(tmp_path):
     """`ddppo export`'s auto layout here (0.2.x: `actor_critic.` keys) loads into this release's own PPO agent
     (0.2.x's evaluator loads agent.load_state_dict) or policy (0.3.x), strict, with the same outputs."""
-    from ddppo.interop.export import installed_layout
+    from ddppo.export.habitat_baselines import installed_layout
 
     layout = installed_layout()[0]
     torch.manual_seed(8)
     ours = ddppo_policy()
-    torch.save(habitat_ckpt.export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 5, layout),
+    torch.save(export_payload(ours.state_dict(), types.SimpleNamespace(policy=CFG), 5, layout),
                tmp_path / "ckpt.0.pth")
     data = torch.load(tmp_path / "ckpt.0.pth", map_location="cpu", weights_only=True)
     hb = hb_policy()

@@ -17,7 +17,7 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import PolicyConfig
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
-from ddppo.interop.export import installed_layout
+from ddppo.export.habitat_baselines import export_payload, installed_layout
 from ddppo.model.habitat_baselines import GOAL_KEY
 from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
 from hb_real import habitat_baselines_version, load_habitat_baselines
@@ -126,7 +126,7 @@ def test_export_loads_into_the_installed_release(tmp_path):
     ours = ddppo_policy()
     cfg = types.SimpleNamespace(policy=CFG)
     for lay in habitat_ckpt.LAYOUTS:
-        torch.save(habitat_ckpt.export_payload(ours.state_dict(), cfg, 99, lay), tmp_path / f"ckpt.{lay}.pth")
+        torch.save(export_payload(ours.state_dict(), cfg, 99, lay), tmp_path / f"ckpt.{lay}.pth")
     data = torch.load(tmp_path / f"ckpt.{layout}.pth", map_location="cpu", weights_only=True)
     hb = hb_policy()
     if layout == "0.2":

@@ -23,12 +23,12 @@ SMALL_HB = {"policy.architecture": "habitat_baselines", "policy.hidden_size": 16
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict:
-    from ddppo.envs.habitat.dataset import write_split
-    from ddppo.envs.habitat.episode_gen import EpisodeGenParams, generate_for_scene
-    from ddppo.envs.habitat.gridsim import GridSim
-    from ddppo.envs.habitat.interface import SimSettings
-    from ddppo.envs.habitat.layout import LayoutParams, generate_layout
-    from ddppo.envs.habitat.scene_gen import write_scene
+    from ddppo.envs.scenes.dataset import write_split
+    from ddppo.envs.scenes.episode_gen import EpisodeGenParams, generate_for_scene
+    from ddppo.envs.scenes.gridsim import GridSim
+    from ddppo.envs.scenes.interface import SimSettings
+    from ddppo.envs.scenes.layout import LayoutParams, generate_layout
+    from ddppo.envs.scenes.scene_gen import write_scene
 
     root = tmp_path_factory.mktemp("hbcli")
     sim = GridSim(SimSettings(depth_sensor=False))
@@ -99,7 +99,7 @@ def test_train_export_finetune_evaluate(data, tmp_path):
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):
     from ddppo import checkpoint as ckpt
     from ddppo.config import Config, ConfigError, to_yaml
-    from ddppo.interop.export import export_habitat_baselines
+    from ddppo.export.habitat_baselines import export_habitat_baselines
 
     run = tmp_path / "run"
     ckpt.save(run, 1, ckpt.payload({"actor.weight": torch.zeros(4, 8)}, {}, {"update": 1, "env_steps": 8},

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from ddppo.export.habitat_baselines import export_payload
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
@@ -104,7 +105,7 @@ def test_key_mapping_both_ways(cfg, size):
     assert habitat_ckpt.to_habitat_keys(sd, "0.2") == old
     assert habitat_ckpt.from_habitat_keys(habitat_ckpt.to_habitat_keys(sd)) == sd
     assert habitat_ckpt.is_habitat_state_dict(old) and not habitat_ckpt.is_habitat_state_dict({"actor.weight": 0})
-    payload = habitat_ckpt.export_payload(sd, dataclasses.make_dataclass("C", ["policy"])(cfg), 3, "0.2")
+    payload = export_payload(sd, dataclasses.make_dataclass("C", ["policy"])(cfg), 3, "0.2")
     assert payload["state_dict"].keys() == old.keys()
     assert habitat_ckpt.config_values(payload["config"])["policy.architecture"] == cfg.architecture
     with pytest.raises(ValueError, match="layout"):

@@ -182,7 +182,7 @@ def test_gaussian_head_logp_and_entropy_by_hand():
     lp, ent, _ = p.evaluate(obs, p.initial_hidden(3), torch.ones(2, 3), acts)
     with torch.no_grad():
         feats, _ = p._features(obs, p.initial_hidden(3), torch.ones(2, 3))
-        mean = p.actor(feats)
+        mean = p.actor(p._actor_features(feats))  # the actor half (auto: a critic of its own)
     std = torch.exp(torch.tensor(-0.5))
     expected = (-((acts - mean) ** 2) / (2 * std**2) - torch.log(std) - 0.5 * np.log(2 * np.pi)).sum(-1)
     torch.testing.assert_close(lp, expected, rtol=1e-5, atol=1e-5)
@@ -203,7 +203,7 @@ def test_deterministic_act():
     pb = make(action_space=BOX, rnn_type="none")
     a, *_ = pb.act(x, h, torch.ones(4), deterministic=True)
     feats, _ = pb._features({k: v[None] for k, v in x.items()}, h, torch.ones(1, 4))
-    torch.testing.assert_close(a, pb.actor(feats[0]))
+    torch.testing.assert_close(a, pb.actor(pb._actor_features(feats[0])))
 
 
 def test_unsupported_action_space_rejected():

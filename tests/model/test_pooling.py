@@ -35,3 +35,23 @@ def test_the_matrix_path_is_taken_only_for_deterministic_cuda(monkeypatch):
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
     pool(x)
     assert len(calls) == 1
+
+
+def test_the_averaging_matrices_are_made_once_per_size_and_kept_on_the_device(monkeypatch):
+    """Not built on the CPU and copied on every forward (acting steps included): one build per input size,
+    device and dtype; never in the state dict (checkpoints are unchanged)."""
+    from ddppo.model import pooling
+
+    built = []
+    real = pooling.averaging_matrix
+    monkeypatch.setattr(pooling, "averaging_matrix", lambda size, bins: built.append((size, bins)) or real(size, bins))
+    pool = AdaptiveAvgPool((4, 3))
+    x = torch.randn(2, 3, 13, 17)
+    first = pool.by_matrices(x)
+    for _ in range(3):
+        torch.testing.assert_close(pool.by_matrices(x), first)
+    assert built == [(13, 4), (17, 3)]
+    rows, cols_t = pool.matrices(13, 17, x.device, x.dtype)
+    assert rows.device == x.device and rows.dtype == x.dtype and cols_t.shape == (17, 3)
+    pool.by_matrices(x.double())  # another dtype (or device, or size): its own pair
+    assert len(built) == 4 and list(pool.state_dict()) == []

@@ -146,3 +146,53 @@ def test_two_dimensional_batches():
                 r, a = float(ratio[t, n]), float(adv[t, n])
                 terms.append(min(r * a, min(max(r, 1 - CLIP), 1 + CLIP) * a))
     close(out.policy, -sum(terms) / len(terms))
+
+
+# ------------------------------------------------------------------ padded slots hold garbage (issue 33, item 2)
+GARBAGE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan, "huge": 1e30, "-huge": -1e30}
+INPUTS = ("new_logp", "old_logp", "advantages", "entropy", "values", "old_values", "returns", "kl_ref", "weight")
+DIFFERENTIABLE = ("new_logp", "entropy", "values", "kl_ref")
+
+
+def _padded_batch(garbage: dict[str, float]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """A [T=4, N=3] minibatch whose last env is padded after step 1 (and env 1 after step 2); `garbage` puts a
+    value into every padded slot of the named inputs (clean padding: zeros, as storage writes them)."""
+    gen = torch.Generator().manual_seed(0)
+    valid = torch.ones(4, 3)
+    valid[1:, 2] = 0.0
+    valid[2:, 1] = 0.0
+    clean = {name: torch.randn(4, 3, generator=gen) * 0.5 for name in INPUTS}
+    clean["kl_ref"] = clean["kl_ref"].abs()
+    clean["weight"] = clean["weight"].abs() + 0.5
+    batch = {}
+    for name, x in clean.items():
+        x = torch.where(valid > 0, x, torch.zeros(()))
+        if name in garbage:
+            x = torch.where(valid > 0, x, torch.full((), garbage[name]))
+        batch[name] = x.clone().requires_grad_(name in DIFFERENTIABLE)
+    return batch, valid
+
+
+def _loss_and_grads(garbage: dict[str, float]):
+    batch, valid = _padded_batch(garbage)
+    out = ppo_loss(batch["new_logp"], batch["old_logp"], batch["advantages"], batch["entropy"], batch["values"],
+                   batch["old_values"], batch["returns"], valid, clip=CLIP, clip_value_loss=True, value_coef=0.5,
+                   entropy_coef=0.01, kl_ref=batch["kl_ref"], kl_coef=0.1, weight=batch["weight"])
+    out.total.backward()
+    return out, {name: batch[name].grad for name in DIFFERENTIABLE}
+
+
+@pytest.mark.parametrize("value", list(GARBAGE), ids=list(GARBAGE))
+@pytest.mark.parametrize("where", ["stale_old_logp", "every_input"])
+def test_garbage_in_padded_slots_changes_neither_the_loss_nor_its_gradient(where, value):
+    """A stale old_logp far below new_logp in a padded slot made exp(log-ratio) = inf, and backward multiplied it
+    by the mask's 0: a NaN gradient (the minibatch skipped). Now nothing masked reaches an exp or a product."""
+    names = ("old_logp",) if where == "stale_old_logp" else INPUTS
+    if where == "stale_old_logp" and value in ("inf", "huge"):
+        pytest.skip("old_logp far ABOVE new_logp underflows exp to 0: no inf to begin with")
+    clean, clean_grads = _loss_and_grads({})
+    dirty, dirty_grads = _loss_and_grads({name: GARBAGE[value] for name in names})
+    for name in DIFFERENTIABLE:
+        assert torch.isfinite(dirty_grads[name]).all(), f"{name}: {dirty_grads[name]}"
+        assert torch.equal(dirty_grads[name], clean_grads[name]), name
+    assert torch.equal(dirty.vector(), clean.vector())

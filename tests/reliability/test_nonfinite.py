@@ -24,7 +24,7 @@ PER_UPDATE = 2 * 4 * STEPS  # env steps of one update on 2 ranks
 
 # Episode statistics record the NaN reward the environment produced (the env's running return, and the
 # windowed episode sums behind train/reward); they are diagnostics, never learned state.
-EPISODE_STAT_PATHS = re.compile(r"^/rank_states/\d+/env/ret$|^/counters/window/\d+/0$")
+EPISODE_STAT_PATHS = re.compile(r"^/rank_states/\d+/collector/env/ret$|^/counters/window/\d+/0$")
 
 
 def _first_step(update: int) -> int:

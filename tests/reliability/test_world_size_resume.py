@@ -51,4 +51,4 @@ def test_one_rank_run_resumed_with_two_ranks(tmp_path: Path):
     drift = max(float((saved[3]["model"][k] - saved[2]["model"][k]).abs().max()) for k in saved[2]["model"])
     assert 0 < drift < 10 * 4 * LR, drift
     # environments afresh: each rank's synthetic env has stepped 2 updates x 8 steps since it was built
-    assert [s["env"]["total_steps"] for s in saved[4]["rank_states"]] == [16, 16]
+    assert [s["collector"]["env"]["total_steps"] for s in saved[4]["rank_states"]] == [16, 16]

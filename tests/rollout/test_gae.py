@@ -1,11 +1,11 @@
-"""GAE (ddppo/rollout/gae.py) against a plain-Python loop, and its done / truncation semantics."""
+"""GAE (ddppo/advantage/gae.py) against a plain-Python loop, and its done / truncation semantics."""
 
 import random
 
 import pytest
 import torch
 
-from ddppo.rollout.gae import gae
+from ddppo.advantage.gae import gae
 
 
 def reference_gae(rewards, values, dones, gamma, lam):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ddppo.config import ConfigError, load_config
-from ddppo.rollout.grpo import grpo_advantages
+from ddppo.advantage.grpo import grpo_advantages
 from ddppo.envs.gridnav import STOP, TURN_LEFT, GridNav
 from ddppo.envs.options import GridNavOptions
 from ddppo.envs.registry import EnvSpec

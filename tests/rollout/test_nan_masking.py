@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from ddppo.ppo.loss import masked_mean, ppo_loss
-from ddppo.ppo.update import normalize_advantages
-from ddppo.rollout.gae import gae
+from ddppo.advantage.gae import compute_returns, gae, normalize_advantages
 from rollout_testutil import NeverStop
 
 NAN = float("nan")
@@ -72,6 +71,7 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
     from ddppo.config import PolicyConfig, PPOConfig, RolloutConfig
     from ddppo.distributed import init_distributed
     from ddppo.model.policy import Policy
+    from ddppo.advantage import estimator_for
     from ddppo.ppo.update import PPOUpdater
     from ddppo.rollout.factory import make_collector, storage_steps
     from ddppo.rollout.storage import RolloutStorage
@@ -88,7 +88,8 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
         storage = RolloutStorage(storage_steps(cfg), n, envs.observation_space, envs.action_space,
                                  tuple(policy.initial_hidden(n).shape), torch.device("cpu"))
         collector = make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"))
-        updater = PPOUpdater(policy, PPOConfig(epochs=1, num_mini_batch=2), ctx)
+        ppo = PPOConfig(epochs=1, num_mini_batch=2)
+        updater = PPOUpdater(policy, ppo, ctx, advantage=estimator_for(ppo, n))
         timer = Timer()
         for update in (1, 2, 3):
             collector.collect(update)
@@ -97,7 +98,7 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
             padding = torch.arange(storage.num_steps)[:, None] >= lengths
             assert padding.any()
             storage.rewards[padding] = NAN
-            storage.compute_returns(collector.last_value(), 0.99, 0.95)
+            compute_returns(storage, collector.last_value(), 0.99, 0.95)
             valid = storage.valid.bool()
             assert torch.isfinite(storage.advantages[valid]).all(), f"update {update}: padding poisoned GAE"
             assert torch.isfinite(storage.returns).all()

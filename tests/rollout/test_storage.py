@@ -10,7 +10,7 @@ from ddppo.config import PolicyConfig
 from ddppo.timing import Timer
 from ddppo.model.policy import Policy
 from ddppo.rollout.lockstep import LockstepCollector
-from ddppo.rollout.gae import gae
+from ddppo.advantage.gae import compute_returns, gae
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.base import EpisodeInfo, StepResult
 
@@ -94,7 +94,7 @@ def test_compute_returns_bootstraps_from_values_at_L(L):
     fill(s, 6, done_at={(0, 1)})  # a full earlier rollout leaves stale data in every row
     fill(s, L, done_at={(0, 1)})
     last = torch.tensor([3.0, -2.0, 0.5, 7.0])
-    s.compute_returns(last, 0.9, 0.8)
+    compute_returns(s, last, 0.9, 0.8)
     torch.testing.assert_close(s.values[L], last)
     values = torch.cat([s.values[:L], last[None]])
     adv, ret = gae(s.rewards[:L], values, s.dones[:L], 0.9, 0.8)
@@ -110,7 +110,7 @@ def test_compute_returns_bootstraps_from_values_at_L(L):
 def test_minibatches_split_by_env_always_num_mini_batch(N, k, L):
     s = make_storage(T=6, N=N, layers=2)
     hidden = fill(s, L, N=N)
-    s.compute_returns(torch.zeros(N), 0.99, 0.95)
+    compute_returns(s, torch.zeros(N), 0.99, 0.95)
     g = torch.Generator().manual_seed(0)
     batches = list(s.minibatches(k, generator=g))
     assert len(batches) == k
@@ -258,7 +258,7 @@ def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
     assert torch.equal(s.valid, torch.tensor([[1.0, 1, 1], [0, 1, 1], [0, 1, 0], [0, 1, 0]]))
     # each env's next observation sits after its own last step
     assert s.obs["img"][1, 0].max() == 1 and s.obs["img"][2, 2].max() == 2 and s.obs["img"][4, 1].max() == 4
-    s.compute_returns(torch.tensor([10.0, 20.0, 30.0]), gamma=0.5, lam=1.0)
+    compute_returns(s, torch.tensor([10.0, 20.0, 30.0]), gamma=0.5, lam=1.0)
     assert s.values[1, 0] == 10.0 and s.values[4, 1] == 20.0 and s.values[2, 2] == 30.0
     torch.testing.assert_close(s.returns[:, 0], torch.tensor([2.0 + 5.0, 0, 0, 0]))  # r + gamma * V(boot)
     torch.testing.assert_close(s.returns[1, 2], torch.tensor(2.0 + 15.0))
@@ -266,3 +266,25 @@ def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
     with pytest.raises(ValueError, match="capacity"):
         s.insert_envs(torch.tensor([1]), torch.ones(1), torch.zeros(1), torch.ones(1), torch.ones(1), torch.zeros(1),
                       {k: v[[1]] for k, v in obs_at(0, 3).items()}, torch.zeros(1))
+
+
+@pytest.mark.parametrize("N,k,L", [(4, 1, 6), (4, 3, 6), (1, 5, 6), (2, 7, 3)])
+def test_sample_minibatches_draw_every_step_of_every_env_once(N, k, L):
+    """ppo.minibatch_split=sample: exactly k minibatches (however the samples divide), each sample (t, env)
+    once over them, its fields kept together."""
+    s = make_storage(T=6, N=N)
+    fill(s, L, N=N)
+    compute_returns(s, torch.zeros(N), 0.99, 0.95)
+    batches = list(s.minibatches(k, generator=torch.Generator().manual_seed(0), split="sample"))
+    assert len(batches) == k
+    seen = []
+    for mb in batches:
+        B = mb.valid.shape[1]
+        assert mb.obs["vec"].shape == (1, B, 3) and mb.actions.shape == mb.returns.shape == (1, B)
+        assert mb.hidden.shape == (1, B, 5) and not mb.hidden.any()
+        t = mb.obs["vec"][0, :, 0].floor()
+        env = torch.round((mb.obs["vec"][0, :, 0] - t) * 10).long()
+        seen += list(zip(t.long().tolist(), env.tolist()))
+        assert torch.equal(mb.advantages[0], s.advantages[t.long(), env])
+        assert torch.equal(mb.old_values[0], s.values[t.long(), env])
+    assert sorted(seen) == [(t, n) for t in range(L) for n in range(N)]

@@ -133,3 +133,25 @@ def test_the_learner_thread_hands_back_its_result_or_its_error_and_runs_one_call
     with pytest.raises(PeerLostError, match=r"\[1\] lost"):
         learner.join()
     assert not learner.running
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_the_acting_copy_flattens_its_recurrent_weights(monkeypatch, rnn):
+    """deepcopy copies an RNN's weights one by one; on CUDA cuDNN then warns and repacks them on every acting
+    step unless the copy calls flatten_parameters (counted here on the copy's own modules; a no-op on CPU)."""
+    import gymnasium
+    import numpy as np
+
+    from ddppo.config import PolicyConfig
+    from ddppo.train.overlap import acting_copy
+
+    calls: list[int] = []
+    real = torch.nn.RNNBase.flatten_parameters
+    monkeypatch.setattr(torch.nn.RNNBase, "flatten_parameters", lambda self: (calls.append(id(self)), real(self)))
+    obs = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)})
+    policy = Policy(obs, gymnasium.spaces.Discrete(2), PolicyConfig(hidden_size=8, rnn_type=rnn, rnn_layers=2))
+    calls.clear()
+    acting = acting_copy(policy)
+    rnns = [id(m) for m in acting.modules() if isinstance(m, torch.nn.RNNBase)]
+    assert len(rnns) == 1 and calls == rnns
+    assert not any(p.requires_grad for p in acting.parameters())

@@ -71,18 +71,30 @@ def test_older_checkpoints_get_their_counter_defaults(tmp_path):
     assert ckpt.counters_of(ckpt.load(path)) == {"update": 1, "env_steps": 2, **ckpt.COUNTER_DEFAULTS}
 
 
-def test_rank_records_keep_the_layout_older_checkpoints_have():
-    """Format 1's per-rank layout: the collector's keys at the top, "grpo_carry" and "ref_hidden"; any new
-    owner under its own name, and an older file without it leaves that owner as it is."""
-    names = ["rng", "collector", "advantage", "reference", "tiny"]
-    state = {"rng": {"torch": torch.zeros(2)}, "collector": {"obs": {"x": torch.ones(1)}, "env": {"n": 3}},
-             "advantage": torch.ones(2, 4), "reference": torch.zeros(1, 4, 8), "tiny": {"n": 5}}
-    record = ckpt.rank_record(state)
-    assert set(record) == {"rng", "obs", "env", "grpo_carry", "ref_hidden", "tiny"}
-    assert same(ckpt.rank_namespaces(record, names), state)
-    older = {k: v for k, v in record.items() if k != "tiny"}
-    assert "tiny" not in ckpt.rank_namespaces(older, names)
-    assert same(ckpt.rank_namespaces(older, names)["collector"], state["collector"])
+def test_format1_rank_records_are_read_as_namespaces():
+    """Format 1's per-rank layout (the collector's keys at the top, "grpo_carry", "ref_hidden", "rng") is read
+    back as format 2's namespaces; a record without the collector's keys (rollout.overlap_learning) has none."""
+    rng, obs, carry, ref = {"torch": torch.zeros(2)}, {"x": torch.ones(1)}, torch.ones(2, 4), torch.zeros(1, 4, 8)
+    record = {"rng": rng, "obs": obs, "start": torch.ones(4), "env": {"n": 3}, "grpo_carry": carry, "ref_hidden": ref}
+    assert same(ckpt.format1_namespaces(record), {"rng": rng, "advantage": carry, "reference": ref,
+                                                  "collector": {"obs": obs, "start": torch.ones(4), "env": {"n": 3}}})
+    assert same(ckpt.format1_namespaces({"rng": rng, "grpo_carry": carry}), {"rng": rng, "advantage": carry})
+
+
+def test_production_saves_through_state_dict(tmp_path, tiny_config):
+    """What `_save` writes is `state_dict()`, namespace for namespace: the file's shared keys and this rank's
+    entry of rank_states, nothing renamed or spread (format 1 spread the collector's keys over the record)."""
+    cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": "grpo", "ppo.group_size": 4})
+    with trainer_in_process(cfg) as trainer:
+        trainer.collector.collect(1)
+        trainer.compute_advantages()
+        trainer.update = 1
+        trainer._save()
+        state = trainer.state_dict()
+    data = ckpt.load(tmp_path / "checkpoints" / "ckpt-1.pt")
+    assert data["format"] == 2 and data["world_size"] == 1
+    written = {**{k: data[k] for k in ("model", "optimizer", "counters")}, "rank": data["rank_states"][0]}
+    assert same(written, state)
 
 
 class TinyOwner:
@@ -100,7 +112,7 @@ class TinyOwner:
 
 def test_adding_saved_state_is_registering_one_owner(tmp_path, tiny_config, monkeypatch):
     """The one change: the owner in Trainer.saved_state_owners. The checkpoint carries it, resume restores it,
-    with checkpoint.py and train/resume.py untouched."""
+    with ddppo/checkpoint/ untouched."""
     from ddppo.train.trainer import Trainer
 
     registered = Trainer.saved_state_owners

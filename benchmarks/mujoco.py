@@ -1,0 +1,266 @@
+"""Continuous control side by side: ddppo against stable-baselines3 PPO with RL Zoo's tuned settings, on
+gymnasium MuJoCo tasks (needs `pip install mujoco` and the `bench` extra).
+
+For each seed, every variant runs in turn in this process (interleaved, so machine noise hits all alike) for the
+same number of env steps:
+
+    sb3           SB3 PPO, RL Zoo's hyperparameters for the task, VecNormalize on observations and rewards
+    ddppo         configs/mujoco.yaml with the task's Zoo values: SB3's layout (one env of 512 steps, minibatches
+                  of batch_size samples drawn at random: ppo.minibatch_split=sample), observation and reward
+                  normalisation, a critic of its own, per-minibatch advantage normalisation
+    ddppo-env     the same pieces, minibatches split by env: 512 / batch_size envs of batch_size steps, one env
+                  per minibatch (GAE over batch_size-step horizons)
+    ddppo-before  ddppo-env with the new pieces off: normalize.obs=off normalize.reward=off policy.critic=shared
+                  ppo.normalize_advantage_per=update (what ddppo did before issue 34)
+
+Figures: the final return (mean of the last 20 finished episodes' unscaled returns), the wall time of the
+training call, and a learning curve (env step, mean of the last 20 episodes) per run. `plot(json, png)` draws the
+curves. Entry point for the CLI: `main(argv)` (`ddppo bench mujoco --tasks ... --seeds ... --budget ...`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+LAST = 20  # episodes in the final return
+VARIANTS = ("sb3", "ddppo", "ddppo-env", "ddppo-before")
+BEFORE = ["normalize.obs=off", "normalize.reward=off", "policy.critic=shared", "ppo.normalize_advantage_per=update"]
+
+# RL Zoo (hyperparams/ppo.yml, the MuJoCo v3/v4 entries; all with normalize: true, n_envs: 1, n_steps: 512,
+# policy_kwargs log_std_init=-2, ortho_init=False, ReLU, net_arch pi=vf=[256, 256])
+ZOO: dict[str, dict[str, float]] = {
+    "Hopper-v5": dict(batch_size=32, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519, clip_range=0.2,
+                      n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671),
+    "Walker2d-v5": dict(batch_size=32, gamma=0.99, learning_rate=5.05041e-05, ent_coef=0.000585045, clip_range=0.1,
+                        n_epochs=20, gae_lambda=0.95, max_grad_norm=1.0, vf_coef=0.871923),
+    "HalfCheetah-v5": dict(batch_size=64, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
+                           clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096),
+}
+N_STEPS = 512
+
+
+def env_split_overrides(task: str) -> list[str]:
+    """The 512-step rollout as envs x batch_size steps, one env per minibatch (minibatches split by env)."""
+    steps = int(ZOO[task]["batch_size"])
+    envs = N_STEPS // steps
+    return [f"env.num_envs={envs}", f"rollout.num_steps={steps}", "ppo.minibatch_split=env",
+            f"ppo.num_mini_batch={envs}"]
+
+
+def ddppo_overrides(task: str) -> list[str]:
+    """configs/mujoco.yaml set to the task's Zoo values: SB3's layout, one env of N_STEPS steps cut into
+    N_STEPS / batch_size minibatches of random samples."""
+    z = ZOO[task]
+    return [f"env.name=gym:{task}", "env.num_envs=1", f"rollout.num_steps={N_STEPS}", "ppo.minibatch_split=sample",
+            f"ppo.num_mini_batch={N_STEPS // int(z['batch_size'])}", f"ppo.lr={z['learning_rate']}",
+            f"ppo.gamma={z['gamma']}",
+            f"ppo.gae_lambda={z['gae_lambda']}", f"ppo.clip={z['clip_range']}", f"ppo.epochs={int(z['n_epochs'])}",
+            f"ppo.entropy_coef={z['ent_coef']}", f"ppo.value_coef={z['vf_coef']}",
+            f"ppo.max_grad_norm={z['max_grad_norm']}"]
+
+
+class Episodes:
+    """Finished episodes' (env step, return), and the curve: mean of the last LAST at each episode."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, float]] = []
+        self.recent: deque = deque(maxlen=LAST)
+
+    def add(self, step: int, ret: float) -> None:
+        self.recent.append(ret)
+        self.rows.append((step, statistics.fmean(self.recent)))
+
+    def summary(self, seconds: float, steps: int) -> dict[str, Any]:
+        curve = self.rows[:: max(1, len(self.rows) // 200)] + self.rows[-1:]
+        return {"final_return": statistics.fmean(self.recent) if self.recent else None, "episodes": len(self.rows),
+                "seconds": seconds, "fps": steps / seconds, "curve": curve}
+
+
+def run_sb3(task: str, seed: int, budget: int) -> dict[str, Any]:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    z = dict(ZOO[task])
+    episodes = Episodes()
+
+    class Watch(BaseCallback):
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:  # Monitor, inside VecNormalize: the unscaled return
+                    episodes.add(self.num_timesteps, float(info["episode"]["r"]))
+            return True
+
+    torch.set_num_threads(1)  # as ddppo (run.torch_threads=1): on a shared machine more threads only contend
+    env = VecNormalize(make_vec_env(task, n_envs=1, seed=seed), gamma=z["gamma"])
+    model = PPO("MlpPolicy", env, n_steps=N_STEPS, seed=seed, device="cpu", verbose=0,
+                policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU,
+                                   net_arch=dict(pi=[256, 256], vf=[256, 256])),
+                **{k: (int(v) if k in ("batch_size", "n_epochs") else v) for k, v in z.items()})
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=budget, callback=Watch())
+    seconds = time.perf_counter() - t0
+    env.close()
+    return episodes.summary(seconds, budget)
+
+
+def run_ddppo(task: str, seed: int, budget: int, extra: list[str]) -> dict[str, Any]:
+    from ddppo.config import load_config
+    from ddppo.config.loading import shipped_config
+    from ddppo.distributed import init_distributed
+    from ddppo.train.trainer import Trainer
+
+    run_dir = Path(f"/tmp/ddppo-bench-mujoco-{seed}-{time.time_ns()}")
+    cfg = load_config(str(shipped_config("mujoco")),
+                      ddppo_overrides(task) + extra + [f"run.seed={seed}", f"run.total_env_steps={budget}",
+                                                       f"run.dir={run_dir}", "log.tensorboard=false",
+                                                       "checkpoint.interval_updates=100000"])
+    torch.set_num_threads(1)
+    episodes = Episodes()
+    ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
+    try:
+        trainer = Trainer(cfg, ctx)
+        try:
+            _watch(trainer, episodes)
+            t0 = time.perf_counter()
+            trainer.train()
+            seconds = time.perf_counter() - t0
+            steps = trainer.env_steps
+        finally:
+            trainer.close()
+    finally:
+        ctx.close()
+    return episodes.summary(seconds, steps)
+
+
+def _watch(trainer: Any, episodes: Episodes) -> None:
+    """Record every finished episode's unscaled return (the envs' own) with the env step it ended near."""
+    collector = trainer.collector
+    add: Callable = collector.add_episodes
+
+    def add_episodes(found: list, sums: Any, counts: Any) -> None:
+        for e in found:
+            episodes.add(trainer.env_steps + collector.storage.step * collector.envs.num_envs,
+                         float(e.metrics["return"]))
+        add(found, sums, counts)
+
+    collector.add_episodes = add_episodes
+
+
+def _spread(values: list[float | None]) -> str:
+    found = [v for v in values if v is not None]
+    if not found:
+        return "-"
+    if len(found) == 1:
+        return f"{found[0]:.0f}"
+    return f"{statistics.fmean(found):.0f} +/- {statistics.stdev(found):.0f}"
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [f"{'task':>15} {'seed':>5} {'variant':>13} {'final return':>13} {'episodes':>9} {'seconds':>8}"]
+    for r in rows:
+        x = r["result"]
+        ret = "-" if x["final_return"] is None else f"{x['final_return']:.1f}"
+        lines.append(f"{r['task']:>15} {r['seed']:>5} {r['variant']:>13} {ret:>13} {x['episodes']:>9} "
+                     f"{x['seconds']:>8.0f}")
+    for task in dict.fromkeys(r["task"] for r in rows):
+        for variant in dict.fromkeys(r["variant"] for r in rows):
+            mine = [r["result"] for r in rows if r["task"] == task and r["variant"] == variant]
+            lines.append(f"{task} {variant}: final return {_spread([m['final_return'] for m in mine])}, "
+                         f"seconds {_spread([m['seconds'] for m in mine])} ({len(mine)} seeds)")
+    return lines
+
+
+def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], out: str) -> int:
+    """Every (task, seed), each variant in turn; the JSON is rewritten after every run (a cut-short run keeps
+    what it measured)."""
+    from ddppo.benchmarks import report
+    from ddppo.rundir import atomic_write
+
+    logging.getLogger("ddppo").setLevel(logging.WARNING)
+    unknown = [t for t in tasks if t not in ZOO] + [v for v in variants if v not in VARIANTS]
+    if unknown:
+        import sys
+
+        sys.stderr.write(f"ddppo bench mujoco: unknown {unknown}; tasks: {', '.join(ZOO)}; variants: "
+                         f"{', '.join(VARIANTS)}\n")
+        return 2
+    rows: list[dict[str, Any]] = []
+    meta = {"budget": budget, "seeds": seeds, "tasks": tasks, "variants": variants, "last_episodes": LAST,
+            "zoo": {t: ZOO[t] for t in tasks}, "n_steps": N_STEPS, "before_overrides": BEFORE}
+    for task in tasks:
+        for seed in seeds:
+            for variant in variants:
+                if variant == "sb3":
+                    result = run_sb3(task, seed, budget)
+                else:
+                    extra = {"ddppo-env": env_split_overrides(task),
+                             "ddppo-before": env_split_overrides(task) + BEFORE}.get(variant, [])
+                    result = run_ddppo(task, seed, budget, extra)
+                rows.append({"task": task, "seed": seed, "variant": variant, "result": result})
+                print("\n".join(table(rows[-1:])[1:2]), flush=True)  # noqa: T201 - progress
+                atomic_write(out, json.dumps({"meta": meta, "runs": rows}, indent=1))
+    return report(table(rows), {"meta": meta, "runs": rows}, out)
+
+
+def plot(results: str, png: str) -> None:
+    """Learning curves from a results JSON into `png` (docs/make_plots.py draws the results page's plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    draw(plt, json.loads(Path(results).read_text())["runs"], Path(png))
+
+
+def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None = None) -> Path:
+    """The mean of the last LAST episodes against env steps: one panel per task, one colour per variant, one line
+    per seed."""
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-env": "tab:orange", "ddppo-before": "tab:red"}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(7 * len(tasks), 4.2), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        shown = set()
+        for r in (r for r in runs if r["task"] == task and r["result"]["curve"]):
+            curve = r["result"]["curve"]
+            ax.plot([c[0] for c in curve], [c[1] for c in curve], color=colours.get(r["variant"]), alpha=0.8,
+                    label=None if r["variant"] in shown else r["variant"])
+            shown.add(r["variant"])
+        ax.set_title(f"{task}: one line per seed")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(f"return (mean of the last {LAST} episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata=metadata)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`ddppo bench mujoco [--tasks ...] [--seeds ...] [--budget N] [--variants ...] [--out JSON]`, or
+    `--plot RESULTS_JSON PNG` to draw the learning curves of a results file."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="ddppo bench mujoco", description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=["Hopper-v5"], help=f"of {', '.join(ZOO)}")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--budget", type=int, default=100_000, help="env steps per run (both trainers)")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"of {', '.join(VARIANTS)}")
+    p.add_argument("--out", default="results/mujoco.json")
+    p.add_argument("--plot", nargs=2, metavar=("RESULTS_JSON", "PNG"), help="only draw the learning curves")
+    a = p.parse_args(argv)
+    if a.plot:
+        plot(*a.plot)
+        return 0
+    return run(a.tasks, a.seeds, a.budget, a.variants, a.out)
+

@@ -1,0 +1,111 @@
+"""Generalised advantage estimation (Schulman et al. 2016): the pure function, the estimator that fills a rollout
+storage with it, and the advantage normalisation over every rank.
+
+Advantage normalisation (ppo.normalize_advantage, GAE; ppo.normalize_advantage_per=update): mean and population
+std over every valid sample of every rank, from one all-reduce of (sum, sum of squares, count) before the epochs, so a sample's advantage does not
+depend on which rank collected it and ranks count by their number of valid samples. (GRPO advantages are already
+normalised within their group, and a group never spans ranks, so they are rank-independent as they are.)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from ddppo.config import PPOConfig
+from ddppo.distributed import DistContext
+from ddppo.rollout.storage import RolloutStorage
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma: float,
+        lam: float, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns for a (T, N) rollout.
+
+    rewards[t], dones[t]: reward and episode end after the action at step t.
+    values: (T + 1, N); values[T] bootstraps the step after the last one.
+    A done step does not bootstrap (a truncated step's reward already holds
+    gamma * V(final observation), added at collection time).
+    lengths: (N,) steps env n collected (variable-length segments, <= T): only its
+    first lengths[n] steps count, values[lengths[n], n] bootstraps them, and later
+    steps get advantage 0 and return 0. None: every env collected T steps.
+
+    The steps past an env's length hold an older rollout's data, which may be NaN (a NaN
+    reward): they are selected away (torch.where), never multiplied by a zero mask
+    (NaN * 0 is NaN, and would flow back into every valid step of the segment).
+    """
+    T = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    not_done = 1.0 - dones.to(rewards.dtype)
+    if lengths is not None:
+        lengths = lengths.to(rewards.device)
+    for t in reversed(range(T)):
+        delta = rewards[t] + gamma * values[t + 1] * not_done[t] - values[t]
+        last = delta + gamma * lam * not_done[t] * last
+        if lengths is not None:
+            last = torch.where(t < lengths, last, torch.zeros_like(last))
+        advantages[t] = last
+    returns = advantages + values[:T]
+    if lengths is not None:
+        collected = torch.arange(T, device=rewards.device)[:, None] < lengths
+        returns = torch.where(collected, returns, torch.zeros_like(returns))
+    return advantages, returns
+
+
+def compute_returns(storage: RolloutStorage, last_value: torch.Tensor, gamma: float, lam: float) -> None:
+    """GAE over the storage's collected steps, bootstrapping from `last_value` = V(obs[L]) (in variable mode each
+    env from the value after its own last step); advantages and returns are 0 past the collected steps."""
+    L = storage.step
+    if storage.lengths is None:
+        storage.values[L].copy_(last_value)
+    else:  # each env bootstraps from the value after its own last step
+        envs = torch.arange(storage.num_envs, device=storage.device)
+        storage.values[storage.lengths.to(storage.device), envs] = last_value
+    adv, ret = gae(storage.rewards[:L], storage.values[: L + 1], storage.dones[:L], gamma, lam, storage.lengths)
+    storage.advantages.zero_()
+    storage.returns.zero_()
+    storage.advantages[:L] = adv
+    storage.returns[:L] = ret  # 0 past each env's length (gae)
+
+
+def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
+    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
+
+    Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
+    the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
+    """
+    m = valid.double()
+    a = torch.where(valid > 0, adv.double(), torch.zeros_like(m))  # selected, not multiplied: padding may be NaN
+    local = torch.stack([a.sum(), (a * a).sum(), m.sum()])
+    total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
+    if count <= 0:
+        return
+    mean = total / count
+    std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
+    adv.sub_(mean).div_(std + 1e-8)
+
+
+class GAE:
+    """Generalised advantage estimation with the critic's bootstrap at each env's last valid step; advantages
+    normalised over every rank when ppo.normalize_advantage. Carries nothing from one rollout to the next."""
+
+    def __init__(self, ppo: PPOConfig, num_envs: int):
+        self.gamma, self.lam = ppo.gamma, ppo.gae_lambda
+        # over the whole rollout of every rank; per minibatch (normalize_advantage_per=minibatch) the update does it
+        self.normalize = ppo.normalize_advantage and ppo.normalize_advantage_per == "update"
+
+    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
+        compute_returns(storage, bootstrap_value(), self.gamma, self.lam)
+
+    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None:
+        if self.normalize:  # config-driven: the same on every rank
+            L = storage.step
+            normalize_advantages(storage.advantages[:L], storage.valid[:L], ctx)
+
+    def state_dict(self) -> None:
+        return None
+
+    def load_state_dict(self, state) -> None:
+        """Nothing is carried (a GRPO carry in an older file is ignored)."""

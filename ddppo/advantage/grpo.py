@@ -1,0 +1,84 @@
+"""Critic-free GRPO advantages: each episode's return normalised within its group of shared episodes.
+
+Environments run in groups of `group_size` that start the same episode together
+(ddppo.envs.base.StepResult.idle/started). When every member of a group has finished
+the shared episode, each member's return R_i becomes the advantage of every
+step of its episode: A_i = (R_i - mean(R)) / (std(R) + eps) (population std).
+
+Partial episodes: an episode still running when the rollout ends (preempted or
+not) carries its partial return and "finished" flag into the next rollout, so
+its return is exact; the steps it took in the earlier rollout were masked out
+(their advantage was unknown then), and the steps in the rollout where its group
+completes are trained on. Idle steps (a finished member waiting for its group)
+are always masked.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ddppo.config import PPOConfig
+from ddppo.distributed import DistContext
+from ddppo.rollout.storage import RolloutStorage
+
+
+def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tensor, carry: torch.Tensor,
+                    group_size: int, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """rewards, dones, idle: (L, N); carry: (2, N) = (partial return, finished flag) at rollout start.
+
+    Returns advantages (L, N), loss mask (L, N) and the carry for the next rollout.
+    """
+    L, N = rewards.shape
+    g = group_size
+    adv = torch.zeros(L, N, dtype=torch.float32)
+    mask = torch.zeros(L, N, dtype=torch.float32)
+    ret = carry[0].clone().double()
+    ended = carry[1].clone().bool()
+    seg_start = torch.zeros(N // g, dtype=torch.long)  # first step of each group's current episode in this rollout
+    active = ~idle.bool()
+    for t in range(L):
+        ret += torch.where(active[t], rewards[t].double(), torch.zeros((), dtype=torch.float64))  # idle: no-op
+        ended |= dones[t].bool() & active[t]
+        complete = torch.nonzero(ended.view(-1, g).all(1), as_tuple=False).flatten()
+        for c in complete.tolist():
+            members = slice(c * g, (c + 1) * g)
+            r = ret[members]
+            a = ((r - r.mean()) / (r.std(unbiased=False) + eps)).float()
+            s = int(seg_start[c])
+            steps = active[s: t + 1, members].float()
+            adv[s: t + 1, members] = a.unsqueeze(0) * steps
+            mask[s: t + 1, members] = steps
+            ret[members] = 0.0
+            ended[members] = False
+            seg_start[c] = t + 1
+    return adv, mask, torch.stack([ret.float(), ended.float()])
+
+
+class GRPO:
+    """Group-relative advantages over whole episodes; episodes running at the rollout's end carry over (the
+    carry is this estimator's saved state). No critic: nothing bootstraps, returns stay 0, and the advantages
+    are normalised within their group already."""
+
+    def __init__(self, ppo: PPOConfig, num_envs: int):
+        self.group_size = ppo.group_size
+        self.carry = torch.zeros(2, num_envs)  # partial returns and finished flags
+
+    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
+        L = storage.step
+        adv, mask, self.carry = grpo_advantages(storage.rewards[:L].cpu(), storage.dones[:L].cpu(),
+                                                storage.idle[:L].cpu(), self.carry, self.group_size)
+        storage.advantages.zero_()
+        storage.returns.zero_()
+        storage.advantages[:L] = adv.to(storage.device)
+        storage.loss_mask[:L] = mask.to(storage.device)  # only the steps of finished groups take part
+
+    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None:
+        """Nothing to do: normalised within each group, which never spans ranks."""
+
+    def state_dict(self) -> torch.Tensor:
+        return self.carry.clone()
+
+    def load_state_dict(self, state) -> None:
+        self.carry = torch.as_tensor(state).float().cpu()

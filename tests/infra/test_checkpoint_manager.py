@@ -1,0 +1,113 @@
+"""The checkpoint manager (ddppo/checkpoint/manager.py): every owner in a namespace of its own, no two owners
+under one name; and today's format-1 files (tests/fixtures, written by ddppo before format 2) load and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo.checkpoint.manager import CheckpointManager
+from ddppo.config import from_yaml_text
+from testutil import REPO, trainer_in_process
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+class Owner:
+    def __init__(self, value=0):
+        self.value = value
+
+    def state_dict(self):
+        return {"value": self.value}
+
+    def load_state_dict(self, state):
+        self.value = state["value"]
+
+
+class Episodes(Owner):
+    def resume(self, state):
+        if state is None:
+            return False
+        self.load_state_dict(state)
+        return True
+
+
+def manager() -> CheckpointManager:
+    return CheckpointManager(cfg=None, ctx=None)  # registering and (un)packing state need neither
+
+
+def test_two_owners_cannot_share_a_name():
+    m = manager()
+    m.register("model", Owner(), shared=True)
+    m.register("rng", Owner())
+    for name, shared in (("rng", False), ("rng", True), ("model", False), ("model", True)):
+        with pytest.raises(ValueError, match=f"saved-state owner '{name}' is registered twice"):
+            m.register(name, Owner(), shared=shared)
+    for reserved in ckpt.FILE_KEYS + ("rank",):  # nor take one of the file's own keys
+        with pytest.raises(ValueError, match="registered twice"):
+            m.register(reserved, Owner())
+    m.register_episodes("collector", Episodes())
+    with pytest.raises(ValueError, match="already have an owner"):
+        m.register_episodes("other", Episodes())
+
+
+def test_an_owner_named_like_another_owners_keys_keeps_both():
+    """Format 1 spread the collector's keys (obs, start, hidden, env) at the top of the rank record, so an owner
+    named "obs" would have overwritten the collector's observation. Now each owner has its own namespace."""
+    m = manager()
+    m.register_episodes("collector", Episodes({"obs": 1, "env": 2}))
+    m.register("obs", Owner(7))
+    state = m.state_dict()
+    assert state == {"rank": {"collector": {"value": {"obs": 1, "env": 2}}, "obs": {"value": 7}}}
+    twin = manager()
+    twin.register_episodes("collector", Episodes())
+    twin.register("obs", Owner())
+    twin.load_state_dict(state)
+    assert twin.state_dict() == state
+
+
+def test_episodic_owners_follow_the_episodes():
+    """Per-episode state (GRPO carry, reference hidden state) is restored only when the episodes continue; the
+    episodes owner is asked even when its namespace is absent (it then starts fresh episodes)."""
+    for saved_episodes, expected in ((None, 0), ({"value": 1}, 5)):
+        m = manager()
+        episodes, carry, rng = Episodes(), Owner(), Owner()
+        m.register("rng", rng)
+        m.register_episodes("collector", episodes)
+        m.register("advantage", carry, episodic=True)
+        m.load_state_dict({"rank": {"rng": {"value": 3}, "collector": saved_episodes, "advantage": {"value": 5}}})
+        assert (rng.value, carry.value) == (3, expected)
+
+
+@pytest.mark.parametrize("advantage", ["gae", "grpo"])
+def test_a_format1_checkpoint_loads_and_resumes_to_the_same_weights(tmp_path, advantage):
+    """tests/fixtures/checkpoint_format1_<advantage>.pt is ckpt-1 of a tiny gridnav run written by ddppo 9eebf7e
+    (format 1); *_update2.pt holds the model that run reached at update 2. Read under format 2, it resumes
+    every namespace (counters, RNG, episodes, GRPO carry) and its next update reaches those weights."""
+    source = FIXTURES / f"checkpoint_format1_{advantage}.pt"
+    assert torch.load(source, weights_only=True)["format"] == 1
+    data = ckpt.load(source)
+    assert data["format"] == ckpt.FORMAT
+    expected_rank = {"rng", "collector"} | ({"advantage"} if advantage == "grpo" else set())
+    assert set(data["rank_states"][0]) == expected_rank
+    assert set(data["rank_states"][0]["collector"]) == {"obs", "start", "hidden", "env"}
+    stored = from_yaml_text(data["config_yaml"], "fixture")
+    cfg = dataclasses.replace(stored, run=dataclasses.replace(stored.run, dir=str(tmp_path)))
+    (tmp_path / "checkpoints").mkdir()
+    shutil.copy(source, tmp_path / "checkpoints" / "ckpt-1.pt")
+    after = torch.load(FIXTURES / f"checkpoint_format1_{advantage}_update2.pt", weights_only=True)
+    with trainer_in_process(cfg) as trainer:
+        assert (trainer.update, trainer.env_steps) == (1, 64)
+        assert trainer.train() == 0 and trainer.update == 2
+        model = trainer.policy.state_dict()
+    assert set(model) == set(after["model"])
+    for key, value in after["model"].items():
+        if after["torch"] == torch.__version__:  # the torch that wrote the fixture: bit for bit
+            assert torch.equal(model[key], value), key
+        else:  # another torch may round differently
+            torch.testing.assert_close(model[key], value, rtol=1e-4, atol=1e-5, msg=key)
+    assert ckpt.load(tmp_path / "checkpoints" / "ckpt-2.pt")["format"] == 2

@@ -1,0 +1,44 @@
+"""Normalisation statistics are saved in checkpoints and restored on resume, bit for bit: N updates in one go
+== N/2 updates, a new Trainer resuming from the checkpoint, N/2 more (gridnav restores its episodes, so the
+whole run is deterministic; normalize.obs/reward are on explicitly, `auto` leaves them off for gridnav)."""
+
+from __future__ import annotations
+
+import torch
+
+from ddppo import checkpoint as ckpt
+from testutil import trainer_in_process
+
+UPDATES = 6
+NORMALIZE = {"normalize.obs": "on", "normalize.reward": "on", "ppo.lr_schedule": "constant",
+             "log.tensorboard": "false", "checkpoint.interval_updates": 1000, "run.torch_threads": 1}
+
+
+def run(tiny_config, run_dir, updates: int) -> None:
+    cfg = tiny_config(run_dir, **NORMALIZE, **{"run.total_env_steps": updates * 4 * 32})
+    with trainer_in_process(cfg) as trainer:
+        assert trainer.normalization.scaler is not None and trainer.policy.obs_norm is not None
+        assert trainer.train() == 0
+
+
+def final(run_dir) -> dict:
+    return ckpt.load(ckpt.list_checkpoints(str(run_dir))[-1])
+
+
+def test_normalisation_statistics_resume_bit_exactly(tmp_path, tiny_config):
+    run(tiny_config, tmp_path / "straight", UPDATES)
+    run(tiny_config, tmp_path / "split", UPDATES // 2)
+    half = final(tmp_path / "split")
+    assert float(half["model"]["obs_norm.stats.depth.count"]) > 0
+    assert float(half["rank_states"][0]["reward_scale"]["count"]) > 0
+    run(tiny_config, tmp_path / "split", UPDATES)
+    a, b = final(tmp_path / "straight"), final(tmp_path / "split")
+    assert a["counters"]["update"] == b["counters"]["update"] == UPDATES
+    norm_keys = [k for k in a["model"] if k.startswith("obs_norm.")]
+    assert norm_keys
+    for key, value in a["model"].items():  # the statistics, and the weights trained on what they scaled
+        assert torch.equal(value, b["model"][key]), key
+    ra, rb = a["rank_states"][0], b["rank_states"][0]
+    for key in ("mean", "var", "count"):
+        assert torch.equal(ra["reward_scale"][key], rb["reward_scale"][key]), key
+    assert torch.equal(ra["reward_returns"], rb["reward_returns"])
