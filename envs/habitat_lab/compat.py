@@ -5,7 +5,8 @@ Both versions share `habitat.Env(config, dataset)`, its `current_episode` setter
 `get_scenes_to_load`. They differ in the config: 0.2.x has yacs configs (`habitat.get_config(paths, opts)`
 with opts `[KEY, VALUE, ...]`, upper-case keys at the top level, `defrost`/`freeze`), 0.3.x Hydra
 configs (`habitat.get_config(path, overrides=["key=value"])`, lower-case keys under `habitat.`,
-`habitat.config.read_write`). `Api` hides that behind logical key names.
+`habitat.config.read_write`). `Api` hides that behind logical key names, and picks a task config's 0.3.x twin
+(`X_v03.yaml` beside `X.yaml`, as the shipped configs/habitat_lab/*_gen_task.yaml have) where 0.3.x is installed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ V3_KEYS = {"gpu": "habitat.simulator.habitat_sim_v0.gpu_device_id", "seed": "hab
            "scenes_dir": "habitat.dataset.scenes_dir", "content_scenes": "habitat.dataset.content_scenes",
            "dataset_type": "habitat.dataset.type", "max_steps": "habitat.environment.max_episode_steps",
            "dataset": "habitat.dataset"}
+V3_TWIN = "_v03.yaml"  # a task config `X.yaml` (0.2.x) with `X_v03.yaml` beside it: the latter on 0.3.x
 
 
 def import_habitat() -> Any:
@@ -98,6 +100,7 @@ class Api:
             from ddppo.configs import find  # data only
 
             path = str(find(path) or path)
+        path = self.task_config_for_version(path)
         if self.v2 and not os.path.isfile(path):
             raise EnvError(f"env.habitat_lab.config={path!r}: no such habitat-lab task config file")
         try:
@@ -116,6 +119,15 @@ class Api:
             raise EnvError(f"habitat-lab {'.'.join(map(str, self.version))} could not load "
                            f"env.habitat_lab.config={path!r} with overrides {list(overrides)}: "
                            f"{type(exc).__name__}: {summary}") from exc
+
+    def task_config_for_version(self, path: str) -> str:
+        """`path`, or where habitat-lab 0.3.x is installed its Hydra twin `<name>_v03.yaml` beside it when there is
+        one: the shipped task configs come as a 0.2.x (yacs) file and its 0.3.x twin, and the ddppo configs name the
+        0.2.x one, so one ddppo config trains on either version."""
+        if self.v2 or not path.endswith(".yaml") or path.endswith(V3_TWIN):
+            return path
+        twin = path[:-len(".yaml")] + V3_TWIN
+        return twin if os.path.isfile(twin) else path
 
     def get(self, cfg: Any, key: str) -> Any:
         node = cfg

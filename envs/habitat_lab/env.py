@@ -73,6 +73,8 @@ def configured(api: Api, options: HabitatLabOptions, spec: Any) -> Any:
     for key in ("dataset", "split", "scenes_dir"):
         if getattr(options, key):
             values["data_path" if key == "dataset" else key] = getattr(options, key)
+    if options.max_episode_steps:
+        values["max_steps"] = int(options.max_episode_steps)
     gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
     values["gpu"] = int(gpu)
     return api.replace(cfg, **values)

@@ -20,7 +20,9 @@ class HabitatLabOptions:
                                     metadata=doc("habitat-lab task config file (0.2.x: yacs YAML, e.g. "
                                                  "configs/tasks/pointnav.yaml of a habitat-lab checkout; 0.3.x: a "
                                                  "Hydra config, a path or one under habitat/config, e.g. "
-                                                 "benchmark/nav/pointnav/pointnav_habitat_test.yaml)"))
+                                                 "benchmark/nav/pointnav/pointnav_habitat_test.yaml); on 0.3.x a "
+                                                 "file X.yaml with X_v03.yaml beside it means X_v03.yaml (the shipped "
+                                                 "configs/habitat_lab/*_gen_task.yaml have such twins)"))
     overrides: list = dataclasses.field(default_factory=list,
                                         metadata=doc("habitat-lab config overrides, KEY=VALUE each, in the keys of "
                                                      "the installed version (0.2.x: SIMULATOR.AGENT_0.SENSORS="
@@ -29,6 +31,11 @@ class HabitatLabOptions:
     dataset: str = dataclasses.field(default="",
                                      metadata=doc("the dataset's data path with {split} (DATASET.DATA_PATH / "
                                                   "habitat.dataset.data_path); empty = the task config's"))
+    max_episode_steps: int = dataclasses.field(default=0,
+                                               metadata=doc("episode step limit, set in the installed version's "
+                                                            "key (ENVIRONMENT.MAX_EPISODE_STEPS / habitat.environment."
+                                                            "max_episode_steps), after the overrides; 0 = the task "
+                                                            "config's", ge=0, hint="0 = the task config's limit"))
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",

@@ -114,9 +114,10 @@ def test_every_episode_in_exactly_one_env_of_one_worker_of_one_rank(num_scenes, 
 
 def test_options_section_registered_and_problems_named():
     assert section_for("habitat_lab") == "habitat_lab" and OPTION_SECTIONS["habitat_lab"] is HabitatLabOptions
-    problems = section_problems(HabitatLabOptions(overrides=["NOEQUALS", 3], gpu_device_id=-3))
+    problems = section_problems(HabitatLabOptions(overrides=["NOEQUALS", 3], gpu_device_id=-3, max_episode_steps=-1))
     text = "; ".join(problems)
     assert "config=''" in text and "KEY=VALUE" in text and "gpu_device_id=-3" in text
+    assert "max_episode_steps=-1" in text
     assert not section_problems(HabitatLabOptions(config="x.yaml", overrides=["A.B=1"]))
 
 

@@ -12,7 +12,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from hl_testutil import habitat_lab_v03
+from hl_testutil import REPO, habitat_lab_v03
 
 HABITAT, WHY = habitat_lab_v03()
 if HABITAT is None and os.environ.get("DDPPO_REQUIRE_HABITAT_LAB") == "1":
@@ -195,3 +195,42 @@ def test_v03_objectgoal_sensor_is_a_discrete_category():
     episode = types.SimpleNamespace(object_category="sofa", goals=[ObjectGoal(position=[0.0, 0.0, 0.0], object_id="1")],
                                     episode_id="0")
     assert int(convert({"objectgoal": sensor.get_observation(None, episode=episode)})["objectgoal"]) == 3
+
+
+@pytest.mark.parametrize("task", ["pointnav", "imagenav", "objectnav"])
+def test_v03_shipped_task_config_is_its_hydra_twin(task):
+    """configs/habitat_lab/<task>_gen_task.yaml (0.2.x keys) loads as its twin <task>_gen_task_v03.yaml on 0.3.x,
+    with the same task, sensors and measures; a path naming the twin itself loads it too."""
+    shipped = REPO / "configs" / "habitat_lab" / f"{task}_gen_task.yaml"
+    api = Api(HABITAT)
+    assert api.task_config_for_version(str(shipped)) == str(shipped.with_name(f"{task}_gen_task_v03.yaml"))
+    for path in (str(shipped), f"configs/habitat_lab/{task}_gen_task.yaml", str(shipped.with_name(
+            f"{task}_gen_task_v03.yaml"))):
+        cfg = api.load_config(path, ["habitat.environment.max_episode_steps=7"]).habitat
+        assert list(cfg.task.actions) == ["stop", "move_forward", "turn_left", "turn_right"]
+        assert list(cfg.task.measurements)[:4] == ["distance_to_goal", "success", "spl", "soft_spl"]
+        assert cfg.environment.max_episode_steps == 7 and cfg.simulator.habitat_sim_v0.gpu_device_id == -1
+    sensors = cfg.simulator.agents.main_agent.sim_sensors
+    expected = {"pointnav": (["depth_sensor"], ["pointgoal_with_gps_compass_sensor"], "PointNav-v1"),
+                "imagenav": (["rgb_sensor", "depth_sensor"], ["imagegoal_sensor"], "PointNav-v1"),
+                "objectnav": (["rgb_sensor", "depth_sensor"], ["objectgoal_sensor", "compass_sensor", "gps_sensor"],
+                              "ObjectNav-v1")}[task]
+    assert (list(sensors), list(cfg.task.lab_sensors), cfg.dataset.type) == expected
+    assert all(s.width == 64 and s.height == 64 for s in sensors.values())
+
+
+def test_v03_max_episode_steps_option_sets_the_limit(data):
+    """env.habitat_lab.max_episode_steps sets the limit in the installed version's key; 0 keeps the task's."""
+    env = make(data, EnvSpec(num_envs=1, seed=0), max_episode_steps=3)
+    try:
+        assert env.habitat_envs[0]._config.environment.max_episode_steps == 3
+        env.reset()
+        res = [env.step(np.array([2])) for _ in range(3)][-1]
+        assert res.truncated.all() and res.episodes[0].metrics["length"] == 3
+    finally:
+        env.close()
+    env = make(data, EnvSpec(num_envs=1, seed=0))
+    try:
+        assert env.habitat_envs[0]._config.environment.max_episode_steps == 20  # options()'s override
+    finally:
+        env.close()

@@ -1,5 +1,6 @@
-"""The adapter on the real habitat-lab (0.2.x here; its version path is picked by ddppo.envs.habitat_lab.compat) and
-the real habitat-sim, on generated scenes; skipped where either does not import."""
+"""The adapter on the real habitat-lab (0.2.x or 0.3.x, whichever is installed: its version path is picked by
+ddppo.envs.habitat_lab.compat, the shipped task config by its 0.3.x twin) and the real habitat-sim, on generated
+scenes; skipped where either does not import."""
 
 from __future__ import annotations
 
@@ -18,10 +19,19 @@ HABITAT, WHY = real_habitat_lab()
 pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
 
 from ddppo.envs.base import EnvError, EnvSpec  # noqa: E402
+from ddppo.envs.habitat_lab.compat import Api  # noqa: E402
 from ddppo.envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
 from ddppo.envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
 
 EPISODES_PER_SCENE = 5
+API = Api(HABITAT) if HABITAT is not None else None
+V2 = API is not None and API.v2
+SOFT_SPL = "softspl" if V2 else "soft_spl"  # the SoftSPL measure's uuid (0.3.x renamed it)
+
+
+def key(name: str) -> str:
+    """The installed version's config key for a logical name (compat's table): overrides in the right keys."""
+    return API.keys[name] if name in API.keys else name
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +63,7 @@ def data(tmp_path_factory):
 
 def options(data, **kw) -> HabitatLabOptions:
     base = dict(config=POINTNAV_TASK, dataset=data["data_path"], split="train", scenes_dir=data["scenes_dir"],
-                gpu_device_id=gpu(), overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=40"])
+                gpu_device_id=gpu(), max_episode_steps=40)
     base.update(kw)
     return HabitatLabOptions(**base)
 
@@ -69,21 +79,23 @@ def test_pointnav_spaces_stop_and_measures(data):
         res = env.step(np.zeros(2, np.int64))  # STOP: habitat-lab's task ends the episode
         assert res.terminated.all() and not res.truncated.any() and len(res.episodes) == 2
         m = res.episodes[0].metrics
-        for key in ("success", "spl", "softspl", "soft_spl", "distance_to_goal", "collisions", "return", "length"):
-            assert key in m, key
+        for name in ("success", "spl", SOFT_SPL, "soft_spl", "distance_to_goal", "collisions", "return", "length"):
+            assert name in m, name
         assert m["length"] == 1.0 and m["success"] in (0.0, 1.0)
         assert m["distance_to_goal"] > 0.2 and m["success"] == 0.0  # episodes start >= 1 m away
         # what a trainer aggregates: the task's measures (uuids), their dict measures' flattened parts, ddppo's
         # aliases, success, return, length; every scalar metric an episode reports is among them (train/ = eval/)
-        assert env.episode_metrics == ("distance_to_goal", "success", "spl", "softspl", "collisions",
-                                       "collisions_count", "collisions_is_collision", "soft_spl", "return", "length")
+        measures = ("distance_to_goal", "success", "spl", SOFT_SPL, "collisions", "collisions_count",
+                    "collisions_is_collision")  # the task config's, in order
+        aliases = ("soft_spl",) if V2 else ()  # 0.3.x's SoftSPL is soft_spl already
+        assert env.episode_metrics == measures + aliases + ("return", "length")
         assert set(m) <= set(env.episode_metrics)
     finally:
         env.close()
 
 
 def test_step_limit_is_a_truncation_and_reward_follows_distance(data):
-    env = HabitatLabVecEnv(options(data, overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=6"]), EnvSpec(num_envs=1, seed=1))
+    env = HabitatLabVecEnv(options(data, max_episode_steps=6), EnvSpec(num_envs=1, seed=1))
     try:
         env.reset()
         rewards = []
@@ -102,7 +114,7 @@ def test_step_limit_is_a_truncation_and_reward_follows_distance(data):
 
 def test_failed_stop_reward_only_where_the_agent_stops_short(data):
     """failed_stop_reward is added where STOP ends an episode without success, not at the step limit."""
-    env = HabitatLabVecEnv(options(data, failed_stop_reward=-1.0, overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=2"]),
+    env = HabitatLabVecEnv(options(data, failed_stop_reward=-1.0, max_episode_steps=2),
                            EnvSpec(num_envs=2, seed=0))
     try:
         env.reset()
@@ -160,11 +172,16 @@ def test_one_pass_plays_each_assigned_episode_once_then_state_restores_the_order
 
 def test_continuous_velocity_control_is_a_box(data):
     """habitat-lab's VELOCITY_CONTROL (the one action, with linear and angular velocity arguments) -> a Box."""
-    opts = options(data, overrides=["TASK.POSSIBLE_ACTIONS=['VELOCITY_CONTROL']", "ENVIRONMENT.MAX_EPISODE_STEPS=3"])
-    env = HabitatLabVecEnv(opts, EnvSpec(num_envs=1, seed=0))
+    if V2:
+        only_velocity = ["TASK.POSSIBLE_ACTIONS=['VELOCITY_CONTROL']"]
+    else:  # the 0.3.x twin lists each action as a defaults entry: drop the four, add velocity_control
+        group = "habitat/task/actions@habitat.task.actions"
+        only_velocity = [f"~{group}.{a}" for a in ("stop", "move_forward", "turn_left", "turn_right")]
+        only_velocity.append(f"+{group}.velocity_control=velocity_control")
+    env = HabitatLabVecEnv(options(data, overrides=only_velocity, max_episode_steps=3), EnvSpec(num_envs=1, seed=0))
     try:
         assert isinstance(env.action_space, gymnasium.spaces.Box) and env.action_space.shape == (2,)
-        assert env.actions.names == ["VELOCITY_CONTROL"]
+        assert env.actions.names == ["VELOCITY_CONTROL" if V2 else "velocity_control"]
         before = env.reset()["pointgoal_with_gps_compass"][0].copy()
         res = env.step(np.array([[env.action_space.high[0], env.action_space.high[1]]]))  # turn and drive
         assert not np.allclose(res.obs["pointgoal_with_gps_compass"][0], before)  # the agent moved
@@ -191,12 +208,13 @@ def test_imagenav_goal_image(data):
 
 
 def test_bad_inputs_are_one_clear_error(data, tmp_path):
-    with pytest.raises(EnvError, match="no such habitat-lab task config file"):
+    with pytest.raises(EnvError, match="no such habitat-lab task config"):
         HabitatLabVecEnv(options(data, config=str(tmp_path / "nope.yaml")), EnvSpec(num_envs=1, seed=0))
     with pytest.raises(EnvError, match="dataset file .*does not exist"):
         HabitatLabVecEnv(options(data, split="val"), EnvSpec(num_envs=1, seed=0))
-    with pytest.raises(EnvError, match="could not load .*NOT_A_KEY"):
-        HabitatLabVecEnv(options(data, overrides=["SIMULATOR.NOT_A_KEY=1"]), EnvSpec(num_envs=1, seed=0))
+    bad_key = "SIMULATOR.NOT_A_KEY" if V2 else "habitat.simulator.not_a_key"
+    with pytest.raises(EnvError, match=f"could not load .*{bad_key}"):
+        HabitatLabVecEnv(options(data, overrides=[f"{bad_key}=1"]), EnvSpec(num_envs=1, seed=0))
     broken = tmp_path / "scenes"
     shutil.copytree(data["scenes_dir"], broken)
     os.remove(broken / "gen" / "gen_001.glb")
@@ -208,7 +226,8 @@ def test_train_then_eval_every_episode_once_through_the_cli(data, tmp_path, cli)
     run = tmp_path / "run"
     common = [f"env.habitat_lab.config={POINTNAV_TASK}", f"env.habitat_lab.dataset={data['data_path']}",
               f"env.habitat_lab.scenes_dir={data['scenes_dir']}", f"env.habitat_lab.gpu_device_id={gpu()}",
-              "env.habitat_lab.overrides=[ENVIRONMENT.MAX_EPISODE_STEPS=30]"]
+              "env.habitat_lab.max_episode_steps=0",  # 0: the limit comes from the override (the option would win)
+              f"env.habitat_lab.overrides=[{key('max_steps')}=30]"]  # an override, in the installed version's keys
     train = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={run}", "run.total_env_steps=256",
                 "env.num_envs=4", "env.num_workers=2", "rollout.num_steps=32", "checkpoint.interval_updates=1",
                 "policy.hidden_size=32", *common)
@@ -223,8 +242,8 @@ def test_train_then_eval_every_episode_once_through_the_cli(data, tmp_path, cli)
     # every scalar habitat-lab measure reaches train/<name> (declared by the env in each of its 2 workers) and the
     # eval summary, under habitat-lab's own name, with a confidence interval
     trained = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert all(0.0 <= r["train/softspl"] <= 1.0 and r["train/softspl"] == r["train/soft_spl"] for r in trained)
-    softspl = result["metrics"]["softspl"]
+    assert all(0.0 <= r[f"train/{SOFT_SPL}"] <= 1.0 and r[f"train/{SOFT_SPL}"] == r["train/soft_spl"] for r in trained)
+    softspl = result["metrics"][SOFT_SPL]
     assert softspl["count"] == data["count"] and softspl["ci_method"] == "student-t"
     assert 0.0 <= softspl["ci95"][0] <= softspl["mean"] <= softspl["ci95"][1] <= 1.0
     resumed = cli("train", "configs/habitat_lab_pointnav.yaml", f"run.dir={run}", "run.total_env_steps=512",
@@ -254,7 +273,13 @@ def test_objectgoal_sensor_of_habitat_lab_is_a_discrete_category():
 
     from ddppo.envs.habitat_lab.spaces import convert_observation_space
 
-    config = HABITAT.get_config().TASK.OBJECTGOAL_SENSOR
+    if V2:
+        config = HABITAT.get_config().TASK.OBJECTGOAL_SENSOR
+    else:
+        from habitat.config.default_structured_configs import ObjectGoalSensorConfig
+        from omegaconf import OmegaConf
+
+        config = OmegaConf.structured(ObjectGoalSensorConfig)
     dataset = types.SimpleNamespace(category_to_task_category_id={"chair": 0, "table": 1, "bed": 2})
     sensor = ObjectGoalSensor(sim=None, config=config, dataset=dataset)
     space, convert = convert_observation_space(types.SimpleNamespace(spaces={"objectgoal": sensor.observation_space}))

@@ -1,4 +1,4 @@
-"""ObjectNav on generated scenes with the real habitat-lab (0.2.x) and habitat-sim: habitat-lab's own ObjectNav-v1
+"""ObjectNav on generated scenes with the real habitat-lab (0.2.x or 0.3.x) and habitat-sim: habitat-lab's own ObjectNav-v1
 loader and task read ddppo.envs.scenes.objectnav_gen's episodes, its ShortestPathFollower reaches the goals, and the
 adapter maps the task's spaces; skipped where either does not import."""
 
@@ -17,6 +17,7 @@ HABITAT, WHY = real_habitat_lab()
 pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
 
 from ddppo.envs.base import EnvSpec  # noqa: E402
+from ddppo.envs.habitat_lab.compat import Api  # noqa: E402
 from ddppo.envs.habitat_lab.env import HabitatLabVecEnv  # noqa: E402
 from ddppo.envs.habitat_lab.options import HabitatLabOptions  # noqa: E402
 
@@ -51,6 +52,15 @@ def data(tmp_path_factory):
 
 
 def _lab_config(data, split: str):
+    """habitat-lab's own HM3D ObjectNav task config, depth 32x32 (0.3.x: RGB too, 32x32), on the generated data."""
+    api = Api(HABITAT)
+    if not api.v2:  # the data paths set on the loaded config ({split} is not Hydra override syntax)
+        sensors = "habitat.simulator.agents.main_agent.sim_sensors"
+        cfg = api.load_config("benchmark/nav/objectnav/objectnav_hm3d.yaml", [
+            f"habitat.simulator.habitat_sim_v0.gpu_device_id={gpu()}", "habitat.simulator.agents.main_agent.radius=0.1",
+            *(f"{sensors}.{s}_sensor.{d}=32" for s in ("rgb", "depth") for d in ("width", "height")),
+            "habitat.task.measurements.success.success_distance=0.2"])  # the generator's view points: a 0.25 m grid
+        return api.replace(cfg, data_path=data["data_path"], scenes_dir=data["scenes_dir"], split=split)
     task = Path(HABITAT.__file__).resolve().parents[1] / "configs" / "tasks" / "objectnav_hm3d.yaml"
     if not task.is_file():
         pytest.skip(f"habitat-lab's own task configs are not in this install ({task} is missing)")
@@ -95,7 +105,7 @@ def test_habitat_labs_objectnav_task_loads_the_episodes_and_the_follower_succeed
 def test_adapter_maps_objectnav_spaces_and_measures(data):
     opts = HabitatLabOptions(config=OBJECTNAV_TASK, dataset=data["data_path"], split="train",
                              scenes_dir=data["scenes_dir"], gpu_device_id=gpu(),
-                             overrides=["ENVIRONMENT.MAX_EPISODE_STEPS=20"])
+                             max_episode_steps=20)
     env = HabitatLabVecEnv(opts, EnvSpec(num_envs=2, seed=0))
     try:
         space = env.observation_space
