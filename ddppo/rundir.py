@@ -334,15 +334,24 @@ class DirectoryBusy(ConfigError):
 class Claim:
     """This process's claim on a directory (an flock on DIR/.lock), until `release` or the process ends."""
 
-    def __init__(self, directory: Path, fd: int | None, created: list[Path]):
+    def __init__(self, directory: Path, fd: int | None, created: list[Path], previous: Any = None):
         self.directory, self.fd, self.created = directory, fd, created
+        self.previous = previous  # the lock file as it was before this claim wrote its holder: (bytes, stat)
 
-    def release(self) -> None:
-        """Give the claim up; directories the claim created that hold nothing else are removed again (a command
-        that fails before writing anything leaves nothing behind)."""
+    def release(self, failed_start: bool = False) -> None:
+        """Give the claim up; directories the claim created that hold nothing else are removed again, and with
+        `failed_start` (the command refused before writing anything) the lock file gets back its former holder
+        line and times: a command that fails before writing leaves nothing behind, not even a touched file."""
         if self.fd is None:
             return
         try:
+            if failed_start and self.previous is not None:
+                text, st = self.previous
+                os.ftruncate(self.fd, 0)
+                os.pwrite(self.fd, text, 0)
+                os.utime(self.directory / LOCK, ns=(st.st_atime_ns, st.st_mtime_ns))
+            elif failed_start and not self.created:
+                (self.directory / LOCK).unlink()  # made by this claim in a folder that was there
             if self.created and [p.name for p in self.directory.iterdir()] == [LOCK]:
                 (self.directory / LOCK).unlink()
                 for d in reversed(self.created):
@@ -368,6 +377,7 @@ def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wai
     created = [p for p in [directory, *directory.parents] if not p.exists()][::-1]
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        existed = (directory / LOCK).exists()
         fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
         raise ConfigError(f"{what} cannot write into {directory} ({err.strerror or err}): make it writable, "
@@ -388,9 +398,11 @@ def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wai
         return Claim(directory, fd, created)
     me = {"command": what, "pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%H:%M:%S"),
           "argv": " ".join(sys.argv[1:])[:200]}
+    st = os.fstat(fd)
+    previous = (os.pread(fd, st.st_size, 0), st) if existed else None
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
-    return Claim(directory, fd, created)
+    return Claim(directory, fd, created, previous)
 
 
 def _holder(fd: int) -> str:

@@ -111,7 +111,7 @@ class Trainer:
                 self.envs.close()
                 raise
         except BaseException:
-            self.run_claim.release()
+            self.run_claim.release(failed_start=True)
             raise
 
     def _build(self, spec: EnvSpec) -> None:
