@@ -27,7 +27,7 @@ class HabitatLabOptions:
                                         metadata=doc("habitat-lab config overrides, KEY=VALUE each, in the keys of "
                                                      "the installed version (0.2.x: SIMULATOR.AGENT_0.SENSORS="
                                                      "[DEPTH_SENSOR]; 0.3.x: habitat.environment.max_episode_steps="
-                                                     "200)"))
+                                                     "200, or Hydra's ~KEY to delete a key)"))
     dataset: str = dataclasses.field(default="",
                                      metadata=doc("the dataset's data path with {split} (DATASET.DATA_PATH / "
                                                   "habitat.dataset.data_path); empty = the task config's"))
@@ -64,9 +64,19 @@ class HabitatLabOptions:
         p = []
         if not self.config:
             p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen_task.yaml)")
-        bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o or o.startswith("=")]
+        bad = [o for o in self.overrides if not _override_form(o)]
         if bad:
-            p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30)")
+            p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30; with 0.3.x also "
+                     "Hydra's ~KEY, which deletes a key or defaults entry)")
         if not self.success_measure:
             p.append("success_measure='' must name a measure (e.g. success)")
         return p
+
+
+def _override_form(item: object) -> bool:
+    """KEY=VALUE, or Hydra's deletion ~KEY (habitat-lab 0.3.x: drop an action or a measure of the task config)."""
+    if not isinstance(item, str):
+        return False
+    if item.startswith("~"):
+        return len(item) > 1 and not item.startswith("~=")
+    return "=" in item and not item.startswith("=")

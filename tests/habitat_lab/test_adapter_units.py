@@ -119,6 +119,9 @@ def test_options_section_registered_and_problems_named():
     assert "config=''" in text and "KEY=VALUE" in text and "gpu_device_id=-3" in text
     assert "max_episode_steps=-1" in text
     assert not section_problems(HabitatLabOptions(config="x.yaml", overrides=["A.B=1"]))
+    # Hydra's deletion (habitat-lab 0.3.x: drop an action of the task config) has no '=' and is an override too
+    assert not section_problems(HabitatLabOptions(config="x.yaml", overrides=["~habitat.task.actions.stop", "a=b"]))
+    assert "KEY=VALUE" in "; ".join(section_problems(HabitatLabOptions(config="x.yaml", overrides=["~"])))
 
 
 def test_missing_habitat_lab_is_one_clear_error(monkeypatch):
