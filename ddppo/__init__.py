@@ -39,7 +39,8 @@ advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: t
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
 train/      the training application: trainer.py (the loop, saved-state owners), resume.py (the run dir's config),
             stats.py, bottleneck.py (report), metrics.py,
-            wandb_sink.py, overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
+            wandb_sink.py, learning.py (serial or overlapped learning, the strategy the loop calls),
+            overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
             normalization.py (normalisation statistics merged over the ranks once per update)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             probes.py, stats.py, video.py

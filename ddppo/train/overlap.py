@@ -39,8 +39,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ddppo import timing
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
+from ddppo.timing import Timer
 
 
 def acting_copy(policy: Policy) -> Policy:
@@ -108,12 +110,15 @@ class LearnerThread:
 
 
 class OverlapLearning:
-    """The double buffer, the acting copy and the learner thread of rollout.overlap_learning.
+    """rollout.overlap_learning as the training loop's learning strategy (train/learning.py): the double buffer,
+    the acting copy and the learner thread.
 
     `learning` is the storage the next update learns on (the rollout collected last); `collecting` the one the
     collector fills meanwhile; `ready` is the result of collecting `learning` (None: nothing collected yet,
     at the start and after a resume, so the trainer collects one rollout first).
     """
+
+    overlapped = True
 
     def __init__(self, policy: Policy, acting: Policy, learning: RolloutStorage, collecting: RolloutStorage,
                  device: torch.device):
@@ -140,6 +145,38 @@ class OverlapLearning:
     def swap(self) -> None:
         """The rollout just collected is learned on next; the one just learned on is refilled."""
         self.learning, self.collecting = self.collecting, self.learning
+
+    def step(self, trainer: Any, update: int) -> tuple[Any, Any, float, float, dict]:
+        """Update `update` learns on the rollout collected last while the acting copy collects the next one; after
+        the join, the next rollout's end-of-rollout sync, then the acting copy takes the new weights. The first
+        call (and the first after a resume) collects its own rollout first, with the acting copy equal to the
+        policy. (collected, update result, learning rate, KL coefficient, phase timings), as SerialLearning."""
+        t = trainer
+        if self.ready is None:
+            self.refresh()
+            t.collector.use_storage(self.learning)
+            self.ready = t.collect_rollout(update)
+        collected, storage = self.ready, self.learning
+        learn_timer, generator = Timer(t.ctx.device), self.generator(t.ctx.seed, update)
+        self.learner.start(lambda: (*t.learn(storage, learn_timer, generator), learn_timer.pop()))
+        try:
+            t.collector.use_storage(self.collecting)
+            following = t.collector.collect(update + 1)
+            t.compute_advantages()  # with the acting copy's bootstrap value, like the stored values
+        except BaseException:
+            self.close()
+            raise
+        with t.timer(timing.LEARNER_WAIT):
+            result, lr, beta, learn_timings = self.learner.join()
+        with t.timer(timing.STRAGGLER_WAIT):
+            t.ctx.rollout_barrier(following.steps)
+        self.ready = following
+        self.refresh()
+        self.swap()
+        timings = t.timer.pop()
+        for k, v in learn_timings.items():
+            timings[k] = timings.get(k, 0.0) + v
+        return collected, result, lr, beta, timings
 
     def close(self) -> None:
         """Wait for a learner call still running (an error on the main thread), dropping its outcome: the

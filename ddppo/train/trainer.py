@@ -41,6 +41,7 @@ from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
+from ddppo.train.learning import SerialLearning
 from ddppo.train.overlap import OverlapLearning, acting_copy
 from ddppo.train.stats import StepStats, agree_metric_names, memory_usage, reduce_stats
 
@@ -124,17 +125,18 @@ class Trainer:
         self.advantage = estimator_for(cfg.ppo, spec.num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb,
                                   cfg.rollout.sample_weighting, advantage=self.advantage)
-        self.storage = self._new_storage()
+        storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
         acting = acting_copy(self.policy) if cfg.rollout.overlap_learning else self.policy
-        self.collector = make_collector(cfg.rollout, self.envs, acting, self.storage,
+        self.collector = make_collector(cfg.rollout, self.envs, acting, storage,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names)
         self.normalization = self._normalization()
-        self.overlap = (OverlapLearning(self.policy, acting, self.storage, self._new_storage(), ctx.device)
-                        if cfg.rollout.overlap_learning else None)
+        # how collection and learning are arranged, chosen once: the loop calls self.learning.step
+        self.learning = (OverlapLearning(self.policy, acting, storage, self._new_storage(), ctx.device)
+                         if cfg.rollout.overlap_learning else SerialLearning())
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, self.envs.observation_space, self.envs.action_space,
@@ -186,13 +188,7 @@ class Trainer:
         while True:
             update = self.update + 1
             t0 = time.perf_counter()
-            if self.overlap is None:
-                collected = self._collect(update)
-                result, lr, beta = self._learn(self.storage, self.timer)
-                self.normalization.apply()  # the observation statistics of this rollout, after learning on it
-                timings = self.timer.pop()
-            else:
-                collected, result, lr, beta, timings = self._collect_while_learning(update)
+            collected, result, lr, beta, timings = self.learning.step(self, update)
             local = StepStats(collected, result, self._local_stop_flags(), time.perf_counter() - t0,
                               timings, *memory_usage(ctx.device))
             reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
@@ -227,7 +223,12 @@ class Trainer:
         with self.timer(timing.GAE):
             self.advantage.compute(self.collector.storage, self.collector.last_value)
 
-    def _collect(self, update: int) -> CollectResult:
+    @property
+    def storage(self) -> RolloutStorage:
+        """The rollout storage the collector fills (under rollout.overlap_learning: the one it fills now)."""
+        return self.collector.storage
+
+    def collect_rollout(self, update: int) -> CollectResult:
         """One rollout, the end-of-rollout sync (a collective), then its advantages."""
         collected = self.collector.collect(update)
         with self.timer(timing.STRAGGLER_WAIT):
@@ -238,8 +239,8 @@ class Trainer:
         self.compute_advantages()
         return collected
 
-    def _learn(self, storage: RolloutStorage, timer: Timer, generator: torch.Generator | None = None
-               ) -> tuple[UpdateResult, float, float]:
+    def learn(self, storage: RolloutStorage, timer: Timer, generator: torch.Generator | None = None
+              ) -> tuple[UpdateResult, float, float]:
         """The PPO update on `storage` (its collectives: advantage statistics, gradient all-reduces); (result,
         learning rate, KL coefficient). On the learner thread under rollout.overlap_learning, with its own
         `generator` for the minibatches (torch's global one is the acting policy's)."""
@@ -250,41 +251,9 @@ class Trainer:
                 ref_params, beta = self.reference.annotate(storage), self.reference.beta
         return self.updater.update(storage, timer, ref_params, beta, generator), lr, beta
 
-    def _collect_while_learning(self, update: int) -> tuple[CollectResult, UpdateResult, float, float, dict]:
-        """rollout.overlap_learning (train/overlap.py): update `update` learns on the rollout collected last
-        while the acting copy collects the next one; after the join, the next rollout's end-of-rollout sync,
-        then the acting copy takes the new weights. The first call (and the first after a resume) collects
-        its own rollout first, with the acting copy equal to the policy."""
-        ov = self.overlap
-        if ov.ready is None:
-            ov.refresh()
-            self.collector.use_storage(ov.learning)
-            ov.ready = self._collect(update)
-        collected, self.storage = ov.ready, ov.learning
-        storage, learn_timer, generator = ov.learning, Timer(self.ctx.device), ov.generator(self.ctx.seed, update)
-        ov.learner.start(lambda: (*self._learn(storage, learn_timer, generator), learn_timer.pop()))
-        try:
-            self.collector.use_storage(ov.collecting)
-            following = self.collector.collect(update + 1)
-            self.compute_advantages()  # with the acting copy's bootstrap value, like the stored values
-        except BaseException:
-            ov.close()
-            raise
-        with self.timer(timing.LEARNER_WAIT):
-            result, lr, beta, learn_timings = ov.learner.join()
-        with self.timer(timing.STRAGGLER_WAIT):
-            self.ctx.rollout_barrier(following.steps)
-        ov.ready = following
-        ov.refresh()
-        ov.swap()
-        timings = self.timer.pop()
-        for k, v in learn_timings.items():
-            timings[k] = timings.get(k, 0.0) + v
-        return collected, result, lr, beta, timings
-
     def _log_bottleneck(self) -> None:
         window = list(self.perf_window)
-        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window), self.overlap is not None)
+        found = diagnose(window, max(p.get("perf/memory_fraction_max", 0.0) for p in window), self.learning.overlapped)
         if found is not None:
             log.info("%s", found.line())
 
@@ -363,7 +332,7 @@ class Trainer:
         the running episodes). Adding a piece of saved state is adding its owner here: the checkpoint manager
         saves it, and resume restores it."""
         owners: dict[str, Any] = {"rng": ckpt.RngState(self.ctx.device),
-                                  "collector": RunningEpisodes(self, saved=self.overlap is None),
+                                  "collector": RunningEpisodes(self, saved=not self.learning.overlapped),
                                   "advantage": self.advantage}
         if self.reference is not None:
             owners["reference"] = self.reference
@@ -410,8 +379,7 @@ class Trainer:
         self.last_save_failed = not self.checkpoints.save(self.update)
 
     def close(self) -> None:
-        if self.overlap is not None:
-            self.overlap.close()
+        self.learning.close()
         self.writer.close()
         self.envs.close()
         self.run_claim.release()

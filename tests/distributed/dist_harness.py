@@ -282,8 +282,8 @@ def train_and_digest(rank: int, world: int, port: int, overrides: list[str], run
             out = {"code": code, "update": trainer.update, "env_steps": trainer.env_steps, "initial": initial,
                    "model": digest(trainer.policy.state_dict()),
                    "optimizer": digest(optimizer_tensors(trainer.updater.optimizer)), "seed": ctx.seed}
-            if trainer.overlap is not None:
-                out["acting"] = digest(trainer.overlap.acting.state_dict())
+            if trainer.learning.overlapped:
+                out["acting"] = digest(trainer.learning.acting.state_dict())
             return out
         finally:
             trainer.close()

@@ -89,13 +89,13 @@ def test_a_checkpoint_holds_no_collector_state_and_resume_starts_fresh_episodes(
             "checkpoint.interval_updates=1", "rollout.overlap_learning=true"]
     with trainer_in_process(load_config(GRIDNAV, base + ["run.total_env_steps=128"])) as trainer:
         assert trainer.train() == 0
-        assert trainer.overlap.ready is not None  # the next rollout was collected, not learned on
+        assert trainer.learning.ready is not None  # the next rollout was collected, not learned on
     _, data = ckpt.newest_valid(tmp_path / "run")
     assert data["counters"]["env_steps"] == 128 and data["counters"]["update"] == 2
     assert "obs" not in data["rank_states"][0] and "rng" in data["rank_states"][0]
     with trainer_in_process(load_config(GRIDNAV, base + ["run.total_env_steps=256"])) as trainer:
         assert (trainer.update, trainer.env_steps) == (2, 128)
-        assert trainer.overlap.ready is None
+        assert trainer.learning.ready is None
         assert trainer.train() == 0
         assert (trainer.update, trainer.env_steps) == (4, 256)
 
