@@ -232,6 +232,10 @@ class PolicyConfig:
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
     mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))
+    activation: str = field(default="relu",
+                            metadata=doc("relu | tanh: the nonlinearity of the vector-observation encoders and the "
+                                         "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
+                                         "encoders keep ReLU", shape=True, choices=("relu", "tanh")))
     rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
     rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
     image_encoder: str = field(default="cnn",
