@@ -88,7 +88,7 @@ def ddppo_overrides(task: str, settings: str = "zoo") -> list[str]:
             f"ppo.entropy_coef={z['ent_coef']}", f"ppo.value_coef={z['vf_coef']}",
             f"ppo.max_grad_norm={z['max_grad_norm']}", f"ppo.clip_value_loss={str(m['clip_value']).lower()}",
             f"policy.hidden_size={m['width']}", f"policy.activation={m['activation']}",
-            f"policy.init_log_std={m['log_std']}"]
+            f"policy.init_log_std={m['log_std']}", f"policy.init={'orthogonal' if m['ortho'] else 'torch'}"]
 
 
 class Episodes:

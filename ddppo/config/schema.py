@@ -248,6 +248,12 @@ class PolicyConfig:
                                     metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in "
                                                  "DD-PPO)", shape=True))
     init_log_std: float = field(default=0.0, metadata=doc("initial log std of Gaussian heads (Box actions)"))
+    init: str = field(default="orthogonal",
+                      metadata=doc("orthogonal (CleanRL's and SB3's default: gain sqrt(2) for hidden layers, 0.01 "
+                                   "for the actor head, 1 for the value head, zero biases) | torch (PyTorch's own "
+                                   "initialisation of linear and conv layers, as SB3's ortho_init=False that RL "
+                                   "Zoo's MuJoCo settings use); architecture=ddppo only",
+                                   choices=("orthogonal", "torch")))
     critic: str = field(default="auto",
                         metadata=doc("shared (one trunk for actor and critic, habitat-baselines' design) | separate "
                                      "(the critic has encoders and fusion layer of its own, as SB3's and CleanRL's "

@@ -240,6 +240,10 @@ class Policy(nn.Module):
         else:
             raise ValueError(f"unsupported action space {action_space}: use Discrete or a 1-D Box")
         self.critic = _init(nn.Linear(width, 1), 1.0) if value_head else None
+        if cfg.init == "torch":  # built orthogonal above: PyTorch's own initialisation instead (recurrent cores keep
+            for m in self.modules():  # theirs)
+                if isinstance(m, (nn.Linear, nn.Conv2d)):
+                    m.reset_parameters()
 
     # ------------------------------------------------------------------ state
     def initial_hidden(self, num_envs: int, device: torch.device | str = "cpu") -> torch.Tensor:
