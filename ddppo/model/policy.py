@@ -331,9 +331,13 @@ class Policy(nn.Module):
             else:
                 action = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
             return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self._value(feats), hidden
-        dist = self.distribution(feats)
-        action = dist.mean if deterministic else dist.sample()
-        return action, self._logp(dist, action), self._value(feats), hidden
+        # Gaussian: torch.distributions.Normal's sample and log_prob, written out (the same ops, so the same
+        # numbers and random stream): a Distribution object per step costs more than a MuJoCo task's MLP
+        mean = self.actor(self._actor_features(feats))
+        std = self.log_std.expand_as(mean).exp()
+        action = mean if deterministic else torch.normal(mean, std)
+        logp = -((action - mean) ** 2) / (2 * std ** 2) - std.log() - math.log(math.sqrt(2 * math.pi))
+        return action, logp.sum(-1), self._value(feats), hidden
 
     @torch.no_grad()
     def value(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor) -> torch.Tensor:

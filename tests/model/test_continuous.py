@@ -134,3 +134,19 @@ def test_activation_and_init_are_refused_for_habitat_baselines_architectures():
         with pytest.raises(ConfigError, match=f"{key}={value} needs policy.architecture=ddppo"):
             load_config(None, ["policy.architecture=habitat_baselines_simple", "policy.rnn_type=gru",
                                f"{key}={value}"])
+
+
+def test_gaussian_act_samples_and_scores_exactly_as_torch_normal():
+    """Policy.act writes Normal's sample and log_prob out (no Distribution per step): the same numbers and the same
+    random stream as the Distribution path that evaluate() uses."""
+    p = policy("separate", activation="tanh")
+    obs = {k: torch.randn(6, *s.shape, generator=torch.Generator().manual_seed(2)) for k, s in VEC.spaces.items()}
+    torch.manual_seed(5)
+    action, logp, value, _ = p.act(obs, p.initial_hidden(6), torch.zeros(6))
+    feats, _ = p._features({k: v.unsqueeze(0) for k, v in obs.items()}, p.initial_hidden(6), torch.zeros(1, 6))
+    dist = p.distribution(feats[0])
+    torch.manual_seed(5)
+    assert torch.equal(action, dist.sample())
+    assert torch.equal(logp, dist.log_prob(action).sum(-1)) and torch.equal(value, p._value(feats[0]))
+    mean_action, _, _, _ = p.act(obs, p.initial_hidden(6), torch.zeros(6), deterministic=True)
+    assert torch.equal(mean_action, dist.mean)
