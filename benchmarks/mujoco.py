@@ -17,6 +17,7 @@ with one torch thread, so a seed's variants run side by side under the same mach
                   env per minibatch (GAE over batch_size-step horizons)
     ddppo-before  ddppo-env with the new pieces off: normalize.obs=off normalize.reward=off policy.critic=shared
                   ppo.normalize_advantage_per=update (what ddppo did before issue 34)
+    ddppo-ab      ddppo with the overrides of `--ab` on top (an option measured before it becomes a default)
 
 Figures: the final return (mean of the last 20 finished episodes' unscaled returns), the wall time of the
 training call, and a learning curve (env step, mean of the last 20 episodes) per run. `plot(json, png)` draws the
@@ -36,7 +37,7 @@ from typing import Any, Callable
 import torch
 
 LAST = 20  # episodes in the final return
-VARIANTS = ("sb3", "ddppo", "ddppo-env", "ddppo-before")
+VARIANTS = ("sb3", "ddppo", "ddppo-env", "ddppo-before", "ddppo-ab")
 BEFORE = ["normalize.obs=off", "normalize.reward=off", "policy.critic=shared", "ppo.normalize_advantage_per=update"]
 
 # RL Zoo (hyperparams/ppo.yml, the MuJoCo v3/v4 entries; all with normalize: true, n_envs: 1, n_steps: 512,
@@ -209,21 +210,21 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def run_job(job: tuple[str, int, str, int, str]) -> dict[str, Any]:
+def run_job(job: tuple[str, int, str, int, str, list[str]]) -> dict[str, Any]:
     """One (task, seed, variant) run; the unit `--jobs` runs at a time, each in a fresh process."""
-    task, seed, variant, budget, settings = job
+    task, seed, variant, budget, settings, ab = job
     logging.getLogger("ddppo").setLevel(logging.WARNING)
     if variant == "sb3":
         result = run_sb3(task, seed, budget, settings)
     else:
         extra = {"ddppo-env": env_split_overrides(task, settings),
-                 "ddppo-before": env_split_overrides(task, settings) + BEFORE}.get(variant, [])
+                 "ddppo-before": env_split_overrides(task, settings) + BEFORE, "ddppo-ab": ab}.get(variant, [])
         result = run_ddppo(task, seed, budget, extra, settings)
     return {"task": task, "seed": seed, "variant": variant, "result": result}
 
 
 def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], out: str, settings: str = "zoo",
-        jobs: int = 1) -> int:
+        jobs: int = 1, ab: list[str] | None = None) -> int:
     """Every (task, seed), each variant in turn, `jobs` at a time; the JSON is rewritten after every run (a
     cut-short bench keeps what it measured)."""
     import multiprocessing
@@ -243,8 +244,14 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
     rows: list[dict[str, Any]] = []
     meta = {"budget": budget, "seeds": seeds, "tasks": tasks, "variants": variants, "last_episodes": LAST,
             "settings": settings, "jobs": jobs, "hyperparameters": {t: hyper(t, settings) for t in tasks},
-            "model": MODEL[settings], "before_overrides": BEFORE}
-    todo = [(t, s, v, budget, settings) for t in tasks for s in seeds for v in variants]
+            "model": MODEL[settings], "before_overrides": BEFORE, "ab_overrides": ab or []}
+    if "ddppo-ab" in variants and not ab:
+        import sys
+
+        sys.stderr.write("ddppo bench mujoco: variant ddppo-ab needs --ab OVERRIDE... (e.g. --ab "
+                         "ppo.clip_value_loss=false)\n")
+        return 2
+    todo = [(t, s, v, budget, settings, list(ab or [])) for t in tasks for s in seeds for v in variants]
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
         for row in pool.imap(run_job, todo):
             rows.append(row)
@@ -267,7 +274,8 @@ def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None
     """The mean of the last LAST episodes against env steps: one panel per task, one colour per variant, one line
     per seed."""
     tasks = list(dict.fromkeys(r["task"] for r in runs))
-    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-env": "tab:orange", "ddppo-before": "tab:red"}
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-env": "tab:orange", "ddppo-before": "tab:red",
+               "ddppo-ab": "tab:purple"}
     fig, axes = plt.subplots(1, len(tasks), figsize=(7 * len(tasks), 4.2), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         shown = set()
@@ -297,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", nargs="+", default=["Hopper-v5"], help=f"of {', '.join(TASKS)}")
     p.add_argument("--settings", default="zoo", help=f"of {', '.join(SETTINGS)}: whose published hyperparameters")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, each a process with one torch thread")
+    p.add_argument("--ab", nargs="+", default=[], metavar="OVERRIDE", help="variant ddppo-ab: ddppo with these too")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--budget", type=int, default=100_000, help="env steps per run (both trainers)")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"of {', '.join(VARIANTS)}")
@@ -306,5 +315,5 @@ def main(argv: list[str] | None = None) -> int:
     if a.plot:
         plot(*a.plot)
         return 0
-    return run(a.tasks, a.seeds, a.budget, a.variants, a.out, a.settings, a.jobs)
+    return run(a.tasks, a.seeds, a.budget, a.variants, a.out, a.settings, a.jobs, a.ab)
 
