@@ -10,7 +10,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 POINTNAV_TASK = str(REPO / "configs" / "habitat_lab" / "pointnav_gen_task.yaml")
-IMAGENAV_TASK = str(REPO / "configs" / "habitat_lab" / "imagenav_gen_task.yaml")
 
 
 def real_habitat_lab() -> tuple[object | None, str]:
