@@ -124,6 +124,13 @@ def continuous_control(plt, out: Path) -> Path:
     return draw(plt, _load("mujoco_hopper.json")["runs"], out / "continuous_control_hopper.png", PNG_META)
 
 
+def continuous_control_cleanrl(plt, out: Path) -> Path:
+    """Hopper, Walker2d and HalfCheetah learning curves under CleanRL's settings, ddppo vs SB3, one line per seed."""
+    from ddppo.benchmarks.mujoco import draw
+
+    return draw(plt, _load("mujoco_cleanrl.json")["runs"], out / "continuous_control_cleanrl.png", PNG_META)
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -131,7 +138,8 @@ def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out), continuous_control(plt, out)]
+    return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out), continuous_control(plt, out),
+            continuous_control_cleanrl(plt, out)]
 
 
 if __name__ == "__main__":

@@ -29,25 +29,30 @@ class RewardScaler:
         self._reset_batch()
 
     def _reset_batch(self) -> None:
-        # shifted sums (by the mean at the rollout's start): count, sum(G - shift), sum((G - shift)^2)
-        self.batch = torch.zeros(3, dtype=torch.float64)
+        # shifted sums (by the mean at the rollout's start), float64 on the returns' device: count (a Python
+        # int), sum(G - shift), sum((G - shift)^2); added to in place every step, read once per update
+        self._count = 0
+        self._sums = torch.zeros(2, dtype=torch.float64, device=self.returns.device)
         self._shift = float(self.moments.mean)
         self._scale = float(torch.rsqrt(self.moments.var + self.eps))
 
     def __call__(self, reward: torch.Tensor, done: torch.Tensor, envs: torch.Tensor | None = None) -> torch.Tensor:
-        """The scaled rewards of one step of the envs `envs` (all when None); reward and done on one device."""
+        """The scaled rewards of one step of the envs `envs` (all when None); reward and done on one device.
+        A few in-place tensor ops per step: with one env of a MuJoCo task this runs as often as the policy."""
         idx = slice(None) if envs is None else envs.to(self.returns.device)
         ret = self.returns[idx] * self.gamma + reward.to(self.returns)
         x = ret - self._shift
-        self.batch += torch.stack([torch.tensor(float(x.numel()), dtype=torch.float64),
-                                   x.sum().cpu(), (x * x).sum().cpu()])
-        self.returns[idx] = torch.where(done.to(self.returns.device) != 0, torch.zeros_like(ret), ret)
+        self._count += x.numel()
+        self._sums += torch.stack([x.sum(), (x * x).sum()])
+        self.returns[idx] = ret.masked_fill(done.to(self.returns.device) != 0, 0.0)
         return (reward * self._scale).clamp(-self.clip, self.clip)
 
     def take_batch(self) -> torch.Tensor:
         """This rollout's (count, mean, M2) of the discounted returns (float64), and a fresh batch."""
-        n, s, ss = self.batch.tolist()
-        self.batch.zero_()
+        n = self._count
+        s, ss = self._sums.tolist()
+        self._count = 0
+        self._sums.zero_()
         if n <= 0:
             return torch.zeros(3, dtype=torch.float64)
         mean = s / n
