@@ -4,7 +4,8 @@
     zoo       RL Zoo's tuned hyperparameters per task (one env of 512 steps, small minibatches, ReLU 256-256,
               log-std -2, no orthogonal init)
     cleanrl   CleanRL's ppo_continuous_action.py defaults, the same for every task (one env of 2048 steps, 32
-              minibatches of 64, 10 epochs, lr 3e-4 annealed to 0, Tanh 64-64, orthogonal init, log-std 0)
+              minibatches of 64, 10 epochs, lr 3e-4 annealed to 0, Tanh 64-64, orthogonal init, log-std 0),
+              with SB3's unclipped value loss on both sides
 
 Every (task, seed, variant) is one job; jobs run in that order, `--jobs` at a time (each in a process of its own
 with one torch thread, so a seed's variants run side by side under the same machine noise):
@@ -58,8 +59,11 @@ CLEANRL: dict[str, float] = dict(batch_size=64, gamma=0.99, learning_rate=3e-4, 
 MODEL = {
     "zoo": dict(n_steps=512, width=256, activation="relu", log_std=-2.0, ortho=False, anneal=False,
                 clip_value=False),
+    # clip_value: CleanRL clips the value loss; SB3, the peer, does not (its clip_range_vf is another rule), and on
+    # ddppo clipping it cost 0.83x -> 1.27x (Hopper) and 0.78x -> 0.93x (Walker2d) of SB3's return
+    # (benchmarks/results/mujoco_cleanrl*.json): both sides run SB3's unclipped value loss
     "cleanrl": dict(n_steps=2048, width=64, activation="tanh", log_std=0.0, ortho=True, anneal=True,
-                    clip_value=True),
+                    clip_value=False),
 }
 SETTINGS = tuple(MODEL)
 TASKS = tuple(ZOO)
@@ -270,9 +274,10 @@ def plot(results: str, png: str) -> None:
     draw(plt, json.loads(Path(results).read_text())["runs"], Path(png))
 
 
-def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None = None) -> Path:
-    """The mean of the last LAST episodes against env steps: one panel per task, one colour per variant, one line
-    per seed."""
+def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None = None,
+         labels: dict[str, str] | None = None) -> Path:
+    """The mean of the last LAST episodes against env steps: one panel per task, one colour per variant (named in
+    the legend by `labels`, else by the variant), one line per seed."""
     tasks = list(dict.fromkeys(r["task"] for r in runs))
     colours = {"sb3": "tab:blue", "ddppo": "tab:green", "ddppo-env": "tab:orange", "ddppo-before": "tab:red",
                "ddppo-ab": "tab:purple"}
@@ -282,7 +287,7 @@ def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None
         for r in (r for r in runs if r["task"] == task and r["result"]["curve"]):
             curve = r["result"]["curve"]
             ax.plot([c[0] for c in curve], [c[1] for c in curve], color=colours.get(r["variant"]), alpha=0.8,
-                    label=None if r["variant"] in shown else r["variant"])
+                    label=None if r["variant"] in shown else (labels or {}).get(r["variant"], r["variant"]))
             shown.add(r["variant"])
         ax.set_title(f"{task}: one line per seed")
         ax.set_xlabel("env steps")

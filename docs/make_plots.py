@@ -125,10 +125,14 @@ def continuous_control(plt, out: Path) -> Path:
 
 
 def continuous_control_cleanrl(plt, out: Path) -> Path:
-    """Hopper, Walker2d and HalfCheetah learning curves under CleanRL's settings, ddppo vs SB3, one line per seed."""
+    """Hopper, Walker2d and HalfCheetah learning curves under CleanRL's settings, one line per seed: SB3, ddppo with
+    CleanRL's clipped value loss (`ddppo`) and with SB3's unclipped one (`ddppo-ab`, ppo.clip_value_loss=false)."""
     from ddppo.benchmarks.mujoco import draw
 
-    return draw(plt, _load("mujoco_cleanrl.json")["runs"], out / "continuous_control_cleanrl.png", PNG_META)
+    runs = [r for name in ("mujoco_cleanrl.json", "mujoco_cleanrl_vclip.json", "mujoco_cleanrl_vclip_hc.json")
+            for r in _load(name)["runs"]]
+    return draw(plt, runs, out / "continuous_control_cleanrl.png", PNG_META,
+                {"ddppo": "ddppo, value loss clipped (CleanRL)", "ddppo-ab": "ddppo, ppo.clip_value_loss=false (SB3)"})
 
 
 def make_all(out: Path = OUT) -> list[Path]:
