@@ -117,6 +117,8 @@ MARKS = {
     "habitat/test_real_habitat.py": ("habitat_sim", *MP),
     "habitat_lab/test_real_habitat_lab.py": ("habitat_lab", *MP),
     "habitat_lab/test_habitat_lab_v03.py": ("habitat_lab",),
+    "habitat_lab/test_real_v03_train.py": ("habitat_lab", *MP),
+    "habitat_lab/test_real_v03_benchmark.py": ("habitat_lab", *MP),
     "benchmarks/test_bench_cli.py": MP,
     "packaging/": MP,
     "benchmarks/test_habitat_baselines_bench.py::test_refuses_in_one_line_where_it_cannot_run": MP,

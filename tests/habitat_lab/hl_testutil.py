@@ -10,7 +10,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 POINTNAV_TASK = str(REPO / "configs" / "habitat_lab" / "pointnav_gen_task.yaml")
-IMAGENAV_TASK = str(REPO / "configs" / "habitat_lab" / "imagenav_gen_task.yaml")
 
 
 def real_habitat_lab() -> tuple[object | None, str]:
@@ -105,3 +104,27 @@ def habitat_lab_v03() -> tuple[object | None, str]:
     if version_of(habitat) < (0, 3):
         return None, f"habitat-lab {habitat.__version__} is installed, not 0.3.x"
     return habitat, ""
+
+
+def real_habitat_lab_v03() -> tuple[object | None, str]:
+    """(the `habitat` module, "") where habitat-lab 0.3.x and the real habitat-sim both import; else (None, why)."""
+    habitat, why = real_habitat_lab()
+    if habitat is None:
+        return None, why
+    from ddppo.envs.habitat_lab.compat import version_of
+
+    if version_of(habitat) < (0, 3):
+        return None, f"habitat-lab {habitat.__version__} is installed, not 0.3.x (these tests use 0.3.x's configs)"
+    return habitat, ""
+
+
+def run_ddppo(*args: str, timeout: float = 900):
+    """`python -m ddppo ARGS` as a user runs it, from a module-scoped fixture (the `cli` fixture is per test):
+    (exit code, stdout + stderr)."""
+    import subprocess
+
+    from testutil import cli_env
+
+    proc = subprocess.run([sys.executable, "-m", "ddppo", *args], cwd=REPO, env=cli_env(), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    return proc.returncode, proc.stdout + proc.stderr

@@ -216,7 +216,8 @@ def test_v03_shipped_task_config_is_its_hydra_twin(task):
                 "objectnav": (["rgb_sensor", "depth_sensor"], ["objectgoal_sensor", "compass_sensor", "gps_sensor"],
                               "ObjectNav-v1")}[task]
     assert (list(sensors), list(cfg.task.lab_sensors), cfg.dataset.type) == expected
-    assert all(s.width == 64 and s.height == 64 for s in sensors.values())
+    size = 32 if task == "imagenav" else 64  # ImageNav: 32x32 in its task configs (a CPU-sized learner)
+    assert all(s.width == size and s.height == size for s in sensors.values())
 
 
 def test_v03_max_episode_steps_option_sets_the_limit(data):

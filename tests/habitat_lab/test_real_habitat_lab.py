@@ -13,7 +13,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from hl_testutil import IMAGENAV_TASK, POINTNAV_TASK, gpu, real_habitat_lab
+from hl_testutil import POINTNAV_TASK, gpu, real_habitat_lab
 
 HABITAT, WHY = real_habitat_lab()
 pytestmark = pytest.mark.skipif(HABITAT is None, reason=WHY)
@@ -192,12 +192,20 @@ def test_continuous_velocity_control_is_a_box(data):
         env.close()
 
 
-def test_imagenav_goal_image(data):
-    env = HabitatLabVecEnv(options(data, config=IMAGENAV_TASK), EnvSpec(num_envs=1, seed=0))
+def test_imagenav_goal_image_through_the_shipped_config(data):
+    """configs/habitat_lab_imagenav.yaml as shipped (its task config, or that one's 0.3.x twin where 0.3.x is
+    installed: the 32x32 sensors are in the task configs, no version's keys in the ddppo config) on the data."""
+    from ddppo.config.loading import load_config
+
+    cfg = load_config("configs/habitat_lab_imagenav.yaml", [f"env.habitat_lab.dataset={data['data_path']}",
+                                                           f"env.habitat_lab.scenes_dir={data['scenes_dir']}",
+                                                           f"env.habitat_lab.gpu_device_id={gpu()}"])
+    assert cfg.env.habitat_lab.config == "configs/habitat_lab/imagenav_gen_task.yaml"
+    env = HabitatLabVecEnv(HabitatLabOptions(**cfg.env_options), EnvSpec(num_envs=1, seed=0))
     try:
         space = env.observation_space
-        assert space["imagegoal"].dtype == np.uint8 and space["imagegoal"].shape == (64, 64, 3)
-        assert space["rgb"].shape == (64, 64, 3) and "depth" in space.spaces
+        assert space["imagegoal"].dtype == np.uint8 and space["imagegoal"].shape == (32, 32, 3)
+        assert space["rgb"].shape == (32, 32, 3) and space["depth"].shape == (32, 32, 1)
         goal = env.reset()["imagegoal"][0]
         for _ in range(3):
             res = env.step(np.array([2]))
