@@ -28,7 +28,7 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "ver-parity": ("ver_parity", "fixed vs variable vs VER's rules: env steps and minutes to a threshold"),
     "learner-ab": ("learner_ab", "learner time per update, this checkout vs another one, interleaved"),
     "habitat-lab-metrics": ("habitat_lab_metrics", "a checkpoint through habitat-lab's own Benchmark loop"),
-    "mujoco": ("mujoco", "ddppo vs stable-baselines3 (RL Zoo settings) on gymnasium MuJoCo tasks"),
+    "mujoco": ("mujoco", "ddppo vs stable-baselines3 (RL Zoo or CleanRL settings) on gymnasium MuJoCo tasks"),
 }
 
 

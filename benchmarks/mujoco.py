@@ -1,15 +1,20 @@
-"""Continuous control side by side: ddppo against stable-baselines3 PPO with RL Zoo's tuned settings, on
-gymnasium MuJoCo tasks (needs `pip install mujoco` and the `bench` extra).
+"""Continuous control side by side: ddppo against stable-baselines3 PPO, on gymnasium MuJoCo tasks (needs
+`pip install mujoco` and the `bench` extra), under one of two published settings (`--settings`):
 
-For each seed, every variant runs in turn in this process (interleaved, so machine noise hits all alike) for the
-same number of env steps:
+    zoo       RL Zoo's tuned hyperparameters per task (one env of 512 steps, small minibatches, ReLU 256-256,
+              log-std -2, no orthogonal init)
+    cleanrl   CleanRL's ppo_continuous_action.py defaults, the same for every task (one env of 2048 steps, 32
+              minibatches of 64, 10 epochs, lr 3e-4 annealed to 0, Tanh 64-64, orthogonal init, log-std 0)
 
-    sb3           SB3 PPO, RL Zoo's hyperparameters for the task, VecNormalize on observations and rewards
-    ddppo         configs/mujoco.yaml with the task's Zoo values: SB3's layout (one env of 512 steps, minibatches
-                  of batch_size samples drawn at random: ppo.minibatch_split=sample), observation and reward
-                  normalisation, a critic of its own, per-minibatch advantage normalisation
-    ddppo-env     the same pieces, minibatches split by env: 512 / batch_size envs of batch_size steps, one env
-                  per minibatch (GAE over batch_size-step horizons)
+Every (task, seed, variant) is one job; jobs run in that order, `--jobs` at a time (each in a process of its own
+with one torch thread, so a seed's variants run side by side under the same machine noise):
+
+    sb3           SB3 PPO with the settings, VecNormalize on observations and rewards
+    ddppo         configs/mujoco.yaml with the settings: SB3's layout (one env, minibatches of batch_size samples
+                  drawn at random: ppo.minibatch_split=sample), observation and reward normalisation, a critic of
+                  its own, per-minibatch advantage normalisation
+    ddppo-env     the same pieces, minibatches split by env: n_steps / batch_size envs of batch_size steps, one
+                  env per minibatch (GAE over batch_size-step horizons)
     ddppo-before  ddppo-env with the new pieces off: normalize.obs=off normalize.reward=off policy.critic=shared
                   ppo.normalize_advantage_per=update (what ddppo did before issue 34)
 
@@ -44,27 +49,46 @@ ZOO: dict[str, dict[str, float]] = {
     "HalfCheetah-v5": dict(batch_size=64, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
                            clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096),
 }
-N_STEPS = 512
+# CleanRL's ppo_continuous_action.py defaults, which its published MuJoCo results use for every task
+# (num_steps 2048, num_minibatches 32, update_epochs 10, anneal_lr, clip_vloss, norm_adv per minibatch)
+CLEANRL: dict[str, float] = dict(batch_size=64, gamma=0.99, learning_rate=3e-4, ent_coef=0.0, clip_range=0.2,
+                                 n_epochs=10, gae_lambda=0.95, max_grad_norm=0.5, vf_coef=0.5)
+# what differs between the two settings beyond the PPO numbers: rollout length, network, initialisation, schedule
+MODEL = {
+    "zoo": dict(n_steps=512, width=256, activation="relu", log_std=-2.0, ortho=False, anneal=False,
+                clip_value=False),
+    "cleanrl": dict(n_steps=2048, width=64, activation="tanh", log_std=0.0, ortho=True, anneal=True,
+                    clip_value=True),
+}
+SETTINGS = tuple(MODEL)
+TASKS = tuple(ZOO)
 
 
-def env_split_overrides(task: str) -> list[str]:
-    """The 512-step rollout as envs x batch_size steps, one env per minibatch (minibatches split by env)."""
-    steps = int(ZOO[task]["batch_size"])
-    envs = N_STEPS // steps
+def hyper(task: str, settings: str) -> dict[str, float]:
+    return dict(ZOO[task]) if settings == "zoo" else dict(CLEANRL)
+
+
+def env_split_overrides(task: str, settings: str = "zoo") -> list[str]:
+    """The rollout as envs x batch_size steps, one env per minibatch (minibatches split by env)."""
+    steps = int(hyper(task, settings)["batch_size"])
+    envs = int(MODEL[settings]["n_steps"]) // steps
     return [f"env.num_envs={envs}", f"rollout.num_steps={steps}", "ppo.minibatch_split=env",
             f"ppo.num_mini_batch={envs}"]
 
 
-def ddppo_overrides(task: str) -> list[str]:
-    """configs/mujoco.yaml set to the task's Zoo values: SB3's layout, one env of N_STEPS steps cut into
-    N_STEPS / batch_size minibatches of random samples."""
-    z = ZOO[task]
-    return [f"env.name=gym:{task}", "env.num_envs=1", f"rollout.num_steps={N_STEPS}", "ppo.minibatch_split=sample",
-            f"ppo.num_mini_batch={N_STEPS // int(z['batch_size'])}", f"ppo.lr={z['learning_rate']}",
-            f"ppo.gamma={z['gamma']}",
+def ddppo_overrides(task: str, settings: str = "zoo") -> list[str]:
+    """configs/mujoco.yaml set to the settings' values: SB3's layout, one env of n_steps steps cut into
+    n_steps / batch_size minibatches of random samples."""
+    z, m = hyper(task, settings), MODEL[settings]
+    n_steps = int(m["n_steps"])
+    return [f"env.name=gym:{task}", "env.num_envs=1", f"rollout.num_steps={n_steps}", "ppo.minibatch_split=sample",
+            f"ppo.num_mini_batch={n_steps // int(z['batch_size'])}", f"ppo.lr={z['learning_rate']}",
+            f"ppo.lr_schedule={'linear' if m['anneal'] else 'constant'}", f"ppo.gamma={z['gamma']}",
             f"ppo.gae_lambda={z['gae_lambda']}", f"ppo.clip={z['clip_range']}", f"ppo.epochs={int(z['n_epochs'])}",
             f"ppo.entropy_coef={z['ent_coef']}", f"ppo.value_coef={z['vf_coef']}",
-            f"ppo.max_grad_norm={z['max_grad_norm']}"]
+            f"ppo.max_grad_norm={z['max_grad_norm']}", f"ppo.clip_value_loss={str(m['clip_value']).lower()}",
+            f"policy.hidden_size={m['width']}", f"policy.activation={m['activation']}",
+            f"policy.init_log_std={m['log_std']}", f"policy.init={'orthogonal' if m['ortho'] else 'torch'}"]
 
 
 class Episodes:
@@ -84,13 +108,13 @@ class Episodes:
                 "seconds": seconds, "fps": steps / seconds, "curve": curve}
 
 
-def run_sb3(task: str, seed: int, budget: int) -> dict[str, Any]:
+def run_sb3(task: str, seed: int, budget: int, settings: str = "zoo") -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    z = dict(ZOO[task])
+    z, m = hyper(task, settings), MODEL[settings]
     episodes = Episodes()
 
     class Watch(BaseCallback):
@@ -102,9 +126,14 @@ def run_sb3(task: str, seed: int, budget: int) -> dict[str, Any]:
 
     torch.set_num_threads(1)  # as ddppo (run.torch_threads=1): on a shared machine more threads only contend
     env = VecNormalize(make_vec_env(task, n_envs=1, seed=seed), gamma=z["gamma"])
-    model = PPO("MlpPolicy", env, n_steps=N_STEPS, seed=seed, device="cpu", verbose=0,
-                policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU,
-                                   net_arch=dict(pi=[256, 256], vf=[256, 256])),
+    lr = float(z.pop("learning_rate"))
+    activation = torch.nn.Tanh if m["activation"] == "tanh" else torch.nn.ReLU
+    # SB3's clip_range_vf clips the prediction (not CleanRL's max of clipped and unclipped losses): left at its
+    # default, off, as SB3 users run it
+    model = PPO("MlpPolicy", env, n_steps=int(m["n_steps"]), seed=seed, device="cpu", verbose=0,
+                learning_rate=(lambda left: lr * left) if m["anneal"] else lr,
+                policy_kwargs=dict(log_std_init=m["log_std"], ortho_init=m["ortho"], activation_fn=activation,
+                                   net_arch=dict(pi=[m["width"]] * 2, vf=[m["width"]] * 2)),
                 **{k: (int(v) if k in ("batch_size", "n_epochs") else v) for k, v in z.items()})
     t0 = time.perf_counter()
     model.learn(total_timesteps=budget, callback=Watch())
@@ -113,7 +142,7 @@ def run_sb3(task: str, seed: int, budget: int) -> dict[str, Any]:
     return episodes.summary(seconds, budget)
 
 
-def run_ddppo(task: str, seed: int, budget: int, extra: list[str]) -> dict[str, Any]:
+def run_ddppo(task: str, seed: int, budget: int, extra: list[str], settings: str = "zoo") -> dict[str, Any]:
     from ddppo.config import load_config
     from ddppo.config.loading import shipped_config
     from ddppo.distributed import init_distributed
@@ -121,7 +150,7 @@ def run_ddppo(task: str, seed: int, budget: int, extra: list[str]) -> dict[str, 
 
     run_dir = Path(f"/tmp/ddppo-bench-mujoco-{seed}-{time.time_ns()}")
     cfg = load_config(str(shipped_config("mujoco")),
-                      ddppo_overrides(task) + extra + [f"run.seed={seed}", f"run.total_env_steps={budget}",
+                      ddppo_overrides(task, settings) + extra + [f"run.seed={seed}", f"run.total_env_steps={budget}",
                                                        f"run.dir={run_dir}", "log.tensorboard=false",
                                                        "checkpoint.interval_updates=100000"])
     torch.set_num_threads(1)
@@ -180,35 +209,47 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], out: str) -> int:
-    """Every (task, seed), each variant in turn; the JSON is rewritten after every run (a cut-short run keeps
-    what it measured)."""
+def run_job(job: tuple[str, int, str, int, str]) -> dict[str, Any]:
+    """One (task, seed, variant) run; the unit `--jobs` runs at a time, each in a fresh process."""
+    task, seed, variant, budget, settings = job
+    logging.getLogger("ddppo").setLevel(logging.WARNING)
+    if variant == "sb3":
+        result = run_sb3(task, seed, budget, settings)
+    else:
+        extra = {"ddppo-env": env_split_overrides(task, settings),
+                 "ddppo-before": env_split_overrides(task, settings) + BEFORE}.get(variant, [])
+        result = run_ddppo(task, seed, budget, extra, settings)
+    return {"task": task, "seed": seed, "variant": variant, "result": result}
+
+
+def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], out: str, settings: str = "zoo",
+        jobs: int = 1) -> int:
+    """Every (task, seed), each variant in turn, `jobs` at a time; the JSON is rewritten after every run (a
+    cut-short bench keeps what it measured)."""
+    import multiprocessing
+
     from ddppo.benchmarks import report
     from ddppo.rundir import atomic_write
 
     logging.getLogger("ddppo").setLevel(logging.WARNING)
-    unknown = [t for t in tasks if t not in ZOO] + [v for v in variants if v not in VARIANTS]
+    unknown = ([t for t in tasks if t not in TASKS] + [v for v in variants if v not in VARIANTS]
+               + ([settings] if settings not in SETTINGS else []))
     if unknown:
         import sys
 
-        sys.stderr.write(f"ddppo bench mujoco: unknown {unknown}; tasks: {', '.join(ZOO)}; variants: "
-                         f"{', '.join(VARIANTS)}\n")
+        sys.stderr.write(f"ddppo bench mujoco: unknown {unknown}; tasks: {', '.join(TASKS)}; variants: "
+                         f"{', '.join(VARIANTS)}; settings: {', '.join(SETTINGS)}\n")
         return 2
     rows: list[dict[str, Any]] = []
     meta = {"budget": budget, "seeds": seeds, "tasks": tasks, "variants": variants, "last_episodes": LAST,
-            "zoo": {t: ZOO[t] for t in tasks}, "n_steps": N_STEPS, "before_overrides": BEFORE}
-    for task in tasks:
-        for seed in seeds:
-            for variant in variants:
-                if variant == "sb3":
-                    result = run_sb3(task, seed, budget)
-                else:
-                    extra = {"ddppo-env": env_split_overrides(task),
-                             "ddppo-before": env_split_overrides(task) + BEFORE}.get(variant, [])
-                    result = run_ddppo(task, seed, budget, extra)
-                rows.append({"task": task, "seed": seed, "variant": variant, "result": result})
-                print("\n".join(table(rows[-1:])[1:2]), flush=True)  # noqa: T201 - progress
-                atomic_write(out, json.dumps({"meta": meta, "runs": rows}, indent=1))
+            "settings": settings, "jobs": jobs, "hyperparameters": {t: hyper(t, settings) for t in tasks},
+            "model": MODEL[settings], "before_overrides": BEFORE}
+    todo = [(t, s, v, budget, settings) for t in tasks for s in seeds for v in variants]
+    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
+        for row in pool.imap(run_job, todo):
+            rows.append(row)
+            print("\n".join(table(rows[-1:])[1:2]), flush=True)  # noqa: T201 - progress
+            atomic_write(out, json.dumps({"meta": meta, "runs": rows}, indent=1))
     return report(table(rows), {"meta": meta, "runs": rows}, out)
 
 
@@ -247,12 +288,15 @@ def draw(plt: Any, runs: list[dict[str, Any]], path: Path, metadata: dict | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`ddppo bench mujoco [--tasks ...] [--seeds ...] [--budget N] [--variants ...] [--out JSON]`, or
+    """`ddppo bench mujoco [--tasks ...] [--seeds ...] [--budget N] [--variants ...] [--settings S] [--jobs N]
+    [--out JSON]`, or
     `--plot RESULTS_JSON PNG` to draw the learning curves of a results file."""
     import argparse
 
     p = argparse.ArgumentParser(prog="ddppo bench mujoco", description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", nargs="+", default=["Hopper-v5"], help=f"of {', '.join(ZOO)}")
+    p.add_argument("--tasks", nargs="+", default=["Hopper-v5"], help=f"of {', '.join(TASKS)}")
+    p.add_argument("--settings", default="zoo", help=f"of {', '.join(SETTINGS)}: whose published hyperparameters")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, each a process with one torch thread")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--budget", type=int, default=100_000, help="env steps per run (both trainers)")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"of {', '.join(VARIANTS)}")
@@ -262,5 +306,5 @@ def main(argv: list[str] | None = None) -> int:
     if a.plot:
         plot(*a.plot)
         return 0
-    return run(a.tasks, a.seeds, a.budget, a.variants, a.out)
+    return run(a.tasks, a.seeds, a.budget, a.variants, a.out, a.settings, a.jobs)
 

@@ -84,6 +84,10 @@ def _normalize_problems(cfg: Config) -> list[str]:
     if pol.critic == "separate" and pol.architecture != "ddppo":
         p.append(f"policy.critic=separate needs policy.architecture=ddppo ({pol.architecture} shares one trunk, as "
                  f"habitat-baselines does): set policy.critic=shared")
+    for key, value, default in (("init", pol.init, "orthogonal"), ("activation", pol.activation, "relu")):
+        if value != default and pol.architecture != "ddppo":
+            p.append(f"policy.{key}={value} needs policy.architecture=ddppo ({pol.architecture} builds habitat-"
+                     f"baselines' network as it is): set policy.{key}={default}")
     if pol.critic == "separate" and pol.rnn_type != "none":
         p.append(f"policy.critic=separate needs policy.rnn_type=none (got {pol.rnn_type}): set policy.rnn_type=none "
                  f"or policy.critic=shared")

@@ -232,6 +232,10 @@ class PolicyConfig:
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
     mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))
+    activation: str = field(default="relu",
+                            metadata=doc("relu | tanh: the nonlinearity of the vector-observation encoders and the "
+                                         "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
+                                         "encoders keep ReLU", shape=True, choices=("relu", "tanh")))
     rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
     rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
     image_encoder: str = field(default="cnn",
@@ -244,6 +248,12 @@ class PolicyConfig:
                                     metadata=doc("bottleneck blocks ([3, 4, 6, 3] + bottleneck = ResNet50, as in "
                                                  "DD-PPO)", shape=True))
     init_log_std: float = field(default=0.0, metadata=doc("initial log std of Gaussian heads (Box actions)"))
+    init: str = field(default="orthogonal",
+                      metadata=doc("orthogonal (CleanRL's and SB3's default: gain sqrt(2) for hidden layers, 0.01 "
+                                   "for the actor head, 1 for the value head, zero biases) | torch (PyTorch's own "
+                                   "initialisation of linear and conv layers, as SB3's ortho_init=False that RL "
+                                   "Zoo's MuJoCo settings use); architecture=ddppo only",
+                                   choices=("orthogonal", "torch")))
     critic: str = field(default="auto",
                         metadata=doc("shared (one trunk for actor and critic, habitat-baselines' design) | separate "
                                      "(the critic has encoders and fusion layer of its own, as SB3's and CleanRL's "

@@ -30,12 +30,15 @@ def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
     return layer
 
 
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}  # policy.activation
+
+
 class MLPEncoder(nn.Module):
-    def __init__(self, in_dim: int, hidden: int, layers: int):
+    def __init__(self, in_dim: int, hidden: int, layers: int, activation: str = "relu"):
         super().__init__()
         mods: list[nn.Module] = []
         for i in range(layers):
-            mods += [_init(nn.Linear(in_dim if i == 0 else hidden, hidden)), nn.ReLU()]
+            mods += [_init(nn.Linear(in_dim if i == 0 else hidden, hidden)), ACTIVATIONS[activation]()]
         self.net = nn.Sequential(*mods)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -113,7 +116,7 @@ def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
         else:
             enc = CNNEncoder(space.shape, cfg.hidden_size)
         return ImageInput(space, enc)
-    return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers)
+    return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers, cfg.activation)
 
 
 def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
@@ -197,7 +200,8 @@ class Trunk(nn.Module):
         super().__init__()
         self.keys = sorted(obs_space.spaces)
         self.encoders = nn.ModuleDict({k: make_encoder(obs_space[k], cfg) for k in self.keys})
-        self.fuse = nn.Sequential(_init(nn.Linear(cfg.hidden_size * len(self.keys), cfg.hidden_size)), nn.ReLU())
+        self.fuse = nn.Sequential(_init(nn.Linear(cfg.hidden_size * len(self.keys), cfg.hidden_size)),
+                                  ACTIVATIONS[cfg.activation]())
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.fuse(torch.cat([self.encoders[k](obs[k]) for k in self.keys], dim=-1))
@@ -217,7 +221,7 @@ class Policy(nn.Module):
         self.keys = sorted(obs_space.spaces)
         self.encoders = nn.ModuleDict({k: make_encoder(obs_space[k], cfg) for k in self.keys})
         width = cfg.hidden_size
-        self.fuse = nn.Sequential(_init(nn.Linear(width * len(self.keys), width)), nn.ReLU())
+        self.fuse = nn.Sequential(_init(nn.Linear(width * len(self.keys), width)), ACTIVATIONS[cfg.activation]())
         if normalize is not None and resolve(normalize.obs, obs_space, action_space):
             self.obs_norm = ObsNormalizer(obs_space, normalize.clip_obs, normalize.epsilon)
         separate = value_head and separate_critic(obs_space, action_space, cfg)
@@ -236,6 +240,10 @@ class Policy(nn.Module):
         else:
             raise ValueError(f"unsupported action space {action_space}: use Discrete or a 1-D Box")
         self.critic = _init(nn.Linear(width, 1), 1.0) if value_head else None
+        if cfg.init == "torch":  # built orthogonal above: PyTorch's own initialisation instead (recurrent cores keep
+            for m in self.modules():  # theirs)
+                if isinstance(m, (nn.Linear, nn.Conv2d)):
+                    m.reset_parameters()
 
     # ------------------------------------------------------------------ state
     def initial_hidden(self, num_envs: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -273,10 +281,12 @@ class Policy(nn.Module):
         return torch.cat([out, self.log_std.expand_as(out)], -1)
 
     def params_to_distribution(self, params: torch.Tensor) -> torch.distributions.Distribution:
+        # validate_args=False: the parameters come from the network (finite checks are the trainer's), and
+        # validation's per-call checks cost more than the tiny MLPs of continuous control on every step
         if self.discrete:
-            return Categorical(logits=params)
+            return Categorical(logits=params, validate_args=False)
         mean, log_std = params.chunk(2, -1)
-        return Normal(mean, log_std.exp())
+        return Normal(mean, log_std.exp(), validate_args=False)
 
     def kl(self, params: torch.Tensor, ref_params: torch.Tensor) -> torch.Tensor:
         """Exact KL(this || reference) per sample, from distribution parameters."""

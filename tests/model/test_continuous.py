@@ -103,3 +103,34 @@ def test_the_policy_acts_on_normalised_observations_and_saves_the_statistics():
 def test_normalisation_settings_resolve_on_the_spaces(setting, action, expected):
     assert resolve(setting, VEC, action) is expected
     assert resolve("auto", IMG, BOX) is False
+
+
+def test_activation_tanh_bounds_every_hidden_feature_of_actor_and_critic():
+    """policy.activation=tanh (CleanRL's and SB3's MLP default): hidden features in (-1, 1) on both trunks; ReLU's
+    are unbounded above and never negative."""
+    big = {k: 100 * torch.randn(1, 7, *s.shape) for k, s in VEC.spaces.items()}
+    for activation, check in (("tanh", lambda f: f.abs().max() < 1 and (f < 0).any()),
+                              ("relu", lambda f: f.min() >= 0 and f.max() > 1)):
+        p = policy("separate", activation=activation)
+        feats, _ = p._features(big, p.initial_hidden(7), torch.zeros(1, 7))
+        assert feats.shape[-1] == 32 and check(feats), activation
+        assert sum(isinstance(m, torch.nn.Tanh) for m in p.modules()) == (10 if activation == "tanh" else 0)  # 2 keys x 2 layers + fuse, twice
+
+
+def test_init_torch_keeps_pytorchs_initialisation_and_orthogonal_gives_cleanrls_gains():
+    ortho, plain = policy("separate"), policy("separate", init="torch")
+    w = ortho.actor.weight  # gain 0.01: orthogonal rows scaled, so W W^T = 0.01^2 I
+    assert torch.allclose(w @ w.t(), 1e-4 * torch.eye(w.shape[0]), atol=1e-7)
+    assert torch.allclose(ortho.critic.weight.norm(), torch.tensor(1.0), atol=1e-5)  # one row, gain 1
+    assert not ortho.fuse[0].bias.any() and plain.fuse[0].bias.any()  # orthogonal zeroes biases; torch's do not
+    bound = 1 / np.sqrt(plain.actor.in_features)  # PyTorch's Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    assert plain.actor.weight.abs().max() <= bound and plain.actor.weight.abs().max() > 0.1 * bound
+
+
+def test_activation_and_init_are_refused_for_habitat_baselines_architectures():
+    from ddppo.config import ConfigError, load_config
+
+    for key, value in (("policy.activation", "tanh"), ("policy.init", "torch")):
+        with pytest.raises(ConfigError, match=f"{key}={value} needs policy.architecture=ddppo"):
+            load_config(None, ["policy.architecture=habitat_baselines_simple", "policy.rnn_type=gru",
+                               f"{key}={value}"])
