@@ -1,21 +1,23 @@
-"""`ddppo bench habitat-baselines`: ddppo and habitat-baselines' DD-PPO side by side on the real simulator.
+"""`ddppo bench habitat-baselines`: ddppo and habitat-baselines' trainers side by side on the real simulator.
 
-Both trainers get the same scenes, episodes, sensors, policy and PPO settings, derived from one ddppo config
-(`--case CONFIG OVERRIDE...`) and mapped to habitat-baselines 0.2.x keys by benchmarks/hb_config.py. Each run is
+All trainers get the same scenes, episodes, sensors, policy and PPO settings, derived from one ddppo config
+(`--case CONFIG OVERRIDE...`) and mapped to the keys of the habitat-baselines found at run time: 0.2.x (yacs keys,
+benchmarks/hb_config.py; one side, "habitat-baselines", its DD-PPO) or 0.3.x (Hydra, benchmarks/hb_config03.py;
+two sides, "hb-ddppo" and "hb-ver": its DD-PPO and its VER with rollouts and learning overlapped). Each run is
 its own process, one rank; throughput runs one after the other, learning runs `--jobs` at a time:
 
-- throughput: `--rounds` interleaved A/B pairs (the first side alternates) of `--updates` updates each; with
+- throughput: `--rounds` interleaved rounds of every side (the first side rotates) of `--updates` updates each; with
   `--ab OVERRIDE...` a third side, ddppo with those overrides as well ("ddppo+ab", e.g.
   rollout.overlap_learning=true), in every round too (the order rotates); the steady rate of one run is
   (steps at its last update - steps at its first) / (time between them), the same definition on every side
   (start-up and the first update are left out); medians over the rounds.
-- learning: for each of `--seeds`, both trainers to the same `--budget` env steps; success/SPL curves as each
+- learning: for each of `--seeds`, ddppo and habitat-baselines' DD-PPO to the same `--budget` env steps; success/SPL curves as each
   trainer logs them (ddppo: log.window episodes; habitat-baselines: reward_window_size updates).
 - cross-evaluation: both final checkpoints evaluated by both evaluators on the held-out split (`--eval-split`
   in place of the training split's name), all its episodes, actions sampled (habitat-baselines 0.2.x's
   evaluator always samples, so ddppo's runs with eval.deterministic=false to match).
 
-Where habitat-baselines 0.2.x is not importable it refuses (one line, exit 2). Nothing in it is patched by this
+Where neither habitat-baselines 0.2.x nor 0.3.x is importable it refuses (one line, exit 2). Nothing in it is patched by this
 benchmark; torch >= 2.6 cannot load habitat-baselines' own checkpoints (a pickled yacs config, `weights_only`),
 so its evaluator runs with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 in its environment. On a GPU machine the same
 command runs both on the GPU (habitat-baselines picks CUDA itself; SIMULATOR_GPU_ID from env.habitat.gpu_device_id).
@@ -33,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddppo.benchmarks import hb_config, report
+from ddppo.benchmarks import hb_config, hb_config03, report
 from ddppo.config import ConfigError, load_config
 
 log = logging.getLogger(__name__)
@@ -43,18 +45,21 @@ SIMPLE_CNN = ("policy.architecture=habitat_baselines_simple", "policy.hidden_siz
 QUIET = {"HABITAT_SIM_LOG": "quiet", "MAGNUM_LOG": "quiet", "GLOG_minloglevel": "2"}
 
 
-def habitat_baselines_home() -> tuple[str, Path, Path]:
-    """(version, exp config, task config) of the installed habitat-baselines 0.2.x; ConfigError otherwise."""
+def habitat_baselines_home() -> tuple[str, Path | None, Path | None]:
+    """(version, exp config, task config) of the installed habitat-baselines 0.2.x; (version, None, None) for
+    0.3.x (its experiment config is written per run, hb_config03); ConfigError otherwise."""
     from importlib import metadata
 
     spec = importlib.util.find_spec("habitat_baselines")
     if spec is None or spec.origin is None:
-        raise ConfigError("ddppo bench habitat-baselines needs habitat-baselines importable here (0.2.x, e.g. "
-                          "habitat-lab v0.2.2 installed with habitat-sim 0.2.2); none found in " + sys.executable)
+        raise ConfigError("ddppo bench habitat-baselines needs habitat-baselines importable here (0.2.x or 0.3.x, "
+                          "with the habitat-sim of its release); none found in " + sys.executable)
     version = next((v for v in _versions(metadata) if v), "unknown")
+    if version.startswith("0.3."):
+        return version, None, None
     if not version.startswith("0.2."):
-        raise ConfigError(f"habitat-baselines {version} found; this benchmark maps ddppo's config to 0.2.x's keys "
-                          f"(the release that runs with habitat-sim 0.2.x): install habitat-lab v0.2.x")
+        raise ConfigError(f"habitat-baselines {version} found; this benchmark maps ddppo's config to 0.2.x's or "
+                          f"0.3.x's keys: install habitat-lab/habitat-baselines 0.2.x or 0.3.x")
     package = Path(spec.origin).parent
     exp, task = package / "config/pointnav/ddppo_pointnav.yaml", package.parent / "configs/tasks/pointnav.yaml"
     missing = [str(p) for p in (exp, task) if not p.exists()]
@@ -95,11 +100,13 @@ class Bench:
 
     def __init__(self, config: str, overrides: list[str], work: Path, eval_split: str, ab: list[str] | None = None):
         self.version, self.exp, self.task = habitat_baselines_home()
+        self.v03 = self.exp is None  # habitat-baselines 0.3.x: its DD-PPO and its VER, Hydra keys
+        self.hb_sides = list(hb_config03.TRAINERS) if self.v03 else ["habitat-baselines"]
         self.config, self.overrides, self.work = config, list(overrides), work
         self.ab = list(ab or [])  # the "ddppo+ab" side's further overrides
         self.cfg = load_config(config, self.overrides)
         load_config(config, self.overrides + self.ab)  # a bad --ab override fails here, before any run
-        bad = hb_config.unmappable(self.cfg)
+        bad = (hb_config03 if self.v03 else hb_config).unmappable(self.cfg)
         if bad:
             raise ConfigError("cannot run habitat-baselines with this config: " + "; ".join(bad))
         self.per_update = self.cfg.env.num_envs * self.cfg.rollout.num_steps
@@ -130,6 +137,14 @@ class Bench:
             records = read_jsonl(out / "metrics.jsonl")
             ckpt = sorted((out / "checkpoints").glob("ckpt-*.pt"), key=lambda p: p.stat().st_mtime)[-1]
             profile = _ddppo_profile(records)
+        elif self.v03:
+            seeded = load_config(self.config, [*self.overrides, f"run.seed={seed}"])
+            exp = hb_config03.write_exp_config(seeded, side, out, updates, log_interval)
+            wall = _run(hb_config03.command(sys.executable, exp), out / "stdout.log", cwd=out,
+                        env=_environ(self.threads))
+            records = hb_config03.read_train_log(out / "stdout.log")  # VER logs from another process: stdout
+            ckpt = sorted((out / "ckpt").glob("ckpt.*.pth"), key=lambda p: p.stat().st_mtime)[-1]
+            profile = hb_config03.profile(out / "stdout.log")
         else:
             seeded = load_config(self.config, [*self.overrides, f"run.seed={seed}"])
             out.mkdir(parents=True)
@@ -157,13 +172,21 @@ class Bench:
             per_episode = {k: [e["metrics"][k] for e in result["episodes"]] for k in ("success", "spl")}
             return {**summary, "episodes": result["num_episodes"], "per_episode": per_episode}
         ckpt = run["checkpoint"]
-        if run["side"] == "ddppo":  # its run's checkpoint in 0.2.x's layout, through ddppo's own export
+        if run["side"] == "ddppo":  # its run's checkpoint in the release's layout, through ddppo's own export
             ckpt = str(out / "ckpt.0.pth")
             _run([sys.executable, "-m", "ddppo", "export", run["dir"], "--format", "habitat-baselines", "-o", ckpt,
-                  "--habitat-version", "0.2", "--checkpoint", run["checkpoint"]], out / "export.log")
+                  "--habitat-version", "0.3" if self.v03 else "0.2", "--checkpoint", run["checkpoint"]],
+                 out / "export.log")
         episodes = _count_episodes(self.eval_dataset)
         cfg = load_config(self.config, [*self.overrides, f"env.habitat.dataset={self.eval_dataset}",
                                         "env.num_envs=1", "env.num_workers=0", "ppo.num_mini_batch=1"])
+        if self.v03:
+            exp = hb_config03.write_exp_config(cfg, "hb-ddppo", out, 1, 1, hb_config03.eval_keys(
+                ckpt, self.eval_split, episodes))
+            _run(hb_config03.command(sys.executable, exp, evaluate=True), out / "stdout.log", cwd=out,
+                 env=_environ(self.threads, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"))
+            return {**{k: hb_config.read_eval_log(out / "stdout.log").get(k)
+                       for k in ("success", "spl", "distance_to_goal")}, "episodes": episodes}
         opts = hb_config.options(cfg, out, self.per_update, 1) + [
             "EVAL_CKPT_PATH_DIR", ckpt, "EVAL.SPLIT", self.eval_split, "EVAL.USE_CKPT_CONFIG", "False",
             "TEST_EPISODE_COUNT", str(episodes)]
@@ -218,18 +241,26 @@ def _hb_profile(train_log: Path) -> dict[str, float]:
 
 
 def throughput(bench: Bench, rounds: int, updates: int) -> dict[str, Any]:
-    sides = ["ddppo", "habitat-baselines"] + (["ddppo+ab"] if bench.ab else [])
+    hb_sides = getattr(bench, "hb_sides", ["habitat-baselines"])
+    sides = ["ddppo", *hb_sides] + (["ddppo+ab"] if bench.ab else [])
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for r in range(rounds):
         for side in (sides[r % len(sides):] + sides[:r % len(sides)]):  # who goes first rotates
             runs[side].append(bench.train(side, bench.cfg.run.seed, updates))
             log.warning("throughput round %d %s: %.2f steps/s", r + 1, side, runs[side][-1]["steady_steps_per_s"])
     med = {side: statistics.median(x["steady_steps_per_s"] for x in rs) for side, rs in runs.items()}
-    ab = {} if not bench.ab else {"ab_overrides": bench.ab,
-                                  "ratio_ab_over_hb": med["ddppo+ab"] / med["habitat-baselines"],
-                                  "ratio_ab_over_ddppo": med["ddppo+ab"] / med["ddppo"]}
-    return {"updates": updates, "rounds": rounds, "median_steps_per_s": med, **ab,
-            "ratio_ddppo_over_hb": med["ddppo"] / med["habitat-baselines"],
+    ratios = {f"{a}/{b}": med[a] / med[b] for a in sides if a.startswith("ddppo") for b in hb_sides}
+    if bench.ab:
+        ratios["ddppo+ab/ddppo"] = med["ddppo+ab"] / med["ddppo"]
+    if hb_sides == ["habitat-baselines"]:  # 0.2.x: the keys its results files have always had
+        legacy = {"ratio_ddppo_over_hb": med["ddppo"] / med["habitat-baselines"]}
+        if bench.ab:
+            legacy.update(ratio_ab_over_hb=med["ddppo+ab"] / med["habitat-baselines"],
+                          ratio_ab_over_ddppo=med["ddppo+ab"] / med["ddppo"])
+    else:
+        legacy = {}
+    ab = {"ab_overrides": bench.ab} if bench.ab else {}
+    return {"updates": updates, "rounds": rounds, "median_steps_per_s": med, **ab, "ratios": ratios, **legacy,
             "runs": {side: [{k: x[k] for k in ("steady_steps_per_s", "wall_s", "profile")} for x in rs]
                      for side, rs in runs.items()}}
 
@@ -246,7 +277,7 @@ def learning(bench: Bench, seeds: list[int], updates: int, jobs: int = 1) -> dic
                                                             for ev, r in run["eval"].items()})
         return run
 
-    pairs = [(seed, side) for seed in seeds for side in ("ddppo", "habitat-baselines")]
+    pairs = [(seed, side) for seed in seeds for side in ("ddppo", bench.hb_sides[0])]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         runs = list(pool.map(lambda pair: one(*pair), pairs))
     return {"env_steps": updates * bench.per_update, "seeds": seeds, "jobs": jobs, "runs": runs}
@@ -259,14 +290,14 @@ def mean_ci(values: list[float]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
-def parity(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def parity(runs: list[dict[str, Any]], hb_side: str = "habitat-baselines") -> dict[str, Any]:
     """Per metric: each side's held-out mean over all its seeds' episodes (ddppo's evaluator, which keeps every
     episode), habitat-baselines' 95% CI, and whether ddppo is inside it or above (the goal)."""
     out: dict[str, Any] = {}
     for metric in ("success", "spl"):
         pooled = {side: [v for r in runs if r["side"] == side for v in r["eval"]["ddppo"]["per_episode"][metric]]
-                  for side in ("ddppo", "habitat-baselines")}
-        ours, (hb, lo, hi) = statistics.fmean(pooled["ddppo"]), mean_ci(pooled["habitat-baselines"])
+                  for side in ("ddppo", hb_side)}
+        ours, (hb, lo, hi) = statistics.fmean(pooled["ddppo"]), mean_ci(pooled[hb_side])
         out[metric] = {"ddppo": ours, "habitat-baselines": hb, "hb_ci95": [lo, hi], "met": ours >= lo}
     return out
 
@@ -281,10 +312,15 @@ def table(results: dict[str, Any]) -> list[str]:
             rates = " ".join(f"{x['steady_steps_per_s']:.1f}" for x in runs)
             prof = ", ".join(f"{k} {v:.0%}" for k, v in runs[-1]["profile"].items())
             lines.append(f"{side:<20}{tp['median_steps_per_s'][side]:>10.2f}  {rates:<28}{prof}")
-        lines.append(f"ratio ddppo / habitat-baselines: {tp['ratio_ddppo_over_hb']:.2f}x")
-        if "ab_overrides" in tp:
+        if "ratio_ddppo_over_hb" in tp:
+            lines.append(f"ratio ddppo / habitat-baselines: {tp['ratio_ddppo_over_hb']:.2f}x")
+        if "ratio_ab_over_hb" in tp:
             lines.append(f"ddppo+ab = ddppo with {' '.join(tp['ab_overrides'])}: {tp['ratio_ab_over_hb']:.2f}x "
                          f"habitat-baselines, {tp['ratio_ab_over_ddppo']:.2f}x ddppo")
+        elif "ratios" in tp:
+            if "ab_overrides" in tp:
+                lines.append(f"ddppo+ab = ddppo with {' '.join(tp['ab_overrides'])}")
+            lines.extend(f"ratio {pair.replace('/', ' / ')}: {r:.2f}x" for pair, r in tp["ratios"].items())
     ln = results.get("learning")
     if ln:
         lines.append(f"\nlearning to {ln['env_steps']:,} env steps; held-out success / SPL by each evaluator "
@@ -309,6 +345,12 @@ def _pair(value: Any) -> str:
     return " / ".join("-" if v is None else f"{v:.3f}" for v in value)
 
 
+def _mapping(v03: bool) -> dict[str, str]:
+    if v03:
+        return {d: ", ".join(keys) for d, keys, _ in hb_config03.MAPPING}
+    return {d: h for d, h, _ in hb_config.MAPPING}
+
+
 def main(config: str, overrides: list[str], rounds: int, updates: int, seeds: list[int], budget: int,
          eval_split: str, out: str, jobs: int = 1, ab: list[str] | None = None) -> int:
     """Throughput (when rounds > 0), then learning with cross-evaluation (when budget > 0); one JSON."""
@@ -316,8 +358,10 @@ def main(config: str, overrides: list[str], rounds: int, updates: int, seeds: li
     bench = Bench(config, overrides, work, eval_split, ab)
     results: dict[str, Any] = {"case": " ".join([config, *overrides]), "habitat_baselines_version": bench.version,
                                "python": sys.executable, "work_dir": str(work),
-                               "mapping": {d: h for d, h, _ in hb_config.MAPPING},
-                               "hb_options": hb_config.options(bench.cfg, work / "hb", bench.per_update, 1),
+                               "mapping": _mapping(bench.v03),
+                               "hb_options": ({side: hb_config03.values(bench.cfg, side, work / side, 1, 1)
+                                               for side in bench.hb_sides} if bench.v03 else
+                                              hb_config.options(bench.cfg, work / "hb", bench.per_update, 1)),
                                "local_workarounds": ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for its evaluator "
                                                      "(torch >= 2.6 cannot load its own checkpoints)",
                                                      f"OMP_NUM_THREADS={bench.threads} for both (its "
@@ -328,5 +372,5 @@ def main(config: str, overrides: list[str], rounds: int, updates: int, seeds: li
     if budget > 0:
         total = -(-budget // bench.per_update)
         results["learning"] = learning(bench, seeds, total, jobs)
-        results["learning"]["parity"] = parity(results["learning"]["runs"])
+        results["learning"]["parity"] = parity(results["learning"]["runs"], bench.hb_sides[0])
     return report(table(results), results, out)
