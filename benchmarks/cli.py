@@ -16,8 +16,8 @@ WHAT = {
     "sb3": "time/steps to CartPole 475 vs stable-baselines3 (extra `bench`)",
     "rollout": "rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous envs",
     "preempt": "preemption check cost, a blocking read every step vs async reads",
-    "habitat-baselines": "throughput, learning and cross-evaluation vs habitat-baselines' DD-PPO on the real "
-                         "simulator (where it is importable)",
+    "habitat-baselines": "throughput, learning and cross-evaluation vs habitat-baselines' DD-PPO (and, on 0.3.x, "
+                         "its VER) on the real simulator (where it is importable)",
 }
 
 
