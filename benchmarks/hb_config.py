@@ -159,14 +159,16 @@ def _yacs(value: Any) -> str:
 
 # --------------------------------------------------------------------------------------------- reading its logs
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) (.*)$")
-_FRAMES = re.compile(r"update: (\d+)\tenv-time: [\d.]+s\tpth-time: [\d.]+s\tframes: (\d+)")
+# a logged update, (update, frames): 0.2.x's trainer ("update: N\tenv-time: ...\tframes: F")
+_FRAMES = (re.compile(r"update: (\d+)\tenv-time: [\d.]+s\tpth-time: [\d.]+s\tframes: (\d+)"),)
 _WINDOW = re.compile(r"Average window size: \d+\s+(.*)$")
 _EVAL = re.compile(r"Average episode (\w+): ([-\d.eE+naninf]+)")
 
 
-def read_train_log(path: Path) -> list[dict[str, float]]:
+def read_train_log(path: Path, frames: tuple[re.Pattern, ...] = _FRAMES) -> list[dict[str, float]]:
     """One record per logged update: update, env_steps, wall_time (s since the epoch), and the window means
-    (success, spl, reward, distance_to_goal) logged after it."""
+    (success, spl, reward, distance_to_goal) logged after it. `frames`: the patterns of a logged update (groups:
+    update, frames), the first that matches a line counts (hb_config03 passes 0.3.x's two trainers')."""
     records: list[dict[str, float]] = []
     for line in path.read_text(errors="replace").splitlines():
         m = _STAMP.match(line)
@@ -174,8 +176,9 @@ def read_train_log(path: Path) -> list[dict[str, float]]:
             continue
         stamp = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
         body = m.group(3)
-        if (f := _FRAMES.search(body)) is not None:
-            records.append({"update": int(f.group(1)), "env_steps": int(f.group(2)), "wall_time": stamp})
+        found = next((f for f in (p.search(body) for p in frames) if f is not None), None)
+        if found is not None:
+            records.append({"update": int(found.group(1)), "env_steps": int(found.group(2)), "wall_time": stamp})
         elif (w := _WINDOW.search(body)) is not None and records:
             for pair in w.group(1).split("  "):
                 key, _, value = pair.partition(": ")

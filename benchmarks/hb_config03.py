@@ -15,7 +15,6 @@ What 0.3.x cannot be set to is refused by `unmappable` (one line naming the key)
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -165,32 +164,16 @@ def command(python: str, exp: Path, evaluate: bool = False) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- reading its logs
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) (.*)$")
 # its DD-PPO trainer ("Num updates: N\tNum frames F") and VER's report worker ("update: N\tfps: ...\tframes: F")
 _FRAMES = (re.compile(r"Num updates: (\d+)\tNum frames (\d+)"),
            re.compile(r"update: (\d+)\tfps: [\d.]+\twindow fps: [-\d.naif]+\tframes: (\d+)"))
-_WINDOW = re.compile(r"Average window size: \d+\s+(.*)$")
 
 
 def read_train_log(path: Path) -> list[dict[str, float]]:
-    """One record per logged update of either 0.3.x trainer: update, env_steps, wall_time (s since the epoch,
-    when it logged the update, after learning), and the window means (success, spl, ...) logged after it."""
-    records: list[dict[str, float]] = []
-    for line in path.read_text(errors="replace").splitlines():
-        m = _STAMP.match(line)
-        if not m:
-            continue
-        stamp = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
-        body = m.group(3)
-        found = next((f for f in (p.search(body) for p in _FRAMES) if f is not None), None)
-        if found is not None:
-            records.append({"update": int(found.group(1)), "env_steps": int(found.group(2)), "wall_time": stamp})
-        elif (w := _WINDOW.search(body)) is not None and records:
-            for pair in w.group(1).split("  "):
-                key, _, value = pair.partition(": ")
-                if key.strip() and value.strip():
-                    records[-1][key.strip()] = float(value)
-    return records
+    """One record per logged update of either 0.3.x trainer (hb_config.read_train_log with their patterns):
+    update, env_steps, wall_time (s since the epoch, when it logged the update, after learning), and the window
+    means (success, spl, ...) logged after it."""
+    return hb_config.read_train_log(path, _FRAMES)
 
 
 def eval_keys(checkpoint: str, split: str, episodes: int) -> dict[str, Any]:
