@@ -232,6 +232,7 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
     """Every (task, seed), each variant in turn, `jobs` at a time; the JSON is rewritten after every run (a
     cut-short bench keeps what it measured)."""
     import multiprocessing
+    import sys
 
     from ddppo.benchmarks import report
     from ddppo.rundir import atomic_write
@@ -240,21 +241,17 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
     unknown = ([t for t in tasks if t not in TASKS] + [v for v in variants if v not in VARIANTS]
                + ([settings] if settings not in SETTINGS else []))
     if unknown:
-        import sys
-
         sys.stderr.write(f"ddppo bench mujoco: unknown {unknown}; tasks: {', '.join(TASKS)}; variants: "
                          f"{', '.join(VARIANTS)}; settings: {', '.join(SETTINGS)}\n")
+        return 2
+    if "ddppo-ab" in variants and not ab:
+        sys.stderr.write("ddppo bench mujoco: variant ddppo-ab needs --ab OVERRIDE... (e.g. --ab "
+                         "ppo.clip_value_loss=false)\n")
         return 2
     rows: list[dict[str, Any]] = []
     meta = {"budget": budget, "seeds": seeds, "tasks": tasks, "variants": variants, "last_episodes": LAST,
             "settings": settings, "jobs": jobs, "hyperparameters": {t: hyper(t, settings) for t in tasks},
             "model": MODEL[settings], "before_overrides": BEFORE, "ab_overrides": ab or []}
-    if "ddppo-ab" in variants and not ab:
-        import sys
-
-        sys.stderr.write("ddppo bench mujoco: variant ddppo-ab needs --ab OVERRIDE... (e.g. --ab "
-                         "ppo.clip_value_loss=false)\n")
-        return 2
     todo = [(t, s, v, budget, settings, list(ab or [])) for t in tasks for s in seeds for v in variants]
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
         for row in pool.imap(run_job, todo):

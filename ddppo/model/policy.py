@@ -240,8 +240,10 @@ class Policy(nn.Module):
         else:
             raise ValueError(f"unsupported action space {action_space}: use Discrete or a 1-D Box")
         self.critic = _init(nn.Linear(width, 1), 1.0) if value_head else None
-        if cfg.init == "torch":  # built orthogonal above: PyTorch's own initialisation instead (recurrent cores keep
-            for m in self.modules():  # theirs)
+        # policy.init=torch: the linear and conv layers built orthogonal above get PyTorch's own initialisation
+        # back (recurrent cores keep their orthogonal weights)
+        if cfg.init == "torch":
+            for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Conv2d)):
                     m.reset_parameters()
 
