@@ -150,6 +150,7 @@ MARKS = {
             "test_async_send_to_some_workers_and_receive_whichever_are_ready",
             "test_forkserver_and_resource_tracker_survive_the_jobs_signals"),
         "rollout/test_strategies.py": ("test_the_factory_builds_the_strategy_the_config_names",
+                                       "test_every_strategy_stores_the_rewards_its_scale_returns",
                                        "test_the_factory_refuses_what_no_strategy_can_run",
                                        "test_a_saved_state_of_one_strategy_does_not_load_into_another"),
         "rollout/test_ver_rules.py": ("test_the_collector_hands_the_weights_to_the_minibatches_when_asked",

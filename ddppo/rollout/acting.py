@@ -2,7 +2,7 @@
 
     act       policy.act on the current observation, recurrent state and episode-start flags
     clip      actions of a Box space clipped to its bounds before the env sees them
-    step      env.step, timed
+    step      env.step, timed (and the rewards scaled on the host, when the collector scales them)
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
               policy's device with reward, done and the next episode-start flags, in one staged copy
               (rollout/staging.py)
@@ -15,7 +15,7 @@ collector adds storage, preemption and truncation bootstraps around it, the eval
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium
 import numpy as np
@@ -115,13 +115,16 @@ class Actor:
             env_action = np.clip(env_action, *self.bounds)
         return Action(action, logp, value, env_action)
 
-    def step(self, env_action: np.ndarray, where: str) -> Step:
-        """Step the envs; the new observation and start flags become current."""
+    def step(self, env_action: np.ndarray, where: str,
+             scale: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Step:
+        """Step the envs; the new observation and start flags become current. `scale(reward, done)`: the
+        rewards the device gets (the collector's reward scaling, on the host), else the envs' own."""
         with self.timer(timing.ENV_STEP):
             res = self.envs.step(env_action)
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, where, self.label)
-            self.obs, flags = self.staging.step_to_device(res.obs, {"reward": res.reward, "done": res.done,
+            reward = res.reward if scale is None else scale(res.reward, res.done)
+            self.obs, flags = self.staging.step_to_device(res.obs, {"reward": reward, "done": res.done,
                                                                     "started": res.started, "idle": res.idle})
             self.start = flags.get("started", flags["done"])
         return Step(res, flags["reward"], flags["done"], flags.get("idle"))

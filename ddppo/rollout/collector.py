@@ -81,7 +81,10 @@ class RolloutCollector:
         self.num_steps = storage.num_steps if num_steps is None else num_steps
         self.label = label  # names the environment (and rank) in errors
         self.actor = Actor(envs, policy, device, timer, label)
-        self.reward_scaler: Any = None  # normalize.reward: a rollout/reward_scale.RewardScaler, set by the trainer
+        # normalize.reward: a rollout/reward_scale.RewardScaler, set by the trainer. The rewards the storage keeps
+        # are scaled by it on the host, as they leave the envs, before a truncation's bootstrap is added (the
+        # critic's values are in the scaled units); None: the envs' own rewards
+        self.scale: Any = None
         self.actor.begin(envs.reset())
         self.actor.detach()
 
@@ -193,11 +196,6 @@ class RolloutCollector:
 
     def add_episodes(self, episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
         self.tally.add(episodes, sums, counts)
-
-    def scaled(self, reward: torch.Tensor, done: torch.Tensor, envs: torch.Tensor | None = None) -> torch.Tensor:
-        """The rewards the storage keeps: scaled by the reward scaler (normalize.reward), else as they came; before
-        a truncation's bootstrap is added (the critic's values are in the scaled units)."""
-        return reward if self.reward_scaler is None else self.reward_scaler(reward, done, envs)
 
     def truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor,
                              env_index: np.ndarray | None = None) -> torch.Tensor:

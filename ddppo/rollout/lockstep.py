@@ -23,10 +23,9 @@ class LockstepCollector(RolloutCollector):
                 break
             a = actor.act()
             t_step = time.perf_counter()
-            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout")
+            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout", self.scale)
             slowest = max(slowest, time.perf_counter() - t_step)
             res = step.result
-            step.reward = self.scaled(step.reward, step.done)
             if res.truncated.any() and self.policy.critic is not None:
                 with timer(timing.POLICY_FORWARD):
                     step.reward += self.truncation_bootstrap(res, actor.hidden)

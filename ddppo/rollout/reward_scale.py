@@ -1,9 +1,9 @@
 """Reward scaling on the acting path: rewards divided by the running standard deviation of the discounted return
 (SB3's VecNormalize, CleanRL's NormalizeReward), clipped.
 
-Per step, each env's discounted return G <- gamma * G + r is advanced (and reset to 0 where the episode ended,
-terminated or truncated), its value counted into this rollout's batch moments, and the reward divided by
-sqrt(var + eps) of the return statistics as they stood when the rollout began. The statistics themselves change
+Per step, on the host, each env's discounted return G <- gamma * G + r is advanced (and reset to 0 where the
+episode ended, terminated or truncated), its value counted into this rollout's batch moments, and the reward
+divided by sqrt(var + eps) of the return statistics as they stood when the rollout began. The statistics themselves change
 once per update, when train/normalization.py merges every rank's batch moments (the same on every rank); the
 scaled reward is what the storage, GAE and the critic see, before a truncated episode's bootstrap is added (the
 critic's value is already in scaled units). Episode returns reported as train/reward are the envs' own, unscaled.
@@ -16,43 +16,48 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ddppo.model.normalize import RunningMoments
 
 
 class RewardScaler:
-    def __init__(self, num_envs: int, gamma: float, clip: float, eps: float, device: torch.device):
+    """On the host, on the envs' numpy rewards before they are staged to the device (as SB3's VecNormalize): with
+    one env of a MuJoCo task this runs once per step, as often as the policy, and a handful of numpy operations on
+    a few floats cost a fraction of the same in torch operations."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float, eps: float):
         self.gamma, self.clip, self.eps = float(gamma), float(clip), float(eps)
         self.moments = RunningMoments(())
-        self.returns = torch.zeros(num_envs, dtype=torch.float64, device=device)
+        self.returns = np.zeros(num_envs, dtype=np.float64)
         self._reset_batch()
 
     def _reset_batch(self) -> None:
-        # shifted sums (by the mean at the rollout's start), float64 on the returns' device: count (a Python
-        # int), sum(G - shift), sum((G - shift)^2); added to in place every step, read once per update
+        # shifted sums (by the mean at the rollout's start), float64: count, sum(G - shift), sum((G - shift)^2);
+        # added to every step, read once per update
         self._count = 0
-        self._sums = torch.zeros(2, dtype=torch.float64, device=self.returns.device)
+        self._sum = 0.0
+        self._sumsq = 0.0
         self._shift = float(self.moments.mean)
         self._scale = float(torch.rsqrt(self.moments.var + self.eps))
 
-    def __call__(self, reward: torch.Tensor, done: torch.Tensor, envs: torch.Tensor | None = None) -> torch.Tensor:
-        """The scaled rewards of one step of the envs `envs` (all when None); reward and done on one device.
-        A few in-place tensor ops per step: with one env of a MuJoCo task this runs as often as the policy."""
-        idx = slice(None) if envs is None else envs.to(self.returns.device)
-        ret = self.returns[idx] * self.gamma + reward.to(self.returns)
+    def __call__(self, reward: np.ndarray, done: np.ndarray, envs: np.ndarray | None = None) -> np.ndarray:
+        """The scaled rewards (float32) of one step of the envs `envs` (row i is env envs[i]; all when None)."""
+        idx = slice(None) if envs is None else envs
+        ret = self.returns[idx] * self.gamma + reward
         x = ret - self._shift
-        self._count += x.numel()
-        self._sums += torch.stack([x.sum(), (x * x).sum()])
-        self.returns[idx] = ret.masked_fill(done.to(self.returns.device) != 0, 0.0)
-        return (reward * self._scale).clamp(-self.clip, self.clip)
+        self._count += x.size
+        self._sum += float(x.sum())
+        self._sumsq += float(x @ x)
+        ret[np.asarray(done, bool)] = 0.0
+        self.returns[idx] = ret
+        return np.clip(np.asarray(reward, np.float32) * np.float32(self._scale), -self.clip, self.clip)
 
     def take_batch(self) -> torch.Tensor:
         """This rollout's (count, mean, M2) of the discounted returns (float64), and a fresh batch."""
-        n = self._count
-        s, ss = self._sums.tolist()
-        self._count = 0
-        self._sums.zero_()
+        n, s, ss = self._count, self._sum, self._sumsq
+        self._count, self._sum, self._sumsq = 0, 0.0, 0.0
         if n <= 0:
             return torch.zeros(3, dtype=torch.float64)
         mean = s / n
@@ -93,7 +98,7 @@ class _Returns:
         self.scaler = scaler
 
     def state_dict(self) -> torch.Tensor:
-        return self.scaler.returns.cpu().clone()
+        return torch.from_numpy(self.scaler.returns.copy())
 
     def load_state_dict(self, state: Any) -> None:
-        self.scaler.returns.copy_(torch.as_tensor(state, dtype=torch.float64))
+        self.scaler.returns[:] = torch.as_tensor(state, dtype=torch.float64).numpy()

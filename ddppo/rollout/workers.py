@@ -83,10 +83,10 @@ class WorkerCollector(RolloutCollector):
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, f"in update {update}'s rollout", self.label, idx.numpy())
             at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
-            obs, flags = actor.staging.step_to_device(res.obs, {"reward": res.reward, "done": res.done}, index=at)
+            reward = res.reward if self.scale is None else self.scale(res.reward, res.done, idx.numpy())
+            obs, flags = actor.staging.step_to_device(res.obs, {"reward": reward, "done": res.done}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
         hidden_after = self.pending["hidden"][:, idx_dev]
-        reward = self.scaled(reward, done, idx_dev)
         if res.truncated.any() and self.policy.critic is not None:
             with self.timer(timing.POLICY_FORWARD):
                 reward = reward + self.truncation_bootstrap(res, hidden_after, idx.numpy())

@@ -157,8 +157,8 @@ class Trainer:
         cfg, n = self.cfg, self.cfg.normalize
         scaler = None
         if resolve(n.reward, self.envs.observation_space, self.envs.action_space):
-            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon, self.ctx.device)
-            self.collector.reward_scaler = scaler
+            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon)
+            self.collector.scale = scaler
         norm = Normalization(getattr(self.policy, "obs_norm", None), scaler, self.ctx)
         if norm.enabled and cfg.rollout.overlap_learning:
             raise ConfigError("rollout.overlap_learning=true cannot run with observation or reward normalisation "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -59,6 +60,29 @@ def test_the_factory_builds_the_strategy_the_config_names(build, cfg, workers, c
     assert ("variable" in state) == (cfg.mode == "variable")
     collector.load_state_dict(state)
     assert collector.collect(2).env_steps == 4 * cfg.num_steps
+
+
+@pytest.mark.parametrize("cfg, workers", [
+    (RolloutConfig(num_steps=4), 0), (RolloutConfig(num_steps=4), 2),
+    (RolloutConfig(num_steps=4, overlap=True), 2), (RolloutConfig(num_steps=4, mode="variable"), 4),
+], ids=["lockstep", "lockstep-workers", "overlapped", "variable"])
+def test_every_strategy_stores_the_rewards_its_scale_returns(build, cfg, workers):
+    """The collector's `scale` (normalize.reward's scaler) sees every env's numpy rewards and done flags on the
+    host, with the envs' indices where a batch is some of them, and what it returns is what the storage keeps."""
+    collector, envs = build(cfg, workers)
+    seen = []
+
+    def scale(reward, done, envs=None):
+        assert isinstance(reward, np.ndarray) and done.dtype == bool
+        seen.extend(range(len(reward)) if envs is None else envs.tolist())
+        return np.full(len(reward), 7.0, np.float32)
+
+    collector.scale = scale
+    collector.collect(1)
+    s = collector.storage
+    valid = s.valid[: s.step] > 0
+    assert valid.any() and torch.all(s.rewards[: s.step][valid] == 7.0)  # synthetic envs do not truncate here
+    assert sorted(set(seen)) == [0, 1, 2, 3] and len(seen) == 4 * cfg.num_steps
 
 
 @pytest.mark.parametrize("cfg, workers, needle", [
