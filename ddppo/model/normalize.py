@@ -14,6 +14,7 @@ same normalisation, so the importance ratios of the first epoch start at 1.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium
 import torch
@@ -58,6 +59,11 @@ class RunningMoments(nn.Module):
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.version = 0  # advanced whenever the statistics change (merge, load): users cache what they derive
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.version += 1
 
     @torch.no_grad()
     def merge(self, count: torch.Tensor, mean: torch.Tensor, m2: torch.Tensor) -> None:
@@ -76,6 +82,7 @@ class RunningMoments(nn.Module):
             self.mean.add_(delta * (n1 / n))
             self.var.copy_(total_m2 / n)
         self.count.fill_(n0 + n1)
+        self.version += 1
 
 
 def batch_moments(x: torch.Tensor) -> tuple[float, torch.Tensor, torch.Tensor]:
@@ -97,12 +104,22 @@ class ObsNormalizer(nn.Module):
         self.keys = sorted(k for k, s in obs_space.spaces.items() if is_vector(s))
         self.stats = nn.ModuleDict({k: RunningMoments(tuple(obs_space[k].shape)) for k in self.keys})
         self.clip, self.eps = float(clip), float(eps)
+        self._affine: dict[str, tuple] = {}  # key -> (statistics' version, device, float32 mean, float32 scale)
+
+    def affine(self, key: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, 1 / sqrt(var + eps)) of `key` in float32, derived once per change of the statistics (they change
+        between updates; the policy acts with them every step)."""
+        s = self.stats[key]
+        cached = self._affine.get(key)
+        if cached is None or cached[0] != s.version or cached[1] != s.mean.device:
+            cached = (s.version, s.mean.device, s.mean.float(), torch.rsqrt(s.var + self.eps).float())
+            self._affine[key] = cached
+        return cached[2], cached[3]
 
     def forward(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = dict(obs)
         for k in self.keys:
-            s = self.stats[k]
-            scale = torch.rsqrt(s.var + self.eps).float()
-            x = (obs[k].float() - s.mean.float()) * scale
+            mean, scale = self.affine(k)
+            x = (obs[k].float() - mean) * scale
             out[k] = x.clamp(-self.clip, self.clip) if math.isfinite(self.clip) and self.clip > 0 else x
         return out

@@ -94,6 +94,10 @@ def test_the_policy_acts_on_normalised_observations_and_saves_the_statistics():
     p.obs_norm.stats["obs"].merge(torch.tensor(4.0), torch.full((5,), 50.0), torch.full((5,), 4.0))
     after = p.act(obs, p.initial_hidden(2), torch.ones(2), deterministic=True)[0]
     assert not torch.equal(before, after)  # the statistics are applied in the forward pass
+    fresh = make_policy(VEC, BOX, PolicyConfig(hidden_size=16, rnn_type="none"), normalize=norm)
+    fresh.act(obs, fresh.initial_hidden(2), torch.ones(2), deterministic=True)  # derives the affine of the zero stats
+    fresh.load_state_dict(p.state_dict())  # a loaded checkpoint's statistics are the ones applied, not a cached copy
+    assert torch.equal(fresh.act(obs, fresh.initial_hidden(2), torch.ones(2), deterministic=True)[0], after)
     assert not any(k.startswith("obs_norm.") for k in make_policy(
         VEC, DISCRETE, PolicyConfig(hidden_size=16, rnn_type="none"), normalize=norm).state_dict())
 
