@@ -108,10 +108,12 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """(adv - mean) / (std + 1e-8) over this minibatch's valid samples on this rank (ppo.normalize_advantage_per=
     minibatch, as SB3 and CleanRL; sample std, as torch's and numpy's defaults there differ: SB3 uses torch's).
-    No collective: each rank's minibatch is standardised on its own."""
+    No collective: each rank's minibatch is standardised on its own. `valid` None: every sample is valid."""
+    if valid is None:
+        return adv if adv.numel() < 2 else (adv - adv.mean()) / (adv.std() + 1e-8)
     mask = valid > 0
     n = int(mask.sum())
     if n < 2:
@@ -159,10 +161,13 @@ class PPOUpdater:
         acc = _Stats()
         skipped = 0
         per_sample = self._per_sample_scale(storage) if self.per_sample else None
+        # one host read per update: with no masked step in the rollout (lockstep, not grouped), the losses take
+        # plain means instead of masked ones (the same numbers, fewer operations per minibatch)
+        full = L > 0 and bool(storage.valid[:L].all())
         for epoch in range(cfg.epochs):
             for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
                                           split=cfg.minibatch_split):
-                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample)
+                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample, full)
         stats = acc.result()
         if L > 0 and cfg.critic:
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
@@ -177,7 +182,7 @@ class PPOUpdater:
         return self.cfg.num_mini_batch / max(total, 1.0)
 
     def _minibatch_step(self, mb: MiniBatch, epoch: int, acc: _Stats, timer, kl_coef: float,
-                        per_sample: float | None = None) -> int:
+                        per_sample: float | None = None, full: bool = False) -> int:
         """Loss, backward, gradient all-reduce and optimiser step for one minibatch; 1 if the step was
         skipped for non-finite gradients, else 0.
 
@@ -187,18 +192,20 @@ class PPOUpdater:
         comes back with the gradients, so it is the same on every rank, and the collectives are unchanged.
 
         `per_sample` (M / N, per_sample weighting): the averaged gradient is scaled by the minibatch's global
-        sample count times it (see the module docstring), before clipping.
+        sample count times it (see the module docstring), before clipping. `full`: every sample of the rollout is
+        valid (plain means).
         """
         cfg = self.cfg
+        valid = None if full and mb.valid.numel() > 0 else mb.valid
         with timer(timing.LEARN_FORWARD_BACKWARD):
             logp, entropy, values, params = self.policy.evaluate_with_params(
                 mb.obs, mb.hidden, mb.episode_start, mb.actions)
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
             adv = mb.advantages
             if cfg.normalize_advantage and cfg.critic and cfg.normalize_advantage_per == "minibatch":
-                adv = minibatch_normalized(adv, mb.valid)
+                adv = minibatch_normalized(adv, valid)
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
-                           mb.valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
+                           valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
                            kl_coef=kl_coef, weight=None if mb.weight is None else mb.weight[None, :])
             local_count = mb.valid.sum()

@@ -196,3 +196,30 @@ def test_garbage_in_padded_slots_changes_neither_the_loss_nor_its_gradient(where
         assert torch.isfinite(dirty_grads[name]).all(), f"{name}: {dirty_grads[name]}"
         assert torch.equal(dirty_grads[name], clean_grads[name]), name
     assert torch.equal(dirty.vector(), clean.vector())
+
+
+@pytest.mark.parametrize("clip_value_loss", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_no_mask_gives_the_same_loss_and_gradients_as_a_mask_of_ones(clip_value_loss, weighted):
+    """valid=None (the updater found every step of the rollout valid) takes plain means: every term and every
+    gradient equal, bit for bit, what a mask of ones gives; and a mask with a zero does differ (the test can fail)."""
+    g = torch.Generator().manual_seed(0)
+    L, n = 5, 4
+    data = [torch.randn(L, n, generator=g) for _ in range(7)]
+    weight = torch.rand(1, n, generator=g) + 0.5 if weighted else None
+
+    def run(valid):
+        leaves = [x.clone().requires_grad_(i in (0, 3, 4)) for i, x in enumerate(data)]
+        out = ppo_loss(*leaves, valid, clip=CLIP, clip_value_loss=clip_value_loss, value_coef=0.5,
+                       entropy_coef=0.01, kl_ref=data[0].abs(), kl_coef=0.1, weight=weight)
+        out.total.backward()
+        return out.vector(), [leaves[i].grad for i in (0, 3, 4)]
+
+    plain, plain_grads = run(None)
+    ones, ones_grads = run(torch.ones(L, n))
+    assert torch.equal(plain, ones)
+    for a, b in zip(plain_grads, ones_grads):
+        assert torch.equal(a, b)
+    holed = torch.ones(L, n)
+    holed[2, 1] = 0.0
+    assert not torch.equal(run(holed)[0], plain)

@@ -19,3 +19,9 @@ def test_valid_advantages_are_standardised_and_padding_is_left_alone():
 def test_fewer_than_two_valid_samples_pass_unchanged():
     adv = torch.tensor([[4.0, 7.0]])
     assert torch.equal(minibatch_normalized(adv, torch.tensor([[1.0, 0.0]])), adv)
+
+
+def test_no_mask_standardises_exactly_as_a_mask_of_ones():
+    adv = torch.randn(1, 64, generator=torch.Generator().manual_seed(3)) * 5 + 2
+    assert torch.equal(minibatch_normalized(adv, None), minibatch_normalized(adv, torch.ones(1, 64)))
+    assert torch.equal(minibatch_normalized(adv[:, :1], None), adv[:, :1])
