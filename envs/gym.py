@@ -1,8 +1,14 @@
 """Any gymnasium environment id as a VecEnv (env.name: gym:<id>).
 
-Built with `gymnasium.make_vec` in same-step autoreset mode, so a finished
-env's last observation comes back in `final_obs` and its first observation of
-the next episode in `obs`. Observations are always a dict: a Box observation
+Each env is made by `gymnasium.make` (the registered wrappers: time limit, order
+enforcing, the passive checker). vectorization_mode=sync steps them in this
+process with `SyncEnvs` below, which does what gymnasium's `SyncVectorEnv` does in
+same-step autoreset mode (the same seeds, actions, resets and numbers; a test holds
+them equal) without its per-step info merging and copies: with one env of a MuJoCo
+task that overhead was a quarter of the simulator's step. async is gymnasium's
+`AsyncVectorEnv` (`gymnasium.make_vec`, one subprocess per env). Either way a
+finished env's last observation comes back in `final_obs` and its first
+observation of the next episode in `obs`. Observations are always a dict: a Box observation
 becomes key "state" (float32, except uint8 images, which stay uint8 with their
 0-255 bounds so that storage holds bytes and the policy scales them once on the
 device), a Discrete one a one-hot "state"; Dict observations keep their keys and
@@ -45,9 +51,12 @@ class GymVecEnv:
         if options.max_episode_steps > 0:
             kwargs["max_episode_steps"] = options.max_episode_steps
         try:
-            self._env = gymnasium.make_vec(
-                env_id, num_envs=spec.num_envs, vectorization_mode=options.vectorization_mode,
-                vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}, **kwargs)
+            if options.vectorization_mode == "sync":
+                self._env = SyncEnvs([gymnasium.make(env_id, **kwargs) for _ in range(spec.num_envs)])
+            else:
+                self._env = gymnasium.make_vec(
+                    env_id, num_envs=spec.num_envs, vectorization_mode=options.vectorization_mode,
+                    vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}, **kwargs)
         except Exception as exc:  # dependency missing, bad kwargs, ...
             raise EnvError(f"could not make gymnasium env {env_id!r}: {type(exc).__name__}: {exc}") from exc
         self.env_id = env_id
@@ -112,6 +121,41 @@ class GymVecEnv:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._episodes = int(state["episodes"])
         self._resets = int(state["resets"])
+
+
+class SyncEnvs:
+    """gymnasium envs stepped in turn in this process, with same-step autoreset: what `gymnasium.make_vec(...,
+    vectorization_mode="sync")` returns, for the calls GymVecEnv makes (reset with a seed per env, step, close,
+    the single spaces, `infos["final_obs"]`), each step's observations batched into a new array."""
+
+    def __init__(self, envs: list[gymnasium.Env]):
+        self.envs = envs
+        self.single_observation_space = envs[0].observation_space
+        self.single_action_space = envs[0].action_space
+
+    def _batch(self, items: list[Any]) -> Any:
+        space = self.single_observation_space
+        return gymnasium.vector.utils.concatenate(
+            space, items, gymnasium.vector.utils.create_empty_array(space, len(items)))
+
+    def reset(self, seed: list[int]) -> tuple[Any, dict]:
+        return self._batch([env.reset(seed=s)[0] for env, s in zip(self.envs, seed)]), {}
+
+    def step(self, actions: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        n = len(self.envs)
+        obs, reward = [None] * n, np.zeros(n, np.float64)
+        terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+        finals = np.full(n, None, dtype=object)
+        for i, env in enumerate(self.envs):
+            obs[i], reward[i], terminated[i], truncated[i], _ = env.step(actions[i])
+            if terminated[i] or truncated[i]:
+                finals[i] = obs[i]
+                obs[i] = env.reset()[0]
+        return self._batch(obs), reward, terminated, truncated, {"final_obs": finals}
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
 
 
 def _batch_of_one(obs: Any) -> Any:

@@ -93,3 +93,32 @@ def test_unknown_id_names_it_and_how_to_list_ids():
         make("NoSuchEnv-v0")
     with pytest.raises(EnvError, match="vectorization_mode"):
         make("CartPole-v1", vectorization_mode="threads")
+
+
+@pytest.mark.parametrize("env_id,steps", [("CartPole-v1", 400), ("Pendulum-v1", 450)])
+def test_sync_envs_step_exactly_as_gymnasiums_sync_vector_env(env_id, steps):
+    """SyncEnvs (vectorization_mode=sync) against gymnasium's own SyncVectorEnv in same-step autoreset mode,
+    from the same seeds and actions: every observation, reward, flag and final observation equal (terminations
+    and resets on CartPole, time-limit truncations on Pendulum)."""
+    import gymnasium
+
+    from ddppo.envs.gym import SyncEnvs
+
+    ours = SyncEnvs([gymnasium.make(env_id) for _ in range(3)])
+    theirs = gymnasium.make_vec(env_id, num_envs=3, vectorization_mode="sync",
+                                vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})
+    np.testing.assert_array_equal(ours.reset(seed=[1, 2, 3])[0], theirs.reset(seed=[1, 2, 3])[0])
+    space = theirs.action_space
+    space.seed(0)
+    finals = 0
+    for _ in range(steps):
+        actions = space.sample()
+        a, b = ours.step(actions), theirs.step(actions)
+        for x, y in zip(a[:4], b[:4]):
+            np.testing.assert_array_equal(x, y)
+        for i in np.flatnonzero(a[2] | a[3]):
+            np.testing.assert_array_equal(a[4]["final_obs"][i], b[4]["final_obs"][i])
+            finals += 1
+    assert finals >= 3
+    ours.close()
+    theirs.close()
