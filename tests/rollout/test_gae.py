@@ -143,3 +143,29 @@ def test_variable_lengths_match_each_env_alone(seed):
         a, r = gae(rewards[:L, n:n + 1], vals[:, None], dones[:L, n:n + 1], 0.9, 0.8)
         torch.testing.assert_close(adv[:L, n], a[:, 0])
         torch.testing.assert_close(ret[:L, n], r[:, 0])
+
+
+def torch_loop_gae(rewards, values, dones, gamma, lam, lengths=None):
+    """GAE as a float32 torch loop, one step at a time over all envs (ddppo's implementation until the recursion
+    moved to numpy): the host loop must give these numbers bit for bit."""
+    T = rewards.shape[0]
+    adv, last = torch.zeros_like(rewards), torch.zeros_like(rewards[0])
+    not_done = 1.0 - dones
+    for t in reversed(range(T)):
+        delta = rewards[t] + gamma * values[t + 1] * not_done[t] - values[t]
+        last = delta + gamma * lam * not_done[t] * last
+        if lengths is not None:
+            last = torch.where(t < lengths, last, torch.zeros_like(last))
+        adv[t] = last
+    return adv
+
+
+@pytest.mark.parametrize("variable", [False, True])
+def test_the_host_recursion_gives_a_torch_loops_numbers_bit_for_bit(variable):
+    g = torch.Generator().manual_seed(7)
+    T, N = 300, 6
+    rewards, values = torch.randn(T, N, generator=g) * 3, torch.randn(T + 1, N, generator=g) * 10
+    dones = (torch.rand(T, N, generator=g) < 0.05).float()
+    lengths = torch.tensor([300, 1, 150, 299, 0, 77]) if variable else None
+    adv, _ = gae(rewards, values, dones, 0.99, 0.95, lengths)
+    assert torch.equal(adv, torch_loop_gae(rewards, values, dones, 0.99, 0.95, lengths))
