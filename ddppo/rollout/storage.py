@@ -102,6 +102,10 @@ class RolloutStorage:
             self.obs[k][0].copy_(v)
         self.episode_start[0].copy_(episode_start)
         self.hidden0.copy_(hidden)
+        # every step counts until an insert says otherwise (grouped episodes' idle steps, GRPO's mask): reset once
+        # here, so the common insert writes neither
+        self.idle.zero_()
+        self.loss_mask.fill_(1.0)
         self.step = 0
         self.lengths = None
         self.env_weight = None
@@ -111,10 +115,7 @@ class RolloutStorage:
                idle: torch.Tensor | None = None) -> None:
         """One step; `next_start` (default: `done`) flags next_obs as an episode's first observation."""
         t = self.step
-        if idle is None:  # the common case: no grouped episodes, every step counts
-            self.idle[t].zero_()
-            self.loss_mask[t].fill_(1.0)
-        else:
+        if idle is not None:  # grouped episodes (None, the common case: every step counts, as set_first left it)
             self.idle[t].copy_(idle)
             torch.sub(1.0, idle, out=self.loss_mask[t])
         self.actions[t].copy_(action)
