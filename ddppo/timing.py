@@ -19,10 +19,9 @@ the GPU check's timing_overhead, compares both). On CPU nothing changes: the clo
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import defaultdict
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
@@ -77,24 +76,25 @@ class Timer:
         self._free: list[Any] = []  # events read already, for reuse
         self._anchor: tuple[float, Any] | None = None  # (host time, event recorded then on an idle stream)
 
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
+    def __call__(self, name: str) -> "_Phase":
+        return _Phase(self, name)
+
+    def _begin(self) -> float:
         if self._make_event is not None and self._anchor is None:
             self._set_anchor(sync_first=True)  # once: the stream may be busy before the first phase
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self._sync is not None:
-                self._sync()
-            if self._make_event is None:
-                self.totals[name] += time.perf_counter() - start
-            else:
-                event = self._free.pop() if self._free else self._make_event()
-                event.record()
-                self._pending.append((name, start, time.perf_counter(), event))
-                if len(self._pending) >= MAX_PENDING:
-                    self._read_events()
+        return time.perf_counter()
+
+    def _end(self, name: str, start: float) -> None:
+        if self._sync is not None:
+            self._sync()
+        if self._make_event is None:
+            self.totals[name] += time.perf_counter() - start
+        else:
+            event = self._free.pop() if self._free else self._make_event()
+            event.record()
+            self._pending.append((name, start, time.perf_counter(), event))
+            if len(self._pending) >= MAX_PENDING:
+                self._read_events()
 
     def _set_anchor(self, sync_first: bool = False) -> None:
         event = self._anchor[1] if self._anchor is not None else self._make_event()
@@ -129,3 +129,18 @@ class Timer:
         self._read_events()
         out, self.totals = dict(self.totals), defaultdict(float)
         return out
+
+
+class _Phase:
+    """`with timer(name):` a plain context manager (a few phases run every env step: no generator per phase)."""
+
+    __slots__ = ("timer", "name", "start")
+
+    def __init__(self, timer: Timer, name: str):
+        self.timer, self.name = timer, name
+
+    def __enter__(self) -> None:
+        self.start = self.timer._begin()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.timer._end(self.name, self.start)
