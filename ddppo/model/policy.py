@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.distributions import Categorical, Normal
 
 from ddppo.config import NormalizeConfig, PolicyConfig
@@ -31,6 +32,21 @@ def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}  # policy.activation
+_FUNCTIONAL = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh}
+
+
+def run_layers(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """`layers(x)` for a stack of Linear and activation layers, each applied as its function: the same ops,
+    without a Module call per layer (the MLPs of continuous control act once per env step, where those calls
+    cost as much as the arithmetic)."""
+    for m in layers:
+        if type(m) is nn.Linear:
+            x = F.linear(x, m.weight, m.bias)
+        elif type(m) in _FUNCTIONAL:
+            x = _FUNCTIONAL[type(m)](x)
+        else:
+            x = m(x)
+    return x
 
 
 class MLPEncoder(nn.Module):
@@ -42,7 +58,7 @@ class MLPEncoder(nn.Module):
         self.net = nn.Sequential(*mods)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x.flatten(1).float())
+        return run_layers(self.net, x.flatten(1).float())
 
 
 class CNNEncoder(nn.Module):
@@ -204,7 +220,7 @@ class Trunk(nn.Module):
                                   ACTIVATIONS[cfg.activation]())
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.fuse(torch.cat([self.encoders[k](obs[k]) for k in self.keys], dim=-1))
+        return run_layers(self.fuse, torch.cat([self.encoders[k](obs[k]) for k in self.keys], dim=-1))
 
 
 class Policy(nn.Module):
@@ -262,7 +278,7 @@ class Policy(nn.Module):
         if norm is not None:
             flat_obs = norm(flat_obs)
         flat = [self.encoders[k](flat_obs[k]) for k in self.keys]
-        x = self.fuse(torch.cat(flat, dim=-1)).view(T, N, -1)
+        x = run_layers(self.fuse, torch.cat(flat, dim=-1)).view(T, N, -1)
         if self.critic_trunk is not None:  # rnn_type=none: no recurrent core
             return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), hidden
         if self.core is None:
