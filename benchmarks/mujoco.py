@@ -5,7 +5,7 @@
               log-std -2, no orthogonal init)
     cleanrl   CleanRL's ppo_continuous_action.py defaults, the same for every task (one env of 2048 steps, 32
               minibatches of 64, 10 epochs, lr 3e-4 annealed to 0, Tanh 64-64, orthogonal init, log-std 0),
-              with SB3's unclipped value loss on both sides
+              with SB3's value loss on both sides: unclipped, weighted as SB3 weighs it (sb3_value_coef)
 
 Every (task, seed, variant) is one job; jobs run in that order, `--jobs` at a time (each in a process of its own
 with one torch thread, so a seed's variants run side by side under the same machine noise):
@@ -73,6 +73,13 @@ def hyper(task: str, settings: str) -> dict[str, float]:
     return dict(ZOO[task]) if settings == "zoo" else dict(CLEANRL)
 
 
+def sb3_value_coef(vf_coef: float) -> float:
+    """ddppo's ppo.value_coef for SB3's vf_coef: SB3 weighs the mean squared error (`vf_coef * F.mse_loss`),
+    ddppo half of it (`value_coef * 0.5 * mse`, as CleanRL and habitat-baselines), so the same objective takes twice
+    the number. Both sides run SB3's objective with the settings' vf_coef."""
+    return 2.0 * float(vf_coef)
+
+
 def env_split_overrides(task: str, settings: str = "zoo") -> list[str]:
     """The rollout as envs x batch_size steps, one env per minibatch (minibatches split by env)."""
     steps = int(hyper(task, settings)["batch_size"])
@@ -90,7 +97,7 @@ def ddppo_overrides(task: str, settings: str = "zoo") -> list[str]:
             f"ppo.num_mini_batch={n_steps // int(z['batch_size'])}", f"ppo.lr={z['learning_rate']}",
             f"ppo.lr_schedule={'linear' if m['anneal'] else 'constant'}", f"ppo.gamma={z['gamma']}",
             f"ppo.gae_lambda={z['gae_lambda']}", f"ppo.clip={z['clip_range']}", f"ppo.epochs={int(z['n_epochs'])}",
-            f"ppo.entropy_coef={z['ent_coef']}", f"ppo.value_coef={z['vf_coef']}",
+            f"ppo.entropy_coef={z['ent_coef']}", f"ppo.value_coef={sb3_value_coef(z['vf_coef'])}",
             f"ppo.max_grad_norm={z['max_grad_norm']}", f"ppo.clip_value_loss={str(m['clip_value']).lower()}",
             f"policy.hidden_size={m['width']}", f"policy.activation={m['activation']}",
             f"policy.init_log_std={m['log_std']}", f"policy.init={'orthogonal' if m['ortho'] else 'torch'}"]

@@ -28,6 +28,24 @@ def test_every_ddppo_side_is_a_valid_config_with_the_settings_values(task, setti
         assert cfg.policy.init == ("orthogonal" if m["ortho"] else "torch")
 
 
+@pytest.mark.parametrize("settings", mujoco.SETTINGS)
+def test_the_ddppo_side_weighs_the_value_loss_as_sb3_does(settings):
+    """SB3's value term is vf_coef * MSE; ddppo's is value_coef * 0.5 * MSE: the side passes twice vf_coef, so the
+    two objectives are the same function of the same errors."""
+    import torch
+    import torch.nn.functional as F
+
+    from ddppo.ppo.loss import ppo_loss
+
+    task = mujoco.TASKS[0]
+    cfg = load_config(str(shipped_config("mujoco")), mujoco.ddppo_overrides(task, settings))
+    values, returns, zeros = torch.tensor([0.5, -2.0, 3.0]), torch.tensor([1.0, 1.0, -1.0]), torch.zeros(3)
+    out = ppo_loss(zeros, zeros, zeros, zeros, values, values, returns, None, clip=0.2, clip_value_loss=False,
+                   value_coef=cfg.ppo.value_coef, entropy_coef=0.0)
+    sb3 = mujoco.hyper(task, settings)["vf_coef"] * F.mse_loss(returns, values)
+    torch.testing.assert_close(out.total, sb3)
+
+
 def test_cleanrl_settings_are_cleanrls_published_defaults():
     m, z = mujoco.MODEL["cleanrl"], mujoco.CLEANRL
     assert (m["n_steps"] // z["batch_size"], z["n_epochs"], z["learning_rate"], z["max_grad_norm"]) == (32, 10, 3e-4,
