@@ -258,7 +258,8 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
     rows: list[dict[str, Any]] = []
     meta = {"budget": budget, "seeds": seeds, "tasks": tasks, "variants": variants, "last_episodes": LAST,
             "settings": settings, "jobs": jobs, "hyperparameters": {t: hyper(t, settings) for t in tasks},
-            "model": MODEL[settings], "before_overrides": BEFORE, "ab_overrides": ab or []}
+            "model": MODEL[settings], "before_overrides": BEFORE, "ab_overrides": ab or [],
+            "ddppo_overrides": {t: ddppo_overrides(t, settings) for t in tasks}}
     todo = [(t, s, v, budget, settings, list(ab or [])) for t in tasks for s in seeds for v in variants]
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
         for row in pool.imap(run_job, todo):
