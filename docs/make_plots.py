@@ -135,6 +135,17 @@ def continuous_control_cleanrl(plt, out: Path) -> Path:
                 {"ddppo": "ddppo, value loss clipped (CleanRL)", "ddppo-ab": "ddppo, ppo.clip_value_loss=false (SB3)"})
 
 
+def continuous_control_300k(plt, out: Path) -> Path:
+    """Hopper, Walker2d and HalfCheetah to 300 k env steps under CleanRL's settings, one line per seed: SB3, ddppo
+    running SB3's value-loss weight (the final bench) and ddppo with half of it (the first 300 k bench)."""
+    from ddppo.benchmarks.mujoco import draw
+
+    half = [dict(r, variant="ddppo-ab") for r in _load("mujoco_cleanrl_300k.json")["runs"] if r["variant"] == "ddppo"]
+    return draw(plt, _load("mujoco_cleanrl_300k_final.json")["runs"] + half,
+                out / "continuous_control_cleanrl_300k.png", PNG_META,
+                {"ddppo": "ddppo, SB3's value-loss weight", "ddppo-ab": "ddppo, half SB3's value-loss weight (first run)"})
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -143,7 +154,7 @@ def make_all(out: Path = OUT) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out), continuous_control(plt, out),
-            continuous_control_cleanrl(plt, out)]
+            continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out)]
 
 
 if __name__ == "__main__":
