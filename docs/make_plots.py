@@ -143,7 +143,8 @@ def continuous_control_300k(plt, out: Path) -> Path:
     half = [dict(r, variant="ddppo-ab") for r in _load("mujoco_cleanrl_300k.json")["runs"] if r["variant"] == "ddppo"]
     return draw(plt, _load("mujoco_cleanrl_300k_final.json")["runs"] + half,
                 out / "continuous_control_cleanrl_300k.png", PNG_META,
-                {"ddppo": "ddppo, SB3's value-loss weight", "ddppo-ab": "ddppo, half SB3's value-loss weight (first run)"})
+                {"ddppo": "ddppo, SB3's value-loss weight",
+                 "ddppo-ab": "ddppo, half SB3's value-loss weight (first run)"})
 
 
 def make_all(out: Path = OUT) -> list[Path]:

@@ -60,7 +60,8 @@ class GymOptions:
     """Any gymnasium environment id, each env made by gymnasium.make (env.name: gym:<id>)."""
 
     vectorization_mode: str = dataclasses.field(default="sync",
-                                                metadata=doc("sync (stepped in turn in this process) or async (gymnasium's AsyncVectorEnv: one subprocess per env)",
+                                                metadata=doc("sync (stepped in turn in this process) or async "
+                                                             "(gymnasium's AsyncVectorEnv: one subprocess per env)",
                                                              choices=("sync", "async")))
     max_episode_steps: int = dataclasses.field(default=0,
                                                metadata=doc("0 = the env's registered limit; >0 overrides it", ge=0))

@@ -44,7 +44,7 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma:
     delta = (rewards + gamma * values[1:T + 1] * not_done - values[:T]).cpu().numpy()
     decay = (gamma * lam * not_done).cpu().numpy()
     out = np.zeros_like(delta)
-    last = np.zeros_like(delta[0]) if T else None
+    last = np.zeros(delta.shape[1:], delta.dtype)
     zero = np.zeros((), delta.dtype)
     collected = None if lengths is None else lengths.cpu().numpy()
     with np.errstate(all="ignore"):  # past an env's length anything goes (selected away below)

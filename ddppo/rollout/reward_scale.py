@@ -3,10 +3,11 @@
 
 Per step, on the host, each env's discounted return G <- gamma * G + r is advanced (and reset to 0 where the
 episode ended, terminated or truncated), its value counted into this rollout's batch moments, and the reward
-divided by sqrt(var + eps) of the return statistics as they stood when the rollout began. The statistics themselves change
-once per update, when train/normalization.py merges every rank's batch moments (the same on every rank); the
-scaled reward is what the storage, GAE and the critic see, before a truncated episode's bootstrap is added (the
-critic's value is already in scaled units). Episode returns reported as train/reward are the envs' own, unscaled.
+divided by sqrt(var + eps) of the return statistics as they stood when the rollout began. The statistics
+themselves change once per update, when train/normalization.py merges every rank's batch moments (the same on
+every rank); the scaled reward is what the storage, GAE and the critic see, before a truncated episode's
+bootstrap is added (the critic's value is already in scaled units). Episode returns reported as train/reward are
+the envs' own, unscaled.
 
 Saved state, two owners (train/trainer.py): the return statistics (`moments_owner`, restored on every resume)
 and the per-env running returns (`returns_owner`, episode state: restored only when the episodes continue).
