@@ -14,7 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 OUT = Path(__file__).resolve().parent / "results" / "img"
-COLORS = {"ddppo": "#3b5bdb", "ddppo + overlap_learning": "#15aabf", "habitat-baselines": "#e8590c"}
+COLORS = {"ddppo": "#3b5bdb", "ddppo + overlap_learning": "#15aabf", "habitat-baselines": "#e8590c",
+          "hb-ddppo": "#e8590c"}
 PNG_META = {"Software": None}  # no library version in the file: the same data draws the same bytes
 
 
@@ -22,9 +23,9 @@ def _load(name: str) -> dict:
     return json.loads((RESULTS / name).read_text())
 
 
-def _learning_runs() -> list[dict]:
+def _learning_runs(names: tuple[str, ...]) -> list[dict]:
     runs = []
-    for name in ("habitat_baselines_learning_simplecnn.json", "habitat_baselines_learning_simplecnn_seed3.json"):
+    for name in names:
         runs.extend(_load(name)["learning"]["runs"])
     return sorted(runs, key=lambda r: (r["side"], r["seed"]))
 
@@ -44,10 +45,14 @@ def _smooth(ys: list[float], window: int) -> list[float]:
     return out
 
 
-def learning_curves(plt, out: Path) -> Path:
+def learning_curves(plt, out: Path, names: tuple[str, ...] = ("habitat_baselines_learning_simplecnn.json",
+                    "habitat_baselines_learning_simplecnn_seed3.json"), png: str = "hb_learning_curves.png",
+                    version: str = "0.2.2") -> Path:
+    """Training success and SPL of the habitat-baselines learning comparison, one line per side and seed."""
+    runs = _learning_runs(names)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, metric in zip(axes, ("success", "spl")):
-        for run in _learning_runs():
+        for run in runs:
             xs, ys = _curve(run, metric)
             window = max(1, len(xs) // 25)  # ddppo logs every update, habitat-baselines every 9k steps
             style = ("-", "--", ":")[(run["seed"] - 1) % 3]
@@ -58,9 +63,11 @@ def learning_curves(plt, out: Path) -> Path:
         ax.set_ylim(0, 1)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("PointNav, SimpleCNN + GRU 512, 64x64 depth: training curves, 3 seeds per trainer", fontsize=10)
+    fig.suptitle(f"PointNav, SimpleCNN + GRU 512, 64x64 depth, habitat-baselines {version}: training curves, "
+                 f"{len({r['seed'] for r in runs})} seeds per trainer",
+                 fontsize=10)
     fig.tight_layout()
-    path = out / "hb_learning_curves.png"
+    path = out / png
     fig.savefig(path, dpi=100, metadata=PNG_META)
     plt.close(fig)
     return path
