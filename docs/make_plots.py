@@ -73,6 +73,12 @@ def learning_curves(plt, out: Path, names: tuple[str, ...] = ("habitat_baselines
     return path
 
 
+def learning_curves_03(plt, out: Path) -> Path:
+    """The same comparison against habitat-baselines 0.3.x's DD-PPO on habitat-sim 0.3.4."""
+    return learning_curves(plt, out, ("habitat_baselines_03_learning_simplecnn.json",), "hb03_learning_curves.png",
+                           "0.3.x")
+
+
 def throughput_bars(plt, out: Path) -> Path:
     cases = [("SimpleCNN 128x128\nquiet machine", "habitat_baselines_throughput_simplecnn_2.json"),
              ("SimpleCNN 128x128\nload 5-7, three sides", "habitat_baselines_throughput_overlap_learning.json"),
@@ -161,8 +167,8 @@ def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    return [learning_curves(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out), continuous_control(plt, out),
-            continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out)]
+    return [learning_curves(plt, out), learning_curves_03(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out),
+            continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out)]
 
 
 if __name__ == "__main__":
