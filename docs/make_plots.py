@@ -45,10 +45,8 @@ def _smooth(ys: list[float], window: int) -> list[float]:
     return out
 
 
-def learning_curves(plt, out: Path, names: tuple[str, ...] = ("habitat_baselines_learning_simplecnn.json",
-                    "habitat_baselines_learning_simplecnn_seed3.json"), png: str = "hb_learning_curves.png",
-                    version: str = "0.2.2") -> Path:
-    """Training success and SPL of the habitat-baselines learning comparison, one line per side and seed."""
+def _learning_curves(plt, out: Path, names: tuple[str, ...], png: str, version: str) -> Path:
+    """Training success and SPL of a habitat-baselines learning comparison, one line per side and seed."""
     runs = _learning_runs(names)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, metric in zip(axes, ("success", "spl")):
@@ -64,8 +62,7 @@ def learning_curves(plt, out: Path, names: tuple[str, ...] = ("habitat_baselines
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"PointNav, SimpleCNN + GRU 512, 64x64 depth, habitat-baselines {version}: training curves, "
-                 f"{len({r['seed'] for r in runs})} seeds per trainer",
-                 fontsize=10)
+                 f"{len({r['seed'] for r in runs})} seeds per trainer", fontsize=10)
     fig.tight_layout()
     path = out / png
     fig.savefig(path, dpi=100, metadata=PNG_META)
@@ -73,10 +70,17 @@ def learning_curves(plt, out: Path, names: tuple[str, ...] = ("habitat_baselines
     return path
 
 
+def learning_curves(plt, out: Path) -> Path:
+    """Against habitat-baselines 0.2.2's DD-PPO on habitat-sim 0.2.2 (seeds 1-2, then seed 3 in a second run)."""
+    return _learning_curves(plt, out, ("habitat_baselines_learning_simplecnn.json",
+                                       "habitat_baselines_learning_simplecnn_seed3.json"), "hb_learning_curves.png",
+                            "0.2.2")
+
+
 def learning_curves_03(plt, out: Path) -> Path:
-    """The same comparison against habitat-baselines 0.3.x's DD-PPO on habitat-sim 0.3.4."""
-    return learning_curves(plt, out, ("habitat_baselines_03_learning_simplecnn.json",), "hb03_learning_curves.png",
-                           "0.3.x")
+    """Against habitat-baselines 0.3.x's DD-PPO on habitat-sim 0.3.4."""
+    return _learning_curves(plt, out, ("habitat_baselines_03_learning_simplecnn.json",), "hb03_learning_curves.png",
+                            "0.3.x")
 
 
 def throughput_bars(plt, out: Path) -> Path:
