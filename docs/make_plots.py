@@ -78,9 +78,9 @@ def learning_curves(plt, out: Path) -> Path:
 
 
 def learning_curves_03(plt, out: Path) -> Path:
-    """Against habitat-baselines 0.3.x's DD-PPO on habitat-sim 0.3.4."""
-    return _learning_curves(plt, out, ("habitat_baselines_03_learning_simplecnn.json",), "hb03_learning_curves.png",
-                            "0.3.x")
+    """Against habitat-baselines 0.3.x's DD-PPO on habitat-sim 0.3.4 (seeds 1-2, then seed 3 in a second run)."""
+    names = ("habitat_baselines_03_learning_simplecnn.json", "habitat_baselines_03_learning_simplecnn_seed3.json")
+    return _learning_curves(plt, out, names, "hb03_learning_curves.png", "0.3.x")
 
 
 def throughput_bars(plt, out: Path) -> Path:
