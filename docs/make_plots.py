@@ -164,6 +164,42 @@ def continuous_control_300k(plt, out: Path) -> Path:
                  "ddppo-ab": "ddppo, half SB3's value-loss weight (first run)"})
 
 
+def _at(curve: list, step: float) -> float:
+    """A bench curve's value at `step`: the mean of the last episodes as it stood then (0 before any episode)."""
+    before = [y for x, y in curve if x <= step]
+    return before[-1] if before else 0.0
+
+
+def continuous_control_hopper_10(plt, out: Path) -> Path:
+    """Hopper-v5 to 300 k env steps, CleanRL's settings, seeds 1-10 per side: the mean over seeds of each run's
+    curve, with a band of one standard deviation across seeds."""
+    import statistics
+
+    runs = [r for r in _load("mujoco_cleanrl_300k_final.json")["runs"] if r["task"] == "Hopper-v5"]
+    runs += _load("mujoco_cleanrl_300k_hopper_s6_10.json")["runs"]
+    grid = list(range(10_000, 300_001, 10_000))
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green"}
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for variant, colour in colours.items():
+        curves = [r["result"]["curve"] for r in runs if r["variant"] == variant]
+        at = [[_at(c, x) for c in curves] for x in grid]
+        mean = [statistics.fmean(v) for v in at]
+        sd = [statistics.stdev(v) for v in at]
+        ax.plot([x / 1e3 for x in grid], mean, color=colour, label=f"{variant}, mean of {len(curves)} seeds")
+        ax.fill_between([x / 1e3 for x in grid], [m - d for m, d in zip(mean, sd)],
+                        [m + d for m, d in zip(mean, sd)], color=colour, alpha=0.15)
+    ax.set_title("Hopper-v5, CleanRL's settings: mean +/- one std across seeds")
+    ax.set_xlabel("env steps (thousands)")
+    ax.set_ylabel("return (mean of the last 20 episodes)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path = out / "continuous_control_hopper_10_seeds.png"
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -172,7 +208,8 @@ def make_all(out: Path = OUT) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     return [learning_curves(plt, out), learning_curves_03(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out),
-            continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out)]
+            continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
+            continuous_control_hopper_10(plt, out)]
 
 
 if __name__ == "__main__":
