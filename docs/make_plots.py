@@ -171,14 +171,16 @@ def _at(curve: list, step: float) -> float:
 
 
 def continuous_control_hopper_10(plt, out: Path) -> Path:
-    """Hopper-v5 to 300 k env steps, CleanRL's settings, seeds 1-10 per side: the mean over seeds of each run's
-    curve, with a band of one standard deviation across seeds."""
+    """Hopper-v5 to 300 k env steps, CleanRL's settings, seeds 1-10 per side (and SB3 with ddppo's timing of the
+    normalisation statistics, seeds 1-8): the mean over seeds of each run's curve, with a band of one standard
+    deviation across seeds."""
     import statistics
 
     runs = [r for r in _load("mujoco_cleanrl_300k_final.json")["runs"] if r["task"] == "Hopper-v5"]
-    runs += _load("mujoco_cleanrl_300k_hopper_s6_10.json")["runs"]
+    for name in ("mujoco_cleanrl_300k_hopper_s6_10.json", "mujoco_hopper_sb3_frozen_stats.json"):
+        runs += _load(name)["runs"]
     grid = list(range(10_000, 300_001, 10_000))
-    colours = {"sb3": "tab:blue", "ddppo": "tab:green"}
+    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "sb3-frozen-stats": "tab:grey"}
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for variant, colour in colours.items():
         curves = [r["result"]["curve"] for r in runs if r["variant"] == variant]
