@@ -164,35 +164,28 @@ def continuous_control_300k(plt, out: Path) -> Path:
                  "ddppo-ab": "ddppo, half SB3's value-loss weight (first run)"})
 
 
-def _at(curve: list, step: float) -> float:
-    """A bench curve's value at `step`: the mean of the last episodes as it stood then (0 before any episode)."""
-    before = [y for x, y in curve if x <= step]
-    return before[-1] if before else 0.0
-
-
 def continuous_control_hopper_10(plt, out: Path) -> Path:
     """Hopper-v5 to 300 k env steps, CleanRL's settings, seeds 1-10 per side (and SB3 with ddppo's timing of the
     normalisation statistics, seeds 1-8): the mean over seeds of each run's curve, with a band of one standard
-    deviation across seeds."""
-    import statistics
+    deviation across seeds (sweeps' curve_stats: the curves interpolated onto one env-step grid)."""
+    import numpy as np
+
+    from ddppo.benchmarks.mujoco import LAST
+    from ddppo.sweep.summary import curve_stats
 
     runs = [r for r in _load("mujoco_cleanrl_300k_final.json")["runs"] if r["task"] == "Hopper-v5"]
     for name in ("mujoco_cleanrl_300k_hopper_s6_10.json", "mujoco_hopper_sb3_frozen_stats.json"):
         runs += _load(name)["runs"]
-    grid = list(range(10_000, 300_001, 10_000))
     colours = {"sb3": "tab:blue", "ddppo": "tab:green", "sb3-frozen-stats": "tab:grey"}
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for variant, colour in colours.items():
-        curves = [r["result"]["curve"] for r in runs if r["variant"] == variant]
-        at = [[_at(c, x) for c in curves] for x in grid]
-        mean = [statistics.fmean(v) for v in at]
-        sd = [statistics.stdev(v) for v in at]
-        ax.plot([x / 1e3 for x in grid], mean, color=colour, label=f"{variant}, mean of {len(curves)} seeds")
-        ax.fill_between([x / 1e3 for x in grid], [m - d for m, d in zip(mean, sd)],
-                        [m + d for m, d in zip(mean, sd)], color=colour, alpha=0.15)
+        curves = [np.asarray(r["result"]["curve"], dtype=float).T for r in runs if r["variant"] == variant]
+        x, mean, std = curve_stats([(c[0], c[1]) for c in curves])
+        ax.plot(x / 1e3, mean, color=colour, label=f"{variant}, mean of {len(curves)} seeds")
+        ax.fill_between(x / 1e3, mean - std, mean + std, color=colour, alpha=0.15)
     ax.set_title("Hopper-v5, CleanRL's settings: mean +/- one std across seeds")
     ax.set_xlabel("env steps (thousands)")
-    ax.set_ylabel("return (mean of the last 20 episodes)")
+    ax.set_ylabel(f"return (mean of the last {LAST} episodes)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
