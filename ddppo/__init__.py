@@ -33,7 +33,8 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
             storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), reward_scale.py
-            (rewards scaled by the running std of the discounted return)
+            (rewards scaled by the running std of the discounted return), live_obs.py (normalize.update=step:
+            observations counted and normalised on the host, step by step)
 advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
             gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)

@@ -91,6 +91,13 @@ def _normalize_problems(cfg: Config) -> list[str]:
     if pol.critic == "separate" and pol.rnn_type != "none":
         p.append(f"policy.critic=separate needs policy.rnn_type=none (got {pol.rnn_type}): set policy.rnn_type=none "
                  f"or policy.critic=shared")
+    if n.update == "step" and cfg.rollout.mode != "fixed":
+        p.append("normalize.update=step needs rollout.mode=fixed (variable mode stages its envs' observations "
+                 "apart from the acting path that normalises them): set normalize.update=rollout or "
+                 "rollout.mode=fixed")
+    if n.update == "step" and cfg.ppo.kl_ref.checkpoint:
+        p.append("normalize.update=step cannot run with ppo.kl_ref.checkpoint (the reference policy would see the "
+                 "observations the acting path already normalised): set normalize.update=rollout")
     if n.reward == "on" and cfg.rollout.overlap_learning:
         p.append("normalize.reward=on cannot run with rollout.overlap_learning=true (its statistics are merged over "
                  "the ranks while the learner thread all-reduces): set normalize.reward=off or "

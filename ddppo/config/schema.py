@@ -280,6 +280,14 @@ class NormalizeConfig:
     clip_obs: float = field(default=10.0, metadata=doc("normalised observations are clipped to +/- this", gt=0))
     clip_reward: float = field(default=10.0, metadata=doc("scaled rewards are clipped to +/- this", gt=0))
     epsilon: float = field(default=1e-8, metadata=doc("added to the variances before the square root", gt=0))
+    update: str = field(default="rollout",
+                        metadata=doc("rollout | step: when the statistics the acting path uses change. rollout: "
+                                     "once per update, merged over all ranks (observations stay raw in storage and "
+                                     "are normalised inside the policy); step: after every env step, as SB3's "
+                                     "VecNormalize and CleanRL's wrappers, each rank counting its own steps into the "
+                                     "statistics merged at the last update (observations are normalised on the "
+                                     "host and stored normalised; needs rollout.mode=fixed)",
+                                     choices=("rollout", "step")))
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,9 @@ class Policy(nn.Module):
         self.fuse = nn.Sequential(_init(nn.Linear(width * len(self.keys), width)), ACTIVATIONS[cfg.activation]())
         if normalize is not None and resolve(normalize.obs, obs_space, action_space):
             self.obs_norm = ObsNormalizer(obs_space, normalize.clip_obs, normalize.epsilon)
+        # False while training with normalize.update=step: the observations come normalised from the acting path
+        # (rollout/live_obs.py); `ddppo eval` and exports keep True and apply the saved statistics
+        self.normalize_inputs = True
         separate = value_head and separate_critic(obs_space, action_space, cfg)
         if separate and cfg.rnn_type != "none":
             raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "
@@ -275,7 +278,7 @@ class Policy(nn.Module):
         T, N = start.shape
         flat_obs = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in self.keys}
         norm = getattr(self, "obs_norm", None)
-        if norm is not None:
+        if norm is not None and self.normalize_inputs:
             flat_obs = norm(flat_obs)
         flat = [self.encoders[k](flat_obs[k]) for k in self.keys]
         x = run_layers(self.fuse, torch.cat(flat, dim=-1)).view(T, N, -1)

@@ -94,6 +94,9 @@ class Actor:
         self.start = torch.ones(envs.num_envs, device=device)
         self.hidden = policy.initial_hidden(envs.num_envs, device)
         self.staging = HostStaging(device)  # every host-to-device copy of a step (pinned buffers on CUDA)
+        # normalize.update=step: a rollout/live_obs.LiveObsNormalizer that counts and normalises every observation
+        # on the host before it goes to the device (the policy then does not normalise); None: observations as is
+        self.obs_transform: Any = None
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
         """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""
@@ -104,7 +107,7 @@ class Actor:
     def set_obs(self, obs: dict[str, np.ndarray], where: str) -> None:
         """Replace the observation the next `act` sees (checked, transferred)."""
         check_finite(obs, where, self.label)
-        self.obs = self.staging.to_device(obs)
+        self.obs = self.staging.to_device(obs if self.obs_transform is None else self.obs_transform.observe(obs))
 
     def act(self, deterministic: bool = False) -> Action:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
@@ -124,7 +127,8 @@ class Actor:
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, where, self.label)
             reward = res.reward if scale is None else scale(res.reward, res.done)
-            self.obs, flags = self.staging.step_to_device(res.obs, {"reward": reward, "done": res.done,
+            obs = res.obs if self.obs_transform is None else self.obs_transform.observe(res.obs)
+            self.obs, flags = self.staging.step_to_device(obs, {"reward": reward, "done": res.done,
                                                                     "started": res.started, "idle": res.idle})
             self.start = flags.get("started", flags["done"])
         return Step(res, flags["reward"], flags["done"], flags.get("idle"))

@@ -141,9 +141,19 @@ class RolloutCollector:
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
         self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device, copy=True)
 
+    def set_obs_transform(self, transform: Any) -> None:
+        """normalize.update=step: every observation from now on is counted and normalised by `transform` (a
+        rollout/live_obs.LiveObsNormalizer) on the host, the current one (the first after reset) included."""
+        raw = {k: v.cpu().numpy() for k, v in self.actor.obs.items()}
+        self.actor.obs_transform = transform
+        self.actor.set_obs(raw, "after reset")
+        self.actor.detach()
+
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world
         size). True if the environments continue their saved episodes; False if they start fresh ones."""
+        if self.actor.obs_transform is not None:  # a saved update ended with an empty batch (the saved
+            self.actor.obs_transform.clear()  # observation is already normalised); fresh episodes count theirs
         if state is not None and restores_state(self.envs):
             try:
                 self.load_state_dict(state)
@@ -207,6 +217,8 @@ class RolloutCollector:
             final_rows = {k: v[rows] for k, v in res.final_obs.items()}
             envs = rows if env_index is None else env_index[rows]
             check_finite(final_rows, "in the final observation of a truncated episode", self.label, envs)
+            if self.actor.obs_transform is not None:  # normalize.update=step: normalised, not counted
+                final_rows = self.actor.obs_transform.normalize(final_rows)
             final, moved = self.actor.staging.step_to_device(final_rows, {}, "final/", {"final_rows": rows})
             idx = moved["final_rows"]
             v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))

@@ -3,8 +3,10 @@
 
 Per step, on the host, each env's discounted return G <- gamma * G + r is advanced (and reset to 0 where the
 episode ended, terminated or truncated), its value counted into this rollout's batch moments, and the reward
-divided by sqrt(var + eps) of the return statistics as they stood when the rollout began. The statistics
-themselves change once per update, when train/normalization.py merges every rank's batch moments (the same on
+divided by sqrt(var + eps) of the return statistics as they stood when the rollout began (normalize.update=
+rollout), or, with normalize.update=step, of those statistics merged with this rollout's returns up to and
+including this step (SB3's VecNormalize, step for step on one rank). The statistics themselves change once per
+update, when train/normalization.py merges every rank's batch moments (the same on
 every rank); the scaled reward is what the storage, GAE and the critic see, before a truncated episode's
 bootstrap is added (the critic's value is already in scaled units). Episode returns reported as train/reward are
 the envs' own, unscaled.
@@ -28,8 +30,9 @@ class RewardScaler:
     one env of a MuJoCo task this runs once per step, as often as the policy, and a handful of numpy operations on
     a few floats cost a fraction of the same in torch operations."""
 
-    def __init__(self, num_envs: int, gamma: float, clip: float, eps: float):
+    def __init__(self, num_envs: int, gamma: float, clip: float, eps: float, live: bool = False):
         self.gamma, self.clip, self.eps = float(gamma), float(clip), float(eps)
+        self.live = live  # normalize.update=step: the scale follows every step's returns, not the rollout's start
         self.moments = RunningMoments(())
         self.returns = np.zeros(num_envs, dtype=np.float64)
         self._reset_batch()
@@ -53,7 +56,20 @@ class RewardScaler:
         self._sumsq += float(x @ x)
         ret[np.asarray(done, bool)] = 0.0
         self.returns[idx] = ret
-        return np.clip(np.asarray(reward, np.float32) * np.float32(self._scale), -self.clip, self.clip)
+        scale = self._live_scale() if self.live else self._scale
+        return np.clip(np.asarray(reward, np.float32) * np.float32(scale), -self.clip, self.clip)
+
+    def _live_scale(self) -> float:
+        """1 / sqrt(var + eps) of the statistics merged at the last update and this rollout's returns so far."""
+        n0, n1 = float(self.moments.count), float(self._count)
+        m2 = max(self._sumsq - self._sum * self._sum / n1, 0.0)  # n1 >= 1: called after counting a step
+        if n0 <= 0:
+            var = m2 / n1
+        else:
+            n = n0 + n1
+            delta = self._shift + self._sum / n1 - float(self.moments.mean)
+            var = (float(self.moments.var) * n0 + m2 + delta * delta * n0 * n1 / n) / n
+        return 1.0 / float(np.sqrt(var + self.eps))
 
     def take_batch(self) -> torch.Tensor:
         """This rollout's (count, mean, M2) of the discounted returns (float64), and a fresh batch."""

@@ -9,6 +9,9 @@ formula, so the statistics come out bit-identical everywhere without drifting pe
 - the observation statistics are merged after the PPO update (`apply`): the rollout was acted on, and the update
   learns on it, under the same normalisation, so the first epoch's importance ratios start at exactly 1.
 
+With normalize.update=step the batches are what the acting path counted step by step (rollout/live_obs.py, the
+reward scaler's live scale): every observation the envs returned, rather than the stored ones.
+
 Nothing is sent when both are off (the same on every rank: resolved from the config and the spaces).
 """
 
@@ -18,6 +21,7 @@ import torch
 
 from ddppo.distributed import DistContext
 from ddppo.model.normalize import ObsNormalizer, batch_moments, merge_moments
+from ddppo.rollout.live_obs import LiveObsNormalizer
 from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 
@@ -25,8 +29,10 @@ Moments = tuple  # (count: float, mean: Tensor, M2: Tensor)
 
 
 class Normalization:
-    def __init__(self, obs_norm: ObsNormalizer | None, scaler: RewardScaler | None, ctx: DistContext):
+    def __init__(self, obs_norm: ObsNormalizer | None, scaler: RewardScaler | None, ctx: DistContext,
+                 live_obs: LiveObsNormalizer | None = None):
         self.obs_norm, self.scaler, self.ctx = obs_norm, scaler, ctx
+        self.live_obs = live_obs  # normalize.update=step: the acting path counts the observations (live_obs.py)
         self.pending: dict[str, Moments] | None = None
 
     @property
@@ -36,7 +42,9 @@ class Normalization:
     def _local(self, storage: RolloutStorage) -> list[Moments]:
         """This rank's batch moments: one per normalised observation key, then the returns'."""
         out: list[Moments] = []
-        if self.obs_norm is not None:
+        if self.live_obs is not None:
+            out.extend((n, torch.from_numpy(mean), torch.from_numpy(m2)) for n, mean, m2 in self.live_obs.take_batch())
+        elif self.obs_norm is not None:
             L = storage.step
             valid = storage.valid[:L].bool()
             for k in self.obs_norm.keys:

@@ -38,6 +38,7 @@ from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.live_obs import LiveObsNormalizer
 from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
@@ -155,11 +156,16 @@ class Trainer:
     def _normalization(self) -> Normalization:
         """normalize.obs / normalize.reward resolved on these spaces; the reward scaler goes on the acting path."""
         cfg, n = self.cfg, self.cfg.normalize
-        scaler = None
+        scaler, live_obs, step = None, None, n.update == "step"
         if resolve(n.reward, self.envs.observation_space, self.envs.action_space):
-            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon)
+            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon, live=step)
             self.collector.scale = scaler
-        norm = Normalization(getattr(self.policy, "obs_norm", None), scaler, self.ctx)
+        obs_norm = getattr(self.policy, "obs_norm", None)
+        if step and obs_norm is not None:  # observations normalised on the acting path, stored normalised
+            live_obs = LiveObsNormalizer(obs_norm)
+            self.policy.normalize_inputs = False
+            self.collector.set_obs_transform(live_obs)
+        norm = Normalization(obs_norm, scaler, self.ctx, live_obs)
         if norm.enabled and cfg.rollout.overlap_learning:
             raise ConfigError("rollout.overlap_learning=true cannot run with observation or reward normalisation "
                               "(normalize.obs / normalize.reward, on here for continuous control): set "

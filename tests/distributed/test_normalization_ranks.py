@@ -4,7 +4,8 @@ Two gloo ranks train the real `Trainer` on gymnasium's Pendulum-v1 (continuous a
 `auto` turns both normalisations on) with different per-rank seeds, so each rank sees other observations and
 rewards. After a few updates the observation statistics (in the policy) and the return statistics (the reward
 scaler) must be bit-identical on both ranks and cover both ranks' samples: merged by the one all-gather per
-update, not kept per rank (which would differ, and drift the weights apart).
+update, not kept per rank (which would differ, and drift the weights apart). With normalize.update=step each rank
+acts with the merged statistics plus its own steps since the last update, and the ranks agree again at every update.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ OVERRIDES = [f"env.name=gym:Pendulum-v1", f"env.num_envs={NUM_ENVS}", f"rollout.
              f"run.total_env_steps={2 * NUM_ENVS * NUM_STEPS * UPDATES}", "dist.timeout_s=60"]
 
 
-def worker(rank: int, world: int, port: int, run_dir: str) -> dict:
+def worker(rank: int, world: int, port: int, run_dir: str, mode: str) -> dict:
     from ddppo.config import load_config
     from testutil import gloo_context
     from ddppo.train.trainer import Trainer
 
-    cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}"])
+    cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}", f"normalize.update={mode}"])
     ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
     try:
         trainer = Trainer(cfg, ctx)
@@ -46,13 +47,17 @@ def worker(rank: int, world: int, port: int, run_dir: str) -> dict:
 
 
 @pytest.mark.timeout(180)
-def test_normalisation_statistics_are_identical_on_two_ranks_after_updates(tmp_path: Path):
-    r0, r1 = spawn_ranks(worker, 2, str(tmp_path / "run"), timeout_s=150)
+@pytest.mark.parametrize("mode", ["rollout", "step"])
+def test_normalisation_statistics_are_identical_on_two_ranks_after_updates(tmp_path: Path, mode: str):
+    r0, r1 = spawn_ranks(worker, 2, str(tmp_path / "run"), mode, timeout_s=150)
     assert r0["code"] == r1["code"] == 0 and r0["update"] == r1["update"] == UPDATES
     assert r0["first_obs"] != r1["first_obs"], "the ranks must see different observations for this to test anything"
     assert r0["obs"] == r1["obs"], "observation statistics differ across ranks"
     assert r0["returns"] == r1["returns"], "return statistics differ across ranks"
     # both ranks' samples: every step of every update is in the return statistics; the observation statistics
-    # take the last rollout after its update, so all of them too
-    assert r0["returns_count"] == r0["obs_count"] == 2 * NUM_ENVS * NUM_STEPS * UPDATES
+    # take the last rollout after its update, so all of them too (normalize.update=step counts what the envs
+    # returned: the first observation after reset and every step's, the last one included)
+    steps = 2 * NUM_ENVS * NUM_STEPS * UPDATES
+    assert r0["returns_count"] == steps
+    assert r0["obs_count"] == (steps if mode == "rollout" else steps + 2 * NUM_ENVS)
     assert r0["model"] == r1["model"]

@@ -2,10 +2,12 @@
 
 A Pendulum-v1 run (continuous control: normalize.obs=auto is on) trains two updates; the evaluator loads its
 checkpoint with the statistics, plays with them (an edited copy whose mean is shifted plays other episodes) and
-leaves them as they were saved (evaluation never updates them)."""
+leaves them as they were saved (evaluation never updates them); also when training normalised on the acting path
+(normalize.update=step), where the trained policy itself skipped its normaliser."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
@@ -33,9 +35,10 @@ def evaluate(run_dir, checkpoint, out_dir) -> tuple[dict, dict]:
         ctx.close()
 
 
-def test_eval_applies_the_checkpoints_observation_statistics_frozen(tmp_path):
+@pytest.mark.parametrize("mode", ["rollout", "step"])
+def test_eval_applies_the_checkpoints_observation_statistics_frozen(tmp_path, mode):
     run_dir = tmp_path / "run"
-    with trainer_in_process(load_config(None, TRAIN + [f"run.dir={run_dir}"])) as trainer:
+    with trainer_in_process(load_config(None, TRAIN + [f"run.dir={run_dir}", f"normalize.update={mode}"])) as trainer:
         assert trainer.train() == 0
     path = ckpt.list_checkpoints(str(run_dir))[-1]
     saved = ckpt.load(path)["model"]

@@ -12,6 +12,9 @@ from ddppo.config import ConfigError, from_yaml_text, load_config, to_yaml
     (["policy.critic=separate", "policy.rnn_type=gru"], "policy.critic=separate needs policy.rnn_type=none"),
     (["normalize.reward=on", "rollout.overlap_learning=true"], "normalize.reward=on cannot run"),
     (["ppo.minibatch_split=sample", "policy.rnn_type=lstm"], "ppo.minibatch_split=sample needs"),
+    (["normalize.update=step", "rollout.mode=variable"], "normalize.update=step needs rollout.mode=fixed"),
+    (["normalize.update=step", "ppo.kl_ref.checkpoint=/tmp/ref.pt"], "normalize.update=step cannot run"),
+    (["normalize.update=often"], "normalize.update"),
 ])
 def test_what_cannot_run_is_refused_naming_the_key(overrides, named):
     with pytest.raises(ConfigError, match=named):

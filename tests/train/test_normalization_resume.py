@@ -1,9 +1,12 @@
 """Normalisation statistics are saved in checkpoints and restored on resume, bit for bit: N updates in one go
 == N/2 updates, a new Trainer resuming from the checkpoint, N/2 more (gridnav restores its episodes, so the
-whole run is deterministic; normalize.obs/reward are on explicitly, `auto` leaves them off for gridnav)."""
+whole run is deterministic; normalize.obs/reward are on explicitly, `auto` leaves them off for gridnav), with the
+statistics of the acting path changing once per update (normalize.update=rollout) or after every step (step: the
+saved observation is already normalised and the resumed rollout starts an empty batch, as the straight run's)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
@@ -14,8 +17,8 @@ NORMALIZE = {"normalize.obs": "on", "normalize.reward": "on", "ppo.lr_schedule":
              "log.tensorboard": "false", "checkpoint.interval_updates": 1000, "run.torch_threads": 1}
 
 
-def run(tiny_config, run_dir, updates: int) -> None:
-    cfg = tiny_config(run_dir, **NORMALIZE, **{"run.total_env_steps": updates * 4 * 32})
+def run(tiny_config, run_dir, updates: int, mode: str) -> None:
+    cfg = tiny_config(run_dir, **NORMALIZE, **{"run.total_env_steps": updates * 4 * 32, "normalize.update": mode})
     with trainer_in_process(cfg) as trainer:
         assert trainer.normalization.scaler is not None and trainer.policy.obs_norm is not None
         assert trainer.train() == 0
@@ -25,13 +28,14 @@ def final(run_dir) -> dict:
     return ckpt.load(ckpt.list_checkpoints(str(run_dir))[-1])
 
 
-def test_normalisation_statistics_resume_bit_exactly(tmp_path, tiny_config):
-    run(tiny_config, tmp_path / "straight", UPDATES)
-    run(tiny_config, tmp_path / "split", UPDATES // 2)
+@pytest.mark.parametrize("mode", ["rollout", "step"])
+def test_normalisation_statistics_resume_bit_exactly(tmp_path, tiny_config, mode):
+    run(tiny_config, tmp_path / "straight", UPDATES, mode)
+    run(tiny_config, tmp_path / "split", UPDATES // 2, mode)
     half = final(tmp_path / "split")
     assert float(half["model"]["obs_norm.stats.depth.count"]) > 0
     assert float(half["rank_states"][0]["reward_scale"]["count"]) > 0
-    run(tiny_config, tmp_path / "split", UPDATES)
+    run(tiny_config, tmp_path / "split", UPDATES, mode)
     a, b = final(tmp_path / "straight"), final(tmp_path / "split")
     assert a["counters"]["update"] == b["counters"]["update"] == UPDATES
     norm_keys = [k for k in a["model"] if k.startswith("obs_norm.")]
