@@ -29,6 +29,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "learner-ab": ("learner_ab", "learner time per update, this checkout vs another one, interleaved"),
     "habitat-lab-metrics": ("habitat_lab_metrics", "a checkpoint through habitat-lab's own Benchmark loop"),
     "mujoco": ("mujoco", "ddppo vs stable-baselines3 (RL Zoo or CleanRL settings) on gymnasium MuJoCo tasks"),
+    "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
+                                     "per-update differences"),
 }
 
 
