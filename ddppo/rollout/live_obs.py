@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ddppo.model.normalize import ObsNormalizer
+from ddppo.model.normalize import ObsNormalizer, merge_moments
 
 
 class LiveObsNormalizer:
@@ -46,14 +46,8 @@ class LiveObsNormalizer:
     def _mean_var(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Mean and population variance of the merged statistics and this rank's batch."""
         n0, m0, v0 = self._merged_global(key)
-        n1, m1, m2 = self._batch[key]
-        if n1 == 0:
-            return m0, v0
-        if n0 == 0:
-            return m1, m2 / n1
-        n = n0 + n1
-        delta = m1 - m0
-        return m0 + delta * (n1 / n), (v0 * n0 + m2 + delta * delta * (n0 * n1 / n)) / n
+        n, mean, m2 = merge_moments((n0, m0, v0 * n0), self._batch[key])
+        return (m0, v0) if n == 0 else (mean, m2 / n)
 
     def _normalized(self, key: str, x: np.ndarray) -> np.ndarray:
         mean, var = self._mean_var(key)
@@ -67,17 +61,9 @@ class LiveObsNormalizer:
         out = dict(obs)
         for k in self.keys:
             x = np.asarray(obs[k], dtype=np.float64).reshape(len(obs[k]), -1)
-            nb = x.shape[0]
-            if nb:
-                mb = x.mean(0)
-                m2b = ((x - mb) ** 2).sum(0)
-                n, mean, m2 = self._batch[k]
-                if n == 0:
-                    self._batch[k] = (float(nb), mb, m2b)
-                else:
-                    total = n + nb
-                    delta = mb - mean
-                    self._batch[k] = (total, mean + delta * (nb / total), m2 + m2b + delta * delta * (n * nb / total))
+            if x.shape[0]:
+                mean = x.mean(0)
+                self._batch[k] = merge_moments(self._batch[k], (float(x.shape[0]), mean, ((x - mean) ** 2).sum(0)))
             out[k] = self._normalized(k, np.asarray(obs[k]).reshape(len(obs[k]), -1)).reshape(np.shape(obs[k]))
         return out
 

@@ -17,12 +17,13 @@ and the per-env running returns (`returns_owner`, episode state: restored only w
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 
-from ddppo.model.normalize import RunningMoments
+from ddppo.model.normalize import RunningMoments, merge_moments
 
 
 class RewardScaler:
@@ -45,6 +46,7 @@ class RewardScaler:
         self._sumsq = 0.0
         self._shift = float(self.moments.mean)
         self._scale = float(torch.rsqrt(self.moments.var + self.eps))
+        self._merged = (float(self.moments.count), self._shift, float(self.moments.var))  # (count, mean, var)
 
     def __call__(self, reward: np.ndarray, done: np.ndarray, envs: np.ndarray | None = None) -> np.ndarray:
         """The scaled rewards (float32) of one step of the envs `envs` (row i is env envs[i]; all when None)."""
@@ -61,15 +63,13 @@ class RewardScaler:
 
     def _live_scale(self) -> float:
         """1 / sqrt(var + eps) of the statistics merged at the last update and this rollout's returns so far."""
-        n0, n1 = float(self.moments.count), float(self._count)
-        m2 = max(self._sumsq - self._sum * self._sum / n1, 0.0)  # n1 >= 1: called after counting a step
-        if n0 <= 0:
-            var = m2 / n1
-        else:
-            n = n0 + n1
-            delta = self._shift + self._sum / n1 - float(self.moments.mean)
-            var = (float(self.moments.var) * n0 + m2 + delta * delta * n0 * n1 / n) / n
-        return 1.0 / float(np.sqrt(var + self.eps))
+        if self._count == 0:
+            return self._scale
+        n0, mean0, var0 = self._merged
+        local = (float(self._count), self._shift + self._sum / self._count,
+                 max(self._sumsq - self._sum * self._sum / self._count, 0.0))
+        n, _, m2 = merge_moments((n0, mean0, var0 * n0), local)
+        return 1.0 / math.sqrt(m2 / n + self.eps)
 
     def take_batch(self) -> torch.Tensor:
         """This rollout's (count, mean, M2) of the discounted returns (float64), and a fresh batch."""
