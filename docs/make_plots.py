@@ -164,24 +164,20 @@ def continuous_control_300k(plt, out: Path) -> Path:
                  "ddppo-ab": "ddppo, half SB3's value-loss weight (first run)"})
 
 
-def continuous_control_hopper_10(plt, out: Path) -> Path:
-    """Hopper-v5 to 300 k env steps, CleanRL's settings, seeds 1-10 per side (and SB3 with ddppo's timing of the
-    normalisation statistics, seeds 1-8): the mean over seeds of each run's curve, with a band of one standard
-    deviation across seeds (sweeps' curve_stats: the curves interpolated onto one env-step grid)."""
+def _hopper_mean_bands(plt, runs: list[dict], sides: dict[str, tuple[str, str]], path: Path) -> Path:
+    """Hopper-v5 to 300 k env steps, CleanRL's settings: per side (variant -> (label, colour)) the mean over seeds
+    of each run's curve, with a band of one standard deviation across seeds (sweeps' curve_stats: the curves
+    interpolated onto one env-step grid)."""
     import numpy as np
 
     from ddppo.benchmarks.mujoco import LAST
     from ddppo.sweep.summary import curve_stats
 
-    runs = [r for r in _load("mujoco_cleanrl_300k_final.json")["runs"] if r["task"] == "Hopper-v5"]
-    for name in ("mujoco_cleanrl_300k_hopper_s6_10.json", "mujoco_hopper_sb3_frozen_stats.json"):
-        runs += _load(name)["runs"]
-    colours = {"sb3": "tab:blue", "ddppo": "tab:green", "sb3-frozen-stats": "tab:grey"}
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for variant, colour in colours.items():
+    for variant, (label, colour) in sides.items():
         curves = [np.asarray(r["result"]["curve"], dtype=float).T for r in runs if r["variant"] == variant]
         x, mean, std = curve_stats([(c[0], c[1]) for c in curves])
-        ax.plot(x / 1e3, mean, color=colour, label=f"{variant}, mean of {len(curves)} seeds")
+        ax.plot(x / 1e3, mean, color=colour, label=f"{label}, mean of {len(curves)} seeds")
         ax.fill_between(x / 1e3, mean - std, mean + std, color=colour, alpha=0.15)
     ax.set_title("Hopper-v5, CleanRL's settings: mean +/- one std across seeds")
     ax.set_xlabel("env steps (thousands)")
@@ -189,10 +185,32 @@ def continuous_control_hopper_10(plt, out: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    path = out / "continuous_control_hopper_10_seeds.png"
     fig.savefig(path, dpi=100, metadata=PNG_META)
     plt.close(fig)
     return path
+
+
+def _hopper_runs(*names: str) -> list[dict]:
+    runs = [r for r in _load("mujoco_cleanrl_300k_final.json")["runs"] if r["task"] == "Hopper-v5"]
+    return runs + [r for name in names for r in _load(name)["runs"]]
+
+
+def continuous_control_hopper_10(plt, out: Path) -> Path:
+    """Seeds 1-10 per side, and SB3 with ddppo's timing of the normalisation statistics (seeds 1-8)."""
+    runs = _hopper_runs("mujoco_cleanrl_300k_hopper_s6_10.json", "mujoco_hopper_sb3_frozen_stats.json")
+    sides = {"sb3": ("sb3", "tab:blue"), "ddppo": ("ddppo", "tab:green"),
+             "sb3-frozen-stats": ("sb3-frozen-stats", "tab:grey")}
+    return _hopper_mean_bands(plt, runs, sides, out / "continuous_control_hopper_10_seeds.png")
+
+
+def continuous_control_hopper_20(plt, out: Path) -> Path:
+    """Seeds 1-20 of SB3, of ddppo with normalize.update=step (SB3's algorithm step for step) and of ddppo with
+    normalize.update=rollout (the default)."""
+    runs = _hopper_runs("mujoco_cleanrl_300k_hopper_s6_10.json", "mujoco_hopper_update_step.json",
+                        "mujoco_hopper_s11_20.json", "mujoco_hopper_rollout_s11_20.json")
+    sides = {"sb3": ("sb3", "tab:blue"), "ddppo-ab": ("ddppo, normalize.update=step", "tab:purple"),
+             "ddppo": ("ddppo, normalize.update=rollout", "tab:green")}
+    return _hopper_mean_bands(plt, runs, sides, out / "continuous_control_hopper_20_seeds.png")
 
 
 def make_all(out: Path = OUT) -> list[Path]:
@@ -204,7 +222,7 @@ def make_all(out: Path = OUT) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     return [learning_curves(plt, out), learning_curves_03(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out),
             continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
-            continuous_control_hopper_10(plt, out)]
+            continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out)]
 
 
 if __name__ == "__main__":
