@@ -8,7 +8,9 @@ model's state, so checkpoints, resume, `ddppo eval` (frozen: only the trainer up
 of rollout.overlap_learning carry them with the weights.
 
 The statistics change only between updates (train/normalization.py): a rollout and the PPO update on it see the
-same normalisation, so the importance ratios of the first epoch start at 1.
+same normalisation, so the importance ratios of the first epoch start at 1. With normalize.update=step the acting
+path normalises with statistics that move every step (rollout/live_obs.py) and stores what it normalised; these
+buffers still change only at updates, and the policy skips them while it trains (`Policy.normalize_inputs`).
 """
 
 from __future__ import annotations
