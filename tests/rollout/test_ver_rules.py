@@ -93,24 +93,41 @@ def _first_step_policy(policy, s, n):
 
 @pytest.mark.parametrize("rule", ["step", "wait"])
 def test_idle_envs_at_the_rollout_end_step_with_the_old_policy_or_wait_for_the_new_one(make, rule):
+    """Each env's first stored step of a rollout was acted by the policy that sent its pending action: the
+    previous rollout's policy for an env busy at that rollout's end, the new one for an idle env (`wait`). An env
+    so slow that the others filled the budget (each up to the cap) may store no step in a rollout: its action stays
+    pending into the next one, so the test keeps, per env, which policy version sent the pending action, and runs
+    more rollouts (a new policy each) until the case each rule is about has been checked."""
     collector, policy = make(idle_envs=rule)
-    collector.collect(1)
     envs = collector.envs
-    busy = set(envs.in_flight) | {w.worker for w in collector.unstored}
-    idle = set(range(N)) - busy
-    if rule == "step":
-        assert not idle  # every env was sent an old-policy step
-    else:
-        assert idle  # at least the envs of the rollout's last batch wait for the learner
-    old = {n: p.clone() for n, p in policy.state_dict().items()}
-    with torch.no_grad():  # "the learner": a new policy
-        for p in policy.parameters():
-            p.add_(0.5 * torch.randn_like(p))
-    collector.collect(2)
-    s = collector.storage
-    new_policy = policy
-    old_policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
-    old_policy.load_state_dict(old)
-    for n in range(N):
-        acted_by = new_policy if n in idle else old_policy
-        torch.testing.assert_close(s.logp[0, n], _first_step_policy(acted_by, s, n))
+    versions = [{n: p.clone() for n, p in policy.state_dict().items()}]  # versions[v - 1]: rollout v's policy
+    collector.collect(1)
+    pending = {n: 1 for n in range(N)}  # env -> the policy version that sent its pending action
+    checked = {"old": 0, "new": 0}
+    for update in range(2, 8):
+        busy = set(envs.in_flight) | {w.worker for w in collector.unstored}
+        idle = set(range(N)) - busy
+        if rule == "step":
+            assert not idle  # every env was sent an old-policy step
+        elif update == 2:
+            assert idle  # at least the envs of the rollout's last batch wait for the learner
+        for n in idle:
+            pending[n] = update  # acted on first by the new policy (even if that step is not stored this rollout)
+        with torch.no_grad():  # "the learner": a new policy
+            for p in policy.parameters():
+                p.add_(0.5 * torch.randn_like(p))
+        versions.append({n: p.clone() for n, p in policy.state_dict().items()})
+        collector.collect(update)
+        s = collector.storage
+        for n in range(N):
+            if int(s.lengths[n]) == 0:
+                continue  # its pending action is still the one it had
+            version = pending[n]
+            acted_by = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+            acted_by.load_state_dict(versions[version - 1])
+            torch.testing.assert_close(s.logp[0, n], _first_step_policy(acted_by, s, n))
+            checked["new" if n in idle else "old"] += 1
+            pending[n] = update  # its next pending action is sent by this rollout's policy
+        if checked["old"] and (rule == "step" or checked["new"]):
+            break
+    assert checked["old"] and (rule == "step" or checked["new"]), checked
