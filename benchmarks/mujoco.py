@@ -120,13 +120,28 @@ class Episodes:
                 "seconds": seconds, "fps": steps / seconds, "curve": curve}
 
 
-def run_sb3(task: str, seed: int, budget: int, settings: str = "zoo") -> dict[str, Any]:
+def sb3_ppo(env: Any, task: str, seed: int, settings: str, n_steps: int | None = None) -> Any:
+    """SB3's PPO with the settings' values on `env` (`n_steps`: another rollout length than the settings')."""
     from stable_baselines3 import PPO
+
+    z, m = hyper(task, settings), MODEL[settings]
+    lr = float(z.pop("learning_rate"))
+    activation = torch.nn.Tanh if m["activation"] == "tanh" else torch.nn.ReLU
+    # SB3's clip_range_vf clips the prediction (not CleanRL's max of clipped and unclipped losses): left at its
+    # default, off, as SB3 users run it
+    return PPO("MlpPolicy", env, n_steps=int(n_steps or m["n_steps"]), seed=seed, device="cpu", verbose=0,
+               learning_rate=(lambda left: lr * left) if m["anneal"] else lr,
+               policy_kwargs=dict(log_std_init=m["log_std"], ortho_init=m["ortho"], activation_fn=activation,
+                                  net_arch=dict(pi=[m["width"]] * 2, vf=[m["width"]] * 2)),
+               **{k: (int(v) if k in ("batch_size", "n_epochs") else v) for k, v in z.items()})
+
+
+def run_sb3(task: str, seed: int, budget: int, settings: str = "zoo") -> dict[str, Any]:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    z, m = hyper(task, settings), MODEL[settings]
+    z = hyper(task, settings)
     episodes = Episodes()
 
     class Watch(BaseCallback):
@@ -138,15 +153,7 @@ def run_sb3(task: str, seed: int, budget: int, settings: str = "zoo") -> dict[st
 
     torch.set_num_threads(1)  # as ddppo (run.torch_threads=1): on a shared machine more threads only contend
     env = VecNormalize(make_vec_env(task, n_envs=1, seed=seed), gamma=z["gamma"])
-    lr = float(z.pop("learning_rate"))
-    activation = torch.nn.Tanh if m["activation"] == "tanh" else torch.nn.ReLU
-    # SB3's clip_range_vf clips the prediction (not CleanRL's max of clipped and unclipped losses): left at its
-    # default, off, as SB3 users run it
-    model = PPO("MlpPolicy", env, n_steps=int(m["n_steps"]), seed=seed, device="cpu", verbose=0,
-                learning_rate=(lambda left: lr * left) if m["anneal"] else lr,
-                policy_kwargs=dict(log_std_init=m["log_std"], ortho_init=m["ortho"], activation_fn=activation,
-                                   net_arch=dict(pi=[m["width"]] * 2, vf=[m["width"]] * 2)),
-                **{k: (int(v) if k in ("batch_size", "n_epochs") else v) for k, v in z.items()})
+    model = sb3_ppo(env, task, seed, settings)
     t0 = time.perf_counter()
     model.learn(total_timesteps=budget, callback=Watch())
     seconds = time.perf_counter() - t0

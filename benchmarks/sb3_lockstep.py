@@ -109,24 +109,16 @@ class _Done(Exception):
 def run_sb3(task: str, settings: str, seed: int, updates: int, update_mode: str, init: dict[str, torch.Tensor],
             reset_seed: int, n_steps: int | None = None) -> list[dict[str, Any]]:
     """SB3's records, from ddppo's initial weights and reset seed."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    z, m = mujoco.hyper(task, settings), mujoco.MODEL[settings]
     n, _ = _sizes(task, settings, n_steps)
     frozen = update_mode == "rollout"
     env = (_frozen_normalize() if frozen else VecNormalize)(make_vec_env(task, n_envs=1, seed=reset_seed),
-                                                             gamma=z["gamma"])
+                                                             gamma=mujoco.hyper(task, settings)["gamma"])
     env.obs_rms.count = env.ret_rms.count = 0.0
-    lr = float(z.pop("learning_rate"))
-    model = PPO("MlpPolicy", env, n_steps=n, seed=seed, device="cpu", verbose=0,
-                learning_rate=(lambda left: lr * left) if m["anneal"] else lr,
-                policy_kwargs=dict(log_std_init=m["log_std"], ortho_init=m["ortho"],
-                                   activation_fn=torch.nn.Tanh if m["activation"] == "tanh" else torch.nn.ReLU,
-                                   net_arch=dict(pi=[m["width"]] * 2, vf=[m["width"]] * 2)),
-                **{k: (int(v) if k in ("batch_size", "n_epochs") else v) for k, v in z.items()})
+    model = mujoco.sb3_ppo(env, task, seed, settings, n)
     env.seed(reset_seed)  # PPO(seed=...) seeded the env with the run seed
     state = model.policy.state_dict()
     with torch.no_grad():

@@ -51,21 +51,19 @@ class LiveObsNormalizer:
 
     def _normalized(self, key: str, x: np.ndarray) -> np.ndarray:
         mean, var = self._mean_var(key)
-        y = (x.astype(np.float64) - mean) / np.sqrt(var + self.eps)
+        y = (np.asarray(x, np.float64) - mean) / np.sqrt(var + self.eps)
         if math.isfinite(self.clip) and self.clip > 0:
             y = np.clip(y, -self.clip, self.clip)
         return y.astype(np.float32)
 
     def observe(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Count the rows of `obs` (one per env) into the batch, then return them normalised."""
-        out = dict(obs)
         for k in self.keys:
             x = np.asarray(obs[k], dtype=np.float64).reshape(len(obs[k]), -1)
             if x.shape[0]:
                 mean = x.mean(0)
                 self._batch[k] = merge_moments(self._batch[k], (float(x.shape[0]), mean, ((x - mean) ** 2).sum(0)))
-            out[k] = self._normalized(k, np.asarray(obs[k]).reshape(len(obs[k]), -1)).reshape(np.shape(obs[k]))
-        return out
+        return self.normalize(obs)
 
     def normalize(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`obs` normalised with the current statistics, not counted (a finished episode's last observation)."""

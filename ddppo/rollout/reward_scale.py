@@ -46,7 +46,7 @@ class RewardScaler:
         self._sumsq = 0.0
         self._shift = float(self.moments.mean)
         self._scale = float(torch.rsqrt(self.moments.var + self.eps))
-        self._merged = (float(self.moments.count), self._shift, float(self.moments.var))  # (count, mean, var)
+        self._merged = (float(self.moments.count), float(self.moments.var))  # with _shift, their mean
 
     def __call__(self, reward: np.ndarray, done: np.ndarray, envs: np.ndarray | None = None) -> np.ndarray:
         """The scaled rewards (float32) of one step of the envs `envs` (row i is env envs[i]; all when None)."""
@@ -65,10 +65,10 @@ class RewardScaler:
         """1 / sqrt(var + eps) of the statistics merged at the last update and this rollout's returns so far."""
         if self._count == 0:
             return self._scale
-        n0, mean0, var0 = self._merged
+        n0, var0 = self._merged
         local = (float(self._count), self._shift + self._sum / self._count,
                  max(self._sumsq - self._sum * self._sum / self._count, 0.0))
-        n, _, m2 = merge_moments((n0, mean0, var0 * n0), local)
+        n, _, m2 = merge_moments((n0, self._shift, var0 * n0), local)
         return 1.0 / math.sqrt(m2 / n + self.eps)
 
     def take_batch(self) -> torch.Tensor:

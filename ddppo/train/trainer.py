@@ -37,8 +37,8 @@ from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
-from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.live_obs import LiveObsNormalizer
+from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose

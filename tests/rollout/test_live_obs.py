@@ -60,10 +60,10 @@ def test_statistics_merged_at_an_update_take_effect_on_the_next_step():
     live = LiveObsNormalizer(norm)
     obs = {"state": np.full((1, 3), 4.0, np.float32)}
     live.observe(obs)
-    n, mean, m2 = (torch.tensor(x) if not isinstance(x, torch.Tensor) else x for x in
-                   (2.0, torch.zeros(3, dtype=torch.float64), torch.full((3,), 8.0, dtype=torch.float64)))
     live.take_batch()
-    norm.stats["state"].merge(n, mean, m2)  # mean 0, var 4
+    # mean 0, var 4
+    norm.stats["state"].merge(torch.tensor(2.0), torch.zeros(3, dtype=torch.float64),
+                              torch.full((3,), 8.0, dtype=torch.float64))
     np.testing.assert_allclose(live.normalize(obs)["state"], np.full((1, 3), 2.0), rtol=1e-6)
 
 
