@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 OUT = Path(__file__).resolve().parent / "results" / "img"
 COLORS = {"ddppo": "#3b5bdb", "ddppo + overlap_learning": "#15aabf", "habitat-baselines": "#e8590c",
-          "hb-ddppo": "#e8590c"}
+          "hb-ddppo": "#e8590c", "hb-ver": "#f59f00"}
 PNG_META = {"Software": None}  # no library version in the file: the same data draws the same bytes
 
 
@@ -83,29 +83,74 @@ def learning_curves_03(plt, out: Path) -> Path:
     return _learning_curves(plt, out, names, "hb03_learning_curves.png", "0.3.x")
 
 
-def throughput_bars(plt, out: Path) -> Path:
-    cases = [("SimpleCNN 128x128\nquiet machine", "habitat_baselines_throughput_simplecnn_2.json"),
-             ("SimpleCNN 128x128\nload 5-7, three sides", "habitat_baselines_throughput_overlap_learning.json"),
-             ("ResNet18 + LSTM 512x2\n64x64", "habitat_baselines_throughput_resnet.json")]
-    sides = [("ddppo", "ddppo"), ("ddppo+ab", "ddppo + overlap_learning"), ("habitat-baselines", "habitat-baselines")]
+def _throughput_bars(plt, path: Path, cases: list[tuple[str, str]], sides: list[tuple[str, str]], title: str) -> Path:
+    """Median steady steps/s per side (`sides`: the JSON's key, the legend's name) of each case (label, JSON)."""
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    width = 0.27
+    width = 0.8 / len(sides)
     for i, (label, name) in enumerate(cases):
         medians = _load(name)["throughput"]["median_steps_per_s"]
         for j, (key, side) in enumerate(sides):
             if key not in medians:
                 continue
-            x = i + (j - 1) * width
-            ax.bar(x, medians[key], width, color=COLORS[side], label=side if i == 1 else None)
+            x = i + (j - (len(sides) - 1) / 2) * width
+            ax.bar(x, medians[key], width, color=COLORS[side], label=side if i == len(cases) - 1 else None)
             ax.text(x, medians[key] + 3, f"{medians[key]:.0f}", ha="center", fontsize=8)
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels([c for c, _ in cases], fontsize=8)
     ax.set_ylabel("env steps/s (median of interleaved rounds)")
-    ax.set_title("Throughput on one 2-core CPU machine, one rank, 8 envs (2026-12-01)", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    path = out / "hb_throughput.png"
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
+def throughput_bars(plt, out: Path) -> Path:
+    """Against habitat-baselines 0.2.2's DD-PPO."""
+    cases = [("SimpleCNN 128x128\nquiet machine", "habitat_baselines_throughput_simplecnn_2.json"),
+             ("SimpleCNN 128x128\nload 5-7, three sides", "habitat_baselines_throughput_overlap_learning.json"),
+             ("ResNet18 + LSTM 512x2\n64x64", "habitat_baselines_throughput_resnet.json")]
+    sides = [("ddppo", "ddppo"), ("ddppo+ab", "ddppo + overlap_learning"), ("habitat-baselines", "habitat-baselines")]
+    return _throughput_bars(plt, out / "hb_throughput.png", cases, sides,
+                            "Throughput on one 2-core CPU machine, one rank, 8 envs (2026-12-01)")
+
+
+def throughput_bars_03(plt, out: Path) -> Path:
+    """Against habitat-baselines 0.3.x's DD-PPO and VER on habitat-sim 0.3.4."""
+    cases = [("SimpleCNN + GRU 512\n128x128", "habitat_baselines_03_throughput_simplecnn.json"),
+             ("ResNet18 + LSTM 512x2\n64x64", "habitat_baselines_03_throughput_resnet.json")]
+    sides = [("ddppo", "ddppo"), ("ddppo+ab", "ddppo + overlap_learning"), ("hb-ddppo", "hb-ddppo"),
+             ("hb-ver", "hb-ver")]
+    return _throughput_bars(plt, out / "hb03_throughput.png", cases, sides,
+                            "habitat-baselines 0.3.x: throughput on one 2-core CPU machine, 8 envs (2026-12-02)")
+
+
+def habitat_lab_03_tasks(plt, out: Path) -> Path:
+    """habitat-lab 0.3.x's PointNav and ObjectNav through `ddppo train`: training success and SPL against env steps,
+    and each run's held-out eval (ddppo's evaluator, 95% CI) at its checkpoint's env steps."""
+    runs = _load("habitat_lab_03_tasks.json")["runs"]
+    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), squeeze=False)
+    for ax, run in zip(axes[0], runs):
+        for metric, color in (("success", "#3b5bdb"), ("spl", "#15aabf")):
+            xs, ys = _curve(run, metric)
+            ax.plot([x / 1e3 for x in xs], _smooth(ys, max(1, len(xs) // 25)), color=color, lw=1.4,
+                    label=f"train {metric}")
+            held = run["eval"]["ddppo"][metric]
+            x = run["eval"]["env_steps"] / 1e3
+            ax.errorbar([x], [held["mean"]], yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
+                        fmt="o", color=color, capsize=3, label=f"held-out {metric} (95% CI)")
+        ax.set_title(f"{run['task']} ({run['config']})", fontsize=9)
+        ax.set_xlabel("env steps (thousands)")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("success / SPL")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("habitat-lab 0.3.x tasks through ddppo train, habitat-sim 0.3.4, 2-core CPU (2026-12-02)",
+                 fontsize=10)
+    fig.tight_layout()
+    path = out / "habitat_lab_03_tasks.png"
     fig.savefig(path, dpi=100, metadata=PNG_META)
     plt.close(fig)
     return path
@@ -220,7 +265,8 @@ def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    return [learning_curves(plt, out), learning_curves_03(plt, out), throughput_bars(plt, out), gridnav_rates(plt, out),
+    return [learning_curves(plt, out), learning_curves_03(plt, out), throughput_bars(plt, out),
+            throughput_bars_03(plt, out), habitat_lab_03_tasks(plt, out), gridnav_rates(plt, out),
             continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
             continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out)]
 
