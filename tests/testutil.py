@@ -140,7 +140,7 @@ MARKS = {
     "habitat/test_bench_grid.py": MP,
     "habitat/test_training_grid.py::test_cpu_config_trains_on_grid_backend": MP,
     **{f"{file}::{name}": MP for file, names in {
-        "train/test_bottleneck.py": ("test_env_bound_run", "test_learner_bound_run", "test_straggler_bound_run"),
+        "train/test_bottleneck.py": ("test_a_run_logs_the_bottleneck_line",),
         "envs/test_vector.py": (  # env worker processes
             "test_workers_step_like_in_process_envs", "test_one_worker_reproduces_in_process_stepping_and_state_"
             "round_trips", "test_gym_env_through_workers", "test_worker_exception_is_raised_with_its_traceback",

