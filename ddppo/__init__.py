@@ -23,26 +23,27 @@ infrastructure   shared by every application; knows no training or evaluation lo
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
+normalization/  observation and reward normalisation, built once and handed to the policy and the collector:
+            spaces.py (what `auto` resolves to), moments.py (running moments, the parallel-variance merge),
+            observations.py (the statistics inside the policy), live.py (normalize.update=step on the acting
+            path), rewards.py (the reward scaler), training.py (Normalization: built from the config and spaces,
+            merged over the ranks once per update, its saved-state owners)
 model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
             habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
-            pooling.py (adaptive pooling with a deterministic CUDA path), normalize.py (running observation
-            statistics inside the policy; what `auto` resolves to on the spaces)
+            pooling.py (adaptive pooling with a deterministic CUDA path)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
             storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
-            episode_metrics.py (which episode metrics train/* aggregates, fixed at start), reward_scale.py
-            (rewards scaled by the running std of the discounted return), live_obs.py (normalize.update=step:
-            observations counted and normalised on the host, step by step)
+            episode_metrics.py (which episode metrics train/* aggregates, fixed at start)
 advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
             gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
 train/      the training application: trainer.py (the loop, saved-state owners), resume.py (the run dir's config),
             stats.py, bottleneck.py (report), metrics.py,
             wandb_sink.py, learning.py (serial or overlapped learning, the strategy the loop calls),
-            overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
-            normalization.py (normalisation statistics merged over the ranks once per update)
+            overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             probes.py, stats.py, video.py
 export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'

@@ -126,6 +126,7 @@ MARKS = {
     "docs/test_get_started.py::test_every_get_started_command_runs": MP,
     "docs/test_site_build.py": MP,
     "train/test_wandb.py": MP,
+    "normalization/test_step_overlap.py": MP,  # env worker processes
     "envs/test_worker_output.py": MP,
     "reliability/test_bad_input.py": MP,
     "reliability/test_disk_full.py": MP,

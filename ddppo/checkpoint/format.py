@@ -34,7 +34,8 @@ READABLE = (1, 2)  # what `load` reads (format 1 through `upgrade`)
 #   format                the number 2
 #   config_yaml           the resolved config as YAML text
 #   world_size            how many ranks wrote rank_states
-#   <shared namespace>    one key per owner that every rank holds alike ("model", "optimizer", "counters")
+#   <shared namespace>    one key per owner that every rank holds alike ("model", "optimizer", "counters",
+#                         "reward_scale")
 #   rank_states[r]        rank r's owners, {namespace: state} ("rng", "collector", "advantage", "reference", ...);
 #                         None: that owner had nothing to save
 # The file's own keys: no owner may take one of these names (CheckpointManager.register refuses it).
@@ -65,28 +66,45 @@ def counters_of(data: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------ format 1 (ddppo until format 2), read only
 # Format 1 had the same top-level keys, but spread each rank's owners over one record: "rng"; the collector's
-# keys at the top level; the GRPO carry as "grpo_carry" and the reference's recurrent state as "ref_hidden".
-FORMAT1_RENAMED = {"grpo_carry": "advantage", "ref_hidden": "reference"}
+# keys at the top level; the GRPO carry as "grpo_carry", the reference's recurrent state as "ref_hidden", and the
+# reward scaler's return statistics and running returns as "reward_scale" and "reward_returns".
+FORMAT1_OWNERS = {"grpo_carry": "advantage", "ref_hidden": "reference", "rng": "rng",
+                  "reward_scale": "reward_scale", "reward_returns": "reward_returns"}  # record key -> namespace
 FORMAT1_COLLECTOR = "collector"  # the owner whose keys format 1 spread at the top level of the record
+# Namespaces once saved per rank, now shared (identical on every rank, so also restored at another world size):
+# read from rank 0's record where a file has them there (format 1, and format 2 before they were shared).
+NOW_SHARED = ("reward_scale",)
 
 
 def format1_namespaces(record: dict[str, Any]) -> dict[str, Any]:
-    """A format-1 rank record -> format 2's {namespace: state}: the renamed keys back under their owner's
-    name, "rng" as it was, and everything else (obs, start, hidden, env, variable) the collector's."""
-    out = {FORMAT1_RENAMED[k]: v for k, v in record.items() if k in FORMAT1_RENAMED}
-    if "rng" in record:
-        out["rng"] = record["rng"]
-    rest = {k: v for k, v in record.items() if k not in FORMAT1_RENAMED and k != "rng"}
+    """A format-1 rank record -> format 2's {namespace: state}: the owned keys (FORMAT1_OWNERS) under their
+    owner's name, and everything else (obs, start, hidden, env, variable) the collector's."""
+    out = {FORMAT1_OWNERS[k]: v for k, v in record.items() if k in FORMAT1_OWNERS}
+    rest = {k: v for k, v in record.items() if k not in FORMAT1_OWNERS}
     if rest:
         out[FORMAT1_COLLECTOR] = rest
     return out
 
 
+def shared_from_ranks(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with each NOW_SHARED namespace at the top level, taken from rank 0's record where the file saved
+    it per rank (and dropped from the rank records)."""
+    records = data.get("rank_states") or []
+    moved = [n for n in NOW_SHARED if any(isinstance(r, dict) and n in r for r in records)]
+    if not moved:
+        return data
+    first = records[0] if isinstance(records[0], dict) else {}
+    shared = {n: first.get(n) for n in moved if data.get(n) is None}
+    ranks = [{k: v for k, v in r.items() if k not in moved} if isinstance(r, dict) else r for r in records]
+    return {**data, **shared, "rank_states": ranks}
+
+
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """A loaded file in format 2's layout: format 1's rank records become namespaces; format 2 as it is."""
+    """A loaded file in the current layout: format 1's rank records become namespaces, namespaces now shared
+    move out of the rank records; a current file as it is."""
     if data.get("format") == 1:
         data = {**data, "format": FORMAT, "rank_states": [format1_namespaces(r) for r in data["rank_states"]]}
-    return data
+    return shared_from_ranks(data)
 
 
 # --------------------------------------------------------------- conversion

@@ -24,7 +24,7 @@ from ddppo.config import Config, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes
-from ddppo.model.build import make_policy
+from ddppo.model.build import saved_policy
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir, checkpoint_update
@@ -63,8 +63,7 @@ class Evaluator:
         try:
             self.snapshot = self.envs.state_dict()
             self.probe = probe_for(self.envs)
-            self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
-                                      normalize=cfg.normalize).to(ctx.device)  # statistics frozen: eval never updates them
+            self.policy = saved_policy(cfg, self.envs.observation_space, self.envs.action_space).to(ctx.device)
             self.policy.eval()
             self.planned: list[list[dict[str, Any]]] | None = None
             self.quotas, self.total, self.mode = self._plan(share)

@@ -19,8 +19,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.distributions import Categorical, Normal
 
-from ddppo.config import NormalizeConfig, PolicyConfig
-from ddppo.model.normalize import ObsNormalizer, continuous_control, resolve
+from ddppo.config import PolicyConfig
+from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
 
 
@@ -232,17 +232,18 @@ class Policy(nn.Module):
     value loss reaches the actor's parameters."""
 
     def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
-                 cfg: PolicyConfig, value_head: bool = True, normalize: NormalizeConfig | None = None):
+                 cfg: PolicyConfig, value_head: bool = True, obs_norm: ObsNormalizer | None = None,
+                 normalize_inputs: bool = True):
         super().__init__()
         self.keys = sorted(obs_space.spaces)
         self.encoders = nn.ModuleDict({k: make_encoder(obs_space[k], cfg) for k in self.keys})
         width = cfg.hidden_size
         self.fuse = nn.Sequential(_init(nn.Linear(width * len(self.keys), width)), ACTIVATIONS[cfg.activation]())
-        if normalize is not None and resolve(normalize.obs, obs_space, action_space):
-            self.obs_norm = ObsNormalizer(obs_space, normalize.clip_obs, normalize.epsilon)
-        # False while training with normalize.update=step: the observations come normalised from the acting path
-        # (rollout/live_obs.py); `ddppo eval` and exports keep True and apply the saved statistics
-        self.normalize_inputs = True
+        if obs_norm is not None:  # ddppo.normalization built it (its statistics are saved with the weights)
+            self.obs_norm = obs_norm
+        # False when training with normalize.update=step: the observations come normalised from the acting path
+        # (normalization/live.py); `ddppo eval` and exports keep True and apply the saved statistics
+        self.normalize_inputs = normalize_inputs
         separate = value_head and separate_critic(obs_space, action_space, cfg)
         if separate and cfg.rnn_type != "none":
             raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "

@@ -19,7 +19,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import KLRefConfig
-from ddppo.model.build import make_policy
+from ddppo.model.build import saved_policy
 from ddppo.rollout.storage import RolloutStorage
 
 
@@ -37,7 +37,7 @@ class ReferencePolicy:
                                        f"a reference must be a ddppo checkpoint (fine-tune from it with "
                                        f"checkpoint.path, and use one of that run's checkpoints as the reference)")
         ref_cfg = ckpt.stored_config(data, cfg.checkpoint)
-        self.policy = make_policy(obs_space, action_space, ref_cfg.policy, normalize=ref_cfg.normalize).to(device)
+        self.policy = saved_policy(ref_cfg, obs_space, action_space).to(device)
         try:
             self.policy.load_state_dict(data["model"])
         except RuntimeError as err:

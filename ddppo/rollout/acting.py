@@ -85,7 +85,7 @@ class Actor:
     """
 
     def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
-                 label: str = ""):
+                 label: str = "", obs_transform: Any = None):
         self.envs, self.policy, self.device = envs, policy, device
         self.timer = timer if timer is not None else Timer(device)
         self.label = label  # names the environment (and rank) in errors
@@ -94,9 +94,9 @@ class Actor:
         self.start = torch.ones(envs.num_envs, device=device)
         self.hidden = policy.initial_hidden(envs.num_envs, device)
         self.staging = HostStaging(device)  # every host-to-device copy of a step (pinned buffers on CUDA)
-        # normalize.update=step: a rollout/live_obs.LiveObsNormalizer that counts and normalises every observation
-        # on the host before it goes to the device (the policy then does not normalise); None: observations as is
-        self.obs_transform: Any = None
+        # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
+        # observation on the host before it goes to the device (the policy then does not normalise); None: as is
+        self.obs_transform: Any = obs_transform
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
         """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""

@@ -73,18 +73,20 @@ class RolloutCollector:
 
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
                  timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
-                 metric_names: tuple[str, ...] | None = None):
+                 metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None):
         self.envs, self.policy, self.storage = envs, policy, storage
         # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
         self.tally = EpisodeTally(env_metric_names(envs) if metric_names is None else metric_names)
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.num_steps = storage.num_steps if num_steps is None else num_steps
         self.label = label  # names the environment (and rank) in errors
-        self.actor = Actor(envs, policy, device, timer, label)
-        # normalize.reward: a rollout/reward_scale.RewardScaler, set by the trainer. The rewards the storage keeps
-        # are scaled by it on the host, as they leave the envs, before a truncation's bootstrap is added (the
-        # critic's values are in the scaled units); None: the envs' own rewards
-        self.scale: Any = None
+        # normalize.reward: a ddppo.normalization.RewardScaler. The rewards the storage keeps are scaled by it on
+        # the host, as they leave the envs, before a truncation's bootstrap is added (the critic's values are in
+        # the scaled units); None: the envs' own rewards
+        self.reward_scale: Any = reward_scale
+        # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
+        # observation on the host (the first after reset included) before it goes to the device; None: as is
+        self.actor = Actor(envs, policy, device, timer, label, obs_transform)
         self.actor.begin(envs.reset())
         self.actor.detach()
 
@@ -140,14 +142,6 @@ class RolloutCollector:
         self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
         self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device, copy=True)
-
-    def set_obs_transform(self, transform: Any) -> None:
-        """normalize.update=step: every observation from now on is counted and normalised by `transform` (a
-        rollout/live_obs.LiveObsNormalizer) on the host, the current one (the first after reset) included."""
-        raw = {k: v.cpu().numpy() for k, v in self.actor.obs.items()}
-        self.actor.obs_transform = transform
-        self.actor.set_obs(raw, "after reset")
-        self.actor.detach()
 
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world

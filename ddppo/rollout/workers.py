@@ -83,8 +83,11 @@ class WorkerCollector(RolloutCollector):
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, f"in update {update}'s rollout", self.label, idx.numpy())
             at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
-            reward = res.reward if self.scale is None else self.scale(res.reward, res.done, idx.numpy())
-            obs, flags = actor.staging.step_to_device(res.obs, {"reward": reward, "done": res.done}, index=at)
+            scale = self.reward_scale
+            reward = res.reward if scale is None else scale(res.reward, res.done, idx.numpy())
+            # normalize.update=step: counted and normalised as the lockstep acting path does (Actor.step)
+            raw = res.obs if actor.obs_transform is None else actor.obs_transform.observe(res.obs)
+            obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
         hidden_after = self.pending["hidden"][:, idx_dev]
         if res.truncated.any() and self.policy.critic is not None:

@@ -20,15 +20,14 @@ from ddppo.envs.registry import EnvSpec, make_vec_env
 from ddppo import checkpoint as ckpt
 from ddppo.checkpoint.manager import CheckpointManager, Stateful
 from ddppo import signals
-from ddppo.config import Config, ConfigError
+from ddppo.config import Config
 from ddppo.distributed import DistContext
 from ddppo import timing
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
-from ddppo.train.normalization import Normalization
 from ddppo.train.wandb_sink import WandbSink, check_available
 from ddppo.model.build import make_policy
-from ddppo.model.normalize import resolve
+from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
 from ddppo.advantage import estimator_for
@@ -37,9 +36,7 @@ from ddppo.rollout.acting import rank_env_spec
 from ddppo.rollout.collector import CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
-from ddppo.rollout.live_obs import LiveObsNormalizer
 from ddppo.rollout.preemption import Preemption
-from ddppo.rollout.reward_scale import RewardScaler
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.learning import SerialLearning
@@ -121,8 +118,13 @@ class Trainer:
         torch.manual_seed(ctx.seed)
         np.random.seed(ctx.seed % 2**32)
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
+        # normalisation, built once from the config and the spaces: the policy and the collector take their parts
+        self.normalization = build_normalization(cfg, self.envs.observation_space, self.envs.action_space,
+                                                 spec.num_envs, ctx)
+        norm = self.normalization
         self.policy = make_policy(self.envs.observation_space, self.envs.action_space, cfg.policy,
-                                  value_head=cfg.ppo.critic, normalize=cfg.normalize).to(ctx.device)
+                                  value_head=cfg.ppo.critic, obs_norm=norm.obs,
+                                  normalize_inputs=norm.policy_normalizes).to(ctx.device)
         self.advantage = estimator_for(cfg.ppo, spec.num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb,
                                   cfg.rollout.sample_weighting, advantage=self.advantage)
@@ -133,8 +135,8 @@ class Trainer:
         self.collector = make_collector(cfg.rollout, self.envs, acting, storage,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
-                                        metric_names=self.metric_names)
-        self.normalization = self._normalization()
+                                        metric_names=self.metric_names, reward_scale=norm.rewards,
+                                        obs_transform=norm.obs_transform)
         # how collection and learning are arranged, chosen once: the loop calls self.learning.step
         self.learning = (OverlapLearning(self.policy, acting, storage, self._new_storage(), ctx.device)
                          if cfg.rollout.overlap_learning else SerialLearning())
@@ -152,25 +154,6 @@ class Trainer:
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.update, self.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
-
-    def _normalization(self) -> Normalization:
-        """normalize.obs / normalize.reward resolved on these spaces; the reward scaler goes on the acting path."""
-        cfg, n = self.cfg, self.cfg.normalize
-        scaler, live_obs, step = None, None, n.update == "step"
-        if resolve(n.reward, self.envs.observation_space, self.envs.action_space):
-            scaler = RewardScaler(self.env_spec.num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon, live=step)
-            self.collector.scale = scaler
-        obs_norm = getattr(self.policy, "obs_norm", None)
-        if step and obs_norm is not None:  # observations normalised on the acting path, stored normalised
-            live_obs = LiveObsNormalizer(obs_norm)
-            self.policy.normalize_inputs = False
-            self.collector.set_obs_transform(live_obs)
-        norm = Normalization(obs_norm, scaler, self.ctx, live_obs)
-        if norm.enabled and cfg.rollout.overlap_learning:
-            raise ConfigError("rollout.overlap_learning=true cannot run with observation or reward normalisation "
-                              "(normalize.obs / normalize.reward, on here for continuous control): set "
-                              "normalize.obs=off normalize.reward=off, or rollout.overlap_learning=false")
-        return norm
 
     def _new_storage(self) -> RolloutStorage:
         hidden_shape = tuple(self.policy.initial_hidden(self.env_spec.num_envs).shape)
@@ -342,10 +325,7 @@ class Trainer:
                                   "advantage": self.advantage}
         if self.reference is not None:
             owners["reference"] = self.reference
-        scaler = self.normalization.scaler
-        if scaler is not None:  # normalize.reward: the return statistics, and each env's running return
-            owners["reward_scale"] = scaler.moments_owner()
-            owners["reward_returns"] = scaler.returns_owner()
+        owners.update(self.normalization.episode_owners())  # normalize.reward: each env's running return
         return owners
 
     def _checkpoint_manager(self) -> CheckpointManager:
@@ -355,6 +335,8 @@ class Trainer:
         manager.register("model", self.policy, shared=True)
         manager.register("optimizer", self.updater.optimizer, shared=True)
         manager.register("counters", Counters(self), shared=True)
+        for name, owner in self.normalization.shared_owners().items():  # normalize.reward: the return statistics
+            manager.register(name, owner, shared=True)
         for name, owner in self.saved_state_owners().items():
             if name == "collector":
                 manager.register_episodes(name, owner)

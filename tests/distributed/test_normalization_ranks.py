@@ -35,10 +35,11 @@ def worker(rank: int, world: int, port: int, run_dir: str, mode: str) -> dict:
             first_obs = trainer.collector.obs["state"].clone()
             code = trainer.train()
             norm = {k: v for k, v in trainer.policy.state_dict().items() if k.startswith("obs_norm.")}
-            moments = trainer.normalization.scaler.moments
+            moments = trainer.normalization.rewards.moments
             return {"code": code, "update": trainer.update, "first_obs": first_obs.tolist(), "obs": digest(norm),
                     "obs_count": float(norm["obs_norm.stats.state.count"]),
                     "returns": digest(dict(moments.state_dict())), "returns_count": float(moments.count),
+                    "returns_moments": [float(moments.mean), float(moments.var), float(moments.count)],
                     "model": digest(trainer.policy.state_dict())}
         finally:
             trainer.close()
@@ -61,3 +62,23 @@ def test_normalisation_statistics_are_identical_on_two_ranks_after_updates(tmp_p
     assert r0["returns_count"] == steps
     assert r0["obs_count"] == (steps if mode == "rollout" else steps + 2 * NUM_ENVS)
     assert r0["model"] == r1["model"]
+
+
+@pytest.mark.timeout(180)
+def test_the_return_statistics_survive_a_resume_at_another_world_size(tmp_path: Path):
+    """The reward scaler's statistics are the same on every rank: saved once as shared state, they are restored
+    when a run saved by two ranks resumes on one (issue 44: they came back as count 0, var 1, a shock of the
+    scale the critic learnt in). Each env's running return is per rank and starts afresh, as the episodes do."""
+    from ddppo.config import load_config
+    from testutil import trainer_in_process
+
+    run_dir = tmp_path / "run"
+    r0, _ = spawn_ranks(worker, 2, str(run_dir), "rollout", timeout_s=150)
+    assert r0["returns_moments"][2] > 0
+    more = f"run.total_env_steps={4 * NUM_ENVS * NUM_STEPS * UPDATES}"
+    cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}", more])
+    with trainer_in_process(cfg) as trainer:
+        assert trainer.update == UPDATES  # resumed, at world size 1
+        moments = trainer.normalization.rewards.moments
+        assert [float(moments.mean), float(moments.var), float(moments.count)] == r0["returns_moments"]
+        assert not trainer.normalization.rewards.returns.any()  # per rank: fresh episodes, fresh returns

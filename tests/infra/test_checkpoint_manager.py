@@ -115,3 +115,43 @@ def test_a_format1_checkpoint_loads_and_resumes_to_the_same_weights(tmp_path, ad
         else:
             torch.testing.assert_close(model[key], value, rtol=1e-4, atol=1e-5, msg=key)
     assert ckpt.load(tmp_path / "checkpoints" / "ckpt-2.pt")["format"] == 2
+
+
+def _with_reward_scaler(record: dict, num_envs: int) -> dict:
+    """A rank record with the reward scaler's state as ddppo saved it per rank (format 1's record keys; format 2's
+    namespaces, before the return statistics were shared)."""
+    moments = {"mean": torch.tensor(0.25, dtype=torch.float64), "var": torch.tensor(9.0, dtype=torch.float64),
+               "count": torch.tensor(640.0, dtype=torch.float64)}
+    return {**record, "reward_scale": moments, "reward_returns": torch.arange(num_envs, dtype=torch.float64)}
+
+
+@pytest.mark.parametrize("layout", ["format1", "format2-per-rank"])
+def test_saved_reward_scaler_state_goes_to_its_owners(tmp_path, layout):
+    """The return statistics (shared: the top-level "reward_scale") and each env's running return (the rank's
+    "reward_returns") of a file that saved both per rank reach the reward scaler on resume, not the collector's
+    namespace where nothing reads them (issue 44: a resumed critic saw rewards 'scaled' by count 0, var 1)."""
+    raw = torch.load(FIXTURES / "checkpoint_format1_gae.pt", weights_only=True)
+    num_envs = int(raw["rank_states"][0]["start"].shape[0])
+    if layout == "format1":
+        raw["rank_states"] = [_with_reward_scaler(r, num_envs) for r in raw["rank_states"]]
+    else:  # format 2 as written before the return statistics were shared
+        data = ckpt.load(FIXTURES / "checkpoint_format1_gae.pt")
+        data["rank_states"] = [_with_reward_scaler(r, num_envs) for r in data["rank_states"]]
+        raw = {**ckpt.to_storable(data), "format": 2}
+    (tmp_path / "checkpoints").mkdir()
+    torch.save(raw, tmp_path / "checkpoints" / "ckpt-1.pt")
+    data = ckpt.load(tmp_path / "checkpoints" / "ckpt-1.pt")
+    assert float(data["reward_scale"]["var"]) == 9.0
+    assert "reward_scale" not in data["rank_states"][0]
+    assert torch.equal(torch.as_tensor(data["rank_states"][0]["reward_returns"]),
+                       torch.arange(num_envs, dtype=torch.float64))
+    assert not {"reward_scale", "reward_returns"} & set(data["rank_states"][0]["collector"])
+    stored = from_yaml_text(data["config_yaml"], "fixture")
+    cfg = dataclasses.replace(stored, run=dataclasses.replace(stored.run, dir=str(tmp_path)),
+                              normalize=dataclasses.replace(stored.normalize, reward="on"))
+    with trainer_in_process(cfg) as trainer:
+        assert trainer.update == 1
+        scaler = trainer.normalization.rewards
+        assert (float(scaler.moments.mean), float(scaler.moments.var), float(scaler.moments.count)) == (
+            0.25, 9.0, 640.0)
+        assert scaler.returns.tolist() == list(range(num_envs))  # gridnav continues its episodes

@@ -2,7 +2,7 @@
 
 Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
 as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
-Layers, lowest first: infrastructure (ddppo/*.py) -> model -> rollout -> advantage -> ppo -> train | eval | export
+Layers, lowest first: infrastructure (ddppo/*.py) -> normalization -> model -> rollout -> advantage -> ppo -> train | eval | export
 -> sweep -> cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export`
 are applications side by side and never import each other; the library never imports `benchmarks/`, which registers
 its `ddppo bench`
@@ -22,7 +22,7 @@ INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs
                 "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
 INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint")  # packages of the infrastructure layer
-LAYERS = [("infrastructure",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
+LAYERS = [("infrastructure",), ("normalization",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
           ("sweep",), ("cli",), ("benchmarks",)]
 
 
@@ -279,7 +279,8 @@ def unnamed_in_package_docstring(package: Path) -> list[str]:
                   and p.name not in words and p.stem not in words and f"{p.stem}.py:" not in doc)
 
 
-@pytest.mark.parametrize("package", ["ddppo/distributed", "envs/habitat", "envs/scenes", "ddppo/export"])
+@pytest.mark.parametrize("package", ["ddppo/distributed", "envs/habitat", "envs/scenes", "ddppo/export",
+                                     "ddppo/normalization"])
 def test_package_docstrings_that_list_their_modules_name_every_one(package):
     assert unnamed_in_package_docstring(REPO / package) == []
 

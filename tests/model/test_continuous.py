@@ -10,7 +10,8 @@ import torch
 
 from ddppo.config import NormalizeConfig, PolicyConfig
 from ddppo.model.build import make_policy
-from ddppo.model.normalize import ObsNormalizer, RunningMoments, batch_moments, merge_moments, resolve
+from ddppo.normalization import (ObsNormalizer, RunningMoments, batch_moments, merge_moments,
+                                 observation_normalizer, resolve)
 from ddppo.model.policy import Policy
 
 VEC = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float64),
@@ -87,19 +88,22 @@ def test_observations_are_normalised_and_clipped_but_images_keep_their_scaling()
 
 def test_the_policy_acts_on_normalised_observations_and_saves_the_statistics():
     norm = NormalizeConfig(obs="auto")
-    p = make_policy(VEC, BOX, PolicyConfig(hidden_size=16, rnn_type="none"), normalize=norm)
+    def built(action):  # as training and eval build it: the normaliser from the normalize section
+        pc = PolicyConfig(hidden_size=16, rnn_type="none")
+        return make_policy(VEC, action, pc, obs_norm=observation_normalizer(norm, pc, VEC, action))
+
+    p = built(BOX)
     assert any(k.startswith("obs_norm.") for k in p.state_dict())
     obs = {"obs": torch.full((2, 5), 50.0), "goal": torch.zeros(2, 2)}
     before = p.act(obs, p.initial_hidden(2), torch.ones(2), deterministic=True)[0]
     p.obs_norm.stats["obs"].merge(torch.tensor(4.0), torch.full((5,), 50.0), torch.full((5,), 4.0))
     after = p.act(obs, p.initial_hidden(2), torch.ones(2), deterministic=True)[0]
     assert not torch.equal(before, after)  # the statistics are applied in the forward pass
-    fresh = make_policy(VEC, BOX, PolicyConfig(hidden_size=16, rnn_type="none"), normalize=norm)
+    fresh = built(BOX)
     fresh.act(obs, fresh.initial_hidden(2), torch.ones(2), deterministic=True)  # derives the affine of the zero stats
     fresh.load_state_dict(p.state_dict())  # a loaded checkpoint's statistics are the ones applied, not a cached copy
     assert torch.equal(fresh.act(obs, fresh.initial_hidden(2), torch.ones(2), deterministic=True)[0], after)
-    assert not any(k.startswith("obs_norm.") for k in make_policy(
-        VEC, DISCRETE, PolicyConfig(hidden_size=16, rnn_type="none"), normalize=norm).state_dict())
+    assert not any(k.startswith("obs_norm.") for k in built(DISCRETE).state_dict())
 
 
 @pytest.mark.parametrize("setting,action,expected", [("auto", BOX, True), ("auto", DISCRETE, False),

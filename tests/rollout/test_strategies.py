@@ -31,13 +31,14 @@ GRIDNAV = str(Path(__file__).resolve().parents[2] / "configs" / "gridnav.yaml")
 def build():
     made = []
 
-    def make(cfg: RolloutConfig, workers: int):
+    def make(cfg: RolloutConfig, workers: int, **normalization):
         envs = make_vec_env("synthetic", {}, EnvSpec(num_envs=4, seed=0, num_workers=workers))
         made.append(envs)
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), 4, envs.observation_space, envs.action_space,
                                  tuple(policy.initial_hidden(4).shape), torch.device("cpu"))
-        return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu")), envs
+        return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"),
+                              **normalization), envs
 
     yield make
     for envs in made:
@@ -67,9 +68,8 @@ def test_the_factory_builds_the_strategy_the_config_names(build, cfg, workers, c
     (RolloutConfig(num_steps=4, overlap=True), 2), (RolloutConfig(num_steps=4, mode="variable"), 4),
 ], ids=["lockstep", "lockstep-workers", "overlapped", "variable"])
 def test_every_strategy_stores_the_rewards_its_scale_returns(build, cfg, workers):
-    """The collector's `scale` (normalize.reward's scaler) sees every env's numpy rewards and done flags on the
-    host, with the envs' indices where a batch is some of them, and what it returns is what the storage keeps."""
-    collector, envs = build(cfg, workers)
+    """The collector's `reward_scale` (normalize.reward's scaler) sees every env's numpy rewards and done flags on
+    the host, with the envs' indices where a batch is some of them, and what it returns is what the storage keeps."""
     seen = []
 
     def scale(reward, done, envs=None):
@@ -77,7 +77,7 @@ def test_every_strategy_stores_the_rewards_its_scale_returns(build, cfg, workers
         seen.extend(range(len(reward)) if envs is None else envs.tolist())
         return np.full(len(reward), 7.0, np.float32)
 
-    collector.scale = scale
+    collector, envs = build(cfg, workers, reward_scale=scale)
     collector.collect(1)
     s = collector.storage
     valid = s.valid[: s.step] > 0

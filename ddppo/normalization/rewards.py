@@ -6,13 +6,15 @@ episode ended, terminated or truncated), its value counted into this rollout's b
 divided by sqrt(var + eps) of the return statistics as they stood when the rollout began (normalize.update=
 rollout), or, with normalize.update=step, of those statistics merged with this rollout's returns up to and
 including this step (SB3's VecNormalize, step for step on one rank). The statistics themselves change once per
-update, when train/normalization.py merges every rank's batch moments (the same on
+update, when normalization/training.py merges every rank's batch moments (the same on
 every rank); the scaled reward is what the storage, GAE and the critic see, before a truncated episode's
 bootstrap is added (the critic's value is already in scaled units). Episode returns reported as train/reward are
 the envs' own, unscaled.
 
-Saved state, two owners (train/trainer.py): the return statistics (`moments_owner`, restored on every resume)
-and the per-env running returns (`returns_owner`, episode state: restored only when the episodes continue).
+Saved state, two owners (registered by normalization/training.py's `Normalization`): the return statistics
+(`moments_owner`, identical on every rank: a shared namespace, written once and restored on every resume, also at
+another world size) and each rank's per-env running returns (`returns_owner`, episode state: restored only when
+that rank's episodes continue).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ddppo.model.normalize import RunningMoments, merge_moments
+from ddppo.normalization.moments import RunningMoments, merge_moments
 
 
 class RewardScaler:

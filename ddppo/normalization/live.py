@@ -4,10 +4,11 @@ CleanRL's NormalizeObservation keep them.
 Every observation the envs return (the first after a reset included; a finished episode's last observation is
 normalised but not counted, as SB3 does) is first counted into this rollout's batch moments, then normalised,
 on the host in float64, with the statistics of everything merged over all ranks at the last update plus this
-rank's batch so far. The storage keeps the normalised observations, and the policy is told not to normalise
-again (`Policy.normalize_inputs`), so the PPO update learns on what the policy acted on and the first epoch's
-importance ratios start at 1. At the end of the rollout train/normalization.py merges every rank's batch into
-the policy's statistics (the same on every rank), which `ddppo eval` and exports apply frozen.
+rank's batch so far. The storage keeps the normalised observations, and the training policy is built not to
+normalise again (`Policy.normalize_inputs`), so the PPO update learns on what the policy acted on and the first
+epoch's importance ratios start at 1. Every collector applies it (the Actor's acting path in lockstep, the
+worker half's `store` under rollout.overlap). At the end of the rollout normalization/training.py merges every
+rank's batch into the policy's statistics (the same on every rank), which `ddppo eval` and exports apply frozen.
 
 With one rank this is SB3's running normalisation step for step (tests/benchmarks/test_sb3_lockstep.py); with more,
 each rank counts its own steps between updates and the ranks agree again at every update.
@@ -19,7 +20,8 @@ import math
 
 import numpy as np
 
-from ddppo.model.normalize import ObsNormalizer, merge_moments
+from ddppo.normalization.moments import merge_moments
+from ddppo.normalization.observations import ObsNormalizer
 
 
 class LiveObsNormalizer:

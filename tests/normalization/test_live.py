@@ -8,9 +8,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from ddppo.model.normalize import ObsNormalizer, batch_moments
-from ddppo.rollout.live_obs import LiveObsNormalizer
-from ddppo.rollout.reward_scale import RewardScaler
+from ddppo.normalization import LiveObsNormalizer, ObsNormalizer, RewardScaler, batch_moments
 
 EPS, CLIP = 1e-8, 10.0
 

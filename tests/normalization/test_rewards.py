@@ -1,11 +1,11 @@
-"""Reward scaling (rollout/reward_scale.py), on the host: rewards divided by the running standard deviation of
+"""Reward scaling (normalization/rewards.py), on the host: rewards divided by the running standard deviation of
 the discounted return and clipped; the return restarts where an episode ended; the rollout's batch moments are
 the moments of every return it advanced, whichever envs stepped."""
 
 import numpy as np
 import torch
 
-from ddppo.rollout.reward_scale import RewardScaler
+from ddppo.normalization import RewardScaler
 
 GAMMA = 0.9
 
