@@ -8,7 +8,7 @@ checkpoint) print one message and exit 2, without a traceback.
 
 from __future__ import annotations
 
-from ddppo import signals
+from ddppo import signals, user_code
 
 signals.install()
 
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     """The CLI. Run as a program (argv None), `train` leaves with os._exit once everything is closed:
     interpreter shutdown (garbage collection of torch state) can take seconds, and SLURM's KillWait after a
     SIGTERM is short."""
+    user_code.workdir_first()  # `ddppo ...` finds the user's modules beside them, as `python -m ddppo ...` does
     args = parse_args(argv)
     from ddppo.errors import CheckpointError
     from ddppo.config import ConfigError

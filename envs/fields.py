@@ -25,9 +25,12 @@ HINT = "hint"
 
 def doc(help: str, shape: bool = False, choices: Sequence[Any] | None = None, gt: float | None = None,
         ge: float | None = None, lt: float | None = None, le: float | None = None, hint: str = "") -> dict:
-    """Field metadata: `field(default=..., metadata=doc("what it is", shape=True, ge=0))`."""
+    """Field metadata: `field(default=..., metadata=doc("what it is", shape=True, ge=0))`. `choices`: a list or
+    tuple, or a live collection of names that grows as modules register theirs (ddppo.user_code.Registry: `in`,
+    iteration, and `problem(value, key)` saying why a value is not one)."""
     bounds = {name: value for name, value in (("gt", gt), ("ge", ge), ("lt", lt), ("le", le)) if value is not None}
-    return {HELP: help, SHAPE: shape, CHOICES: tuple(choices) if choices else None, BOUNDS: bounds, HINT: hint}
+    kept = tuple(choices) if isinstance(choices, (list, tuple)) else choices
+    return {HELP: help, SHAPE: shape, CHOICES: kept or None, BOUNDS: bounds, HINT: hint}
 
 
 def fmt(x: float) -> str:
@@ -55,7 +58,12 @@ def field_problems(obj: Any, fields: Sequence[Any], prefix: str = "") -> list[st
     for f in fields:
         value = getattr(obj, f.name)
         choices, bounds, hint = f.metadata.get(CHOICES), f.metadata.get(BOUNDS), f.metadata.get(HINT)
-        if choices and value not in choices:
+        live = getattr(choices, "problem", None)
+        if live is not None:
+            problem = live(value, f"{prefix}{f.name}")
+            if problem:
+                out.append(problem)
+        elif choices and value not in choices:
             out.append(f"{prefix}{f.name}={value!r} must be one of {', '.join(map(str, choices))}"
                        + (f"; {hint}" if hint else ""))
         elif bounds and isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -24,6 +24,8 @@ that seed), so a resumed run does not replay the episodes it already saw.
 
 from __future__ import annotations
 
+import importlib
+import os
 from typing import Any
 
 import gymnasium
@@ -47,6 +49,8 @@ class GymVecEnv:
         if ":" not in env_id and env_id not in gymnasium.registry:  # "module:Id" registers on import
             raise EnvError(f"gymnasium has no environment id {env_id!r}; list the ids with "
                            "`python -c \"import gymnasium; gymnasium.pprint_registry()\"`")
+        if ":" in env_id:
+            _import_registering_module(env_id)
         kwargs = dict(options.kwargs)
         if options.max_episode_steps > 0:
             kwargs["max_episode_steps"] = options.max_episode_steps
@@ -69,6 +73,7 @@ class GymVecEnv:
             self._env.close()
             raise EnvError(f"gym env {env_id!r} has action space {single_act}; only Discrete and Box are supported")
         self.action_space = single_act
+        self.episode_metrics = tuple(options.episode_metrics)  # ddppo.envs.base.declared_metrics
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
         self._episodes = 0
@@ -106,7 +111,9 @@ class GymVecEnv:
                 row = self._convert(_batch_of_one(finals[i]))
                 for k in final_obs:
                     final_obs[k][i] = row[k][0]
-                episodes.append(EpisodeInfo(int(i), {"return": float(self._ret[i]), "length": float(self._len[i])}))
+                metrics = {"return": float(self._ret[i]), "length": float(self._len[i])}
+                metrics.update(_info_metrics(infos.get("final_info", {}), int(i), self.episode_metrics))
+                episodes.append(EpisodeInfo(int(i), metrics))
             self._episodes += len(episodes)
             self._ret[done] = 0.0
             self._len[done] = 0
@@ -121,6 +128,20 @@ class GymVecEnv:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._episodes = int(state["episodes"])
         self._resets = int(state["resets"])
+
+
+def _import_registering_module(env_id: str) -> None:
+    """Import the module of a "module:Id" (gymnasium.make would; this says where it looked). The `ddppo`
+    command puts the working directory first on sys.path, as `python -m` does (ddppo.user_code)."""
+    module = env_id.split(":", 1)[0]
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (module, module.split(".")[0]):
+            raise  # the user's module imports something missing: its own error says what
+        raise EnvError(f"gym env {env_id!r}: no module named {module!r} in the working directory {os.getcwd()} or "
+                       f"on sys.path; run from the folder that holds {module.replace('.', '/')}.py, or add its "
+                       f"folder to PYTHONPATH") from None
 
 
 class SyncEnvs:
@@ -146,16 +167,35 @@ class SyncEnvs:
         obs, reward = [None] * n, np.zeros(n, np.float64)
         terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
         finals = np.full(n, None, dtype=object)
+        final_info: dict[str, np.ndarray] = {}
         for i, env in enumerate(self.envs):
-            obs[i], reward[i], terminated[i], truncated[i], _ = env.step(actions[i])
+            obs[i], reward[i], terminated[i], truncated[i], info = env.step(actions[i])
             if terminated[i] or truncated[i]:
                 finals[i] = obs[i]
+                for key, value in info.items():  # gymnasium's layout: the values, and a mask `_key` of who has one
+                    final_info.setdefault(key, np.full(n, None, dtype=object))[i] = value
+                    final_info.setdefault("_" + key, np.zeros(n, bool))[i] = True
                 obs[i] = env.reset()[0]
-        return self._batch(obs), reward, terminated, truncated, {"final_obs": finals}
+        return self._batch(obs), reward, terminated, truncated, {"final_obs": finals, "final_info": final_info}
 
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def _info_metrics(final_info: dict[str, Any], i: int, keys: tuple[str, ...]) -> dict[str, float]:
+    """env.gym.episode_metrics: the numbers env i's last info of an episode holds under `keys` (gymnasium's
+    batched layout: `final_info[key][i]` where the mask `final_info["_" + key][i]` is set); a key it lacks, or a
+    value that is not a number, is left out."""
+    out = {}
+    for key in keys:
+        if key not in final_info or not np.asarray(final_info.get("_" + key, np.ones(i + 1, bool)))[i]:
+            continue
+        try:
+            out[key] = float(np.asarray(final_info[key][i], np.float64).reshape(()))
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def _batch_of_one(obs: Any) -> Any:

@@ -66,6 +66,15 @@ class GymOptions:
     max_episode_steps: int = dataclasses.field(default=0,
                                                metadata=doc("0 = the env's registered limit; >0 overrides it", ge=0))
     kwargs: dict = dataclasses.field(default_factory=dict, metadata=doc("passed to gymnasium.make"))
+    episode_metrics: list = dataclasses.field(default_factory=list,
+                                              metadata=doc("info keys whose numbers at an episode's last step are "
+                                                           "episode metrics (train/<key>, ddppo eval's <key>), e.g. "
+                                                           "[success]"))
+
+    def problems(self) -> list[str]:
+        bad = [k for k in self.episode_metrics if not isinstance(k, str) or not k or k in ("return", "length")]
+        return [f"episode_metrics={list(self.episode_metrics)}: each must be an info key other than return and "
+                f"length (ddppo counts those itself); got {bad}"] if bad else []
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 from ddppo.envs.fields import SHAPE, doc
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from ddppo.envs.registry import section_for
+from ddppo.user_code import ENCODERS, POLICIES
 
 
 class ConfigError(ValueError):
@@ -227,8 +228,10 @@ class PolicyConfig:
                                            "image(s) + pointgoal_with_gps_compass, Discrete actions; its checkpoints "
                                            "load unchanged) | habitat_baselines_simple (its PointNavBaselinePolicy: "
                                            "SimpleCNN + one GRU layer, rgb and/or depth; rnn_type=gru, "
-                                           "rnn_layers=1)", shape=True,
-                                           choices=('ddppo', 'habitat_baselines', 'habitat_baselines_simple')))
+                                           "rnn_layers=1) | MODULE:NAME (your own, registered with "
+                                           "ddppo.model.build.register_policy in MODULE, imported from the working "
+                                           "directory first: docs/guides/custom-policy.md)", shape=True,
+                                           choices=POLICIES))
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
     mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))
@@ -239,8 +242,14 @@ class PolicyConfig:
     rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
     rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
     image_encoder: str = field(default="cnn",
-                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) for image "
-                                            "observations", shape=True, choices=('cnn', 'resnet')))
+                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | MODULE:NAME (your "
+                                            "own, registered with ddppo.model.build.register_encoder) for image "
+                                            "observations (3 dims); architecture=ddppo", shape=True,
+                                            choices=ENCODERS))
+    vector_encoder: str = field(default="mlp",
+                                metadata=doc("mlp (policy.mlp_layers x hidden_size) | MODULE:NAME (your own, "
+                                             "registered with ddppo.model.build.register_encoder) for vector "
+                                             "observations; architecture=ddppo", shape=True, choices=ENCODERS))
     resnet_base_width: int = field(default=32, metadata=doc("ResNet base channel width", shape=True))
     resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2],
                                 metadata=doc("ResNet blocks per stage", shape=True))

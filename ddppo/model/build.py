@@ -1,31 +1,77 @@
-"""The policy `policy.architecture` names."""
+"""The policy `policy.architecture` names, and the decorators that register your own policies and encoders.
+
+A policy builder is called as `builder(obs_space, action_space, cfg, value_head, obs_norm, normalize_inputs)`
+(the observation space a gymnasium Dict, `cfg` the config's `policy` section, `obs_norm` the observation
+normaliser or None, `normalize_inputs` whether the policy applies it) and returns a `ddppo.model.policy.Policy`
+(subclass it: the trainer, `ddppo eval` and `ddppo.api.Agent` call its methods). An encoder builder is called as
+`builder(space, cfg)` for one observation key and returns a module mapping a batch (B, ...) of that key to
+(B, cfg.hidden_size). docs/guides/custom-policy.md has a worked example.
+"""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 import gymnasium
 
 from ddppo.config import Config, PolicyConfig
 from ddppo.model.policy import Policy
 from ddppo.normalization import ObsNormalizer, observation_normalizer
+from ddppo.user_code import ENCODERS, POLICIES
+
+
+def register_policy(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering a policy builder under `name`, chosen by `policy.architecture=MODULE:name` (MODULE,
+    the module it is in, is imported from the working directory first, also by `ddppo eval` and on resume)."""
+    return POLICIES.register(name)
+
+
+def register_encoder(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering an encoder builder under `name`, chosen by `policy.image_encoder=MODULE:name` (for
+    image keys: its input is (B, C, H, W) scaled to [0, 1]) or `policy.vector_encoder=MODULE:name` (for every
+    other Box key: its input is (B, *shape), normalised where normalize.obs is on)."""
+    return ENCODERS.register(name)
+
+
+@register_policy("ddppo")
+def ddppo_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space, cfg: PolicyConfig,
+                 value_head: bool = True, obs_norm: ObsNormalizer | None = None,
+                 normalize_inputs: bool = True) -> Policy:
+    """ddppo's Policy: an encoder per observation key, fused, a recurrent core, the heads."""
+    return Policy(obs_space, action_space, cfg, value_head, obs_norm, normalize_inputs)
+
+
+@register_policy("habitat_baselines")
+def habitat_baselines_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
+                             cfg: PolicyConfig, value_head: bool = True, obs_norm: ObsNormalizer | None = None,
+                             normalize_inputs: bool = True):
+    """habitat-baselines' PointNavResNetPolicy, parameter for parameter (its own input scaling)."""
+    from ddppo.model.habitat_baselines import HabitatBaselinesPolicy
+
+    return HabitatBaselinesPolicy(obs_space, action_space, cfg, value_head)
+
+
+@register_policy("habitat_baselines_simple")
+def habitat_baselines_simple_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
+                                    cfg: PolicyConfig, value_head: bool = True,
+                                    obs_norm: ObsNormalizer | None = None, normalize_inputs: bool = True):
+    """habitat-baselines' PointNavBaselinePolicy (SimpleCNN + GRU; its own input scaling)."""
+    from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
+
+    return HabitatBaselinesSimplePolicy(obs_space, action_space, cfg, value_head)
 
 
 def make_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space, cfg: PolicyConfig,
                 value_head: bool = True, obs_norm: ObsNormalizer | None = None,
                 normalize_inputs: bool = True) -> Policy:
-    """ddppo's Policy, or habitat-baselines' PointNav policies: PointNavResNetPolicy
-    (policy.architecture=habitat_baselines) or PointNavBaselinePolicy (habitat_baselines_simple).
-    `obs_norm`: the observation normaliser ddppo's Policy holds (ddppo.normalization.observation_normalizer, which
-    builds none for the habitat-baselines policies: they keep their own input scaling); `normalize_inputs`:
-    whether the policy applies it (False when the acting path already did: normalize.update=step)."""
-    if cfg.architecture == "habitat_baselines":
-        from ddppo.model.habitat_baselines import HabitatBaselinesPolicy
-
-        return HabitatBaselinesPolicy(obs_space, action_space, cfg, value_head)
-    if cfg.architecture == "habitat_baselines_simple":
-        from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
-
-        return HabitatBaselinesSimplePolicy(obs_space, action_space, cfg, value_head)
-    return Policy(obs_space, action_space, cfg, value_head, obs_norm, normalize_inputs)
+    """The policy `cfg.architecture` names: ddppo's Policy, habitat-baselines' PointNavResNetPolicy
+    (habitat_baselines) or PointNavBaselinePolicy (habitat_baselines_simple), or your own (`MODULE:NAME`,
+    registered with `register_policy`). `obs_norm`: the observation normaliser the policy holds
+    (ddppo.normalization.observation_normalizer, which builds none for the habitat-baselines policies: they keep
+    their own input scaling); `normalize_inputs`: whether the policy applies it (False when the acting path
+    already did: normalize.update=step)."""
+    builder = POLICIES.get(cfg.architecture, "policy.architecture")
+    return builder(obs_space, action_space, cfg, value_head, obs_norm, normalize_inputs)
 
 
 def saved_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space) -> Policy:

@@ -22,6 +22,7 @@ from torch.distributions import Categorical, Normal
 from ddppo.config import PolicyConfig
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
+from ddppo.user_code import ENCODERS
 
 
 def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -119,20 +120,44 @@ class EmbeddingEncoder(nn.Module):
         return self.embed(x.reshape(x.shape[0]).long().clamp(0, self.embed.num_embeddings - 1))
 
 
+@ENCODERS.register("cnn")
+def cnn_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    """policy.image_encoder=cnn: `CNNEncoder`."""
+    return CNNEncoder(_image_shape(space, "cnn"), cfg.hidden_size)
+
+
+@ENCODERS.register("resnet")
+def resnet_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    """policy.image_encoder=resnet: ddppo.model.resnet's GroupNorm ResNet."""
+    from ddppo.model.resnet import ResNetEncoder
+
+    h, w, c = _image_shape(space, "resnet")
+    return ResNetEncoder(c, base_width=cfg.resnet_base_width, layers=tuple(cfg.resnet_layers),
+                         out_dim=cfg.hidden_size, spatial_size=(h, w), bottleneck=cfg.resnet_bottleneck)
+
+
+@ENCODERS.register("mlp")
+def mlp_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    """policy.vector_encoder=mlp: `MLPEncoder` over the flattened observation."""
+    return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers, cfg.activation)
+
+
+def _image_shape(space: gymnasium.spaces.Box, name: str) -> tuple[int, int, int]:
+    if len(space.shape) != 3:
+        raise ValueError(f"encoder {name!r} is for images (H, W, C), not an observation of shape {space.shape}: "
+                         f"set policy.vector_encoder to a vector encoder (mlp)")
+    return space.shape
+
+
 def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
+    """One observation key's encoder, (B, ...) -> (B, hidden_size): a Discrete space is embedded; an image (3
+    dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into policy.image_encoder; anything else into
+    policy.vector_encoder (registered names: ddppo.user_code.ENCODERS)."""
     if isinstance(space, gymnasium.spaces.Discrete):
         return EmbeddingEncoder(int(space.n), cfg.hidden_size)
     if len(space.shape) == 3:
-        if cfg.image_encoder == "resnet":
-            from ddppo.model.resnet import ResNetEncoder
-
-            enc: nn.Module = ResNetEncoder(space.shape[2], base_width=cfg.resnet_base_width,
-                                           layers=tuple(cfg.resnet_layers), out_dim=cfg.hidden_size,
-                                           spatial_size=space.shape[:2], bottleneck=cfg.resnet_bottleneck)
-        else:
-            enc = CNNEncoder(space.shape, cfg.hidden_size)
-        return ImageInput(space, enc)
-    return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers, cfg.activation)
+        return ImageInput(space, ENCODERS.get(cfg.image_encoder, "policy.image_encoder")(space, cfg))
+    return ENCODERS.get(cfg.vector_encoder, "policy.vector_encoder")(space, cfg)
 
 
 def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:

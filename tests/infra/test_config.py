@@ -209,7 +209,7 @@ def test_every_field_has_a_one_line_doc():
 def test_shape_keys_come_from_the_metadata():
     assert set(C.SHAPE_KEYS) == {
         "env.name", "policy.architecture", "policy.hidden_size", "policy.mlp_layers", "policy.rnn_type",
-        "policy.rnn_layers", "policy.image_encoder", "policy.resnet_base_width", "policy.resnet_layers",
+        "policy.rnn_layers", "policy.image_encoder", "policy.vector_encoder", "policy.resnet_base_width", "policy.resnet_layers",
         "policy.resnet_bottleneck", "policy.critic", "policy.activation", "normalize.obs",
         "ppo.advantage", "env.gridnav.num_rays", "env.synthetic.obs_dim", "env.synthetic.num_actions"}
 

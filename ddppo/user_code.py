@@ -1,0 +1,122 @@
+"""The user's own code: modules imported from the working directory as `python -m` imports them, and the names
+they register (policy architectures, encoders) that config keys choose.
+
+Working directory: `python -m ddppo` puts it first on sys.path; the `ddppo` console script, a torchrun rank
+started from it and a sweep's runs would not. `workdir_first` makes every command behave as `python -m` does, so
+`env.name=gym:mymod:Corridor-v0` and `policy.architecture=mypolicies:tiny` find `mymod.py` and `mypolicies.py`
+beside the user. Processes started afterwards (env workers by forkserver or spawn) inherit this sys.path.
+
+Registries: a `Registry` is a config field's live set of choices (`field(metadata=doc(..., choices=POLICIES))`):
+the built-in names are declared here, so validation, `--explain` and the reference know them before any model
+code is imported; the builders are registered by decorators (`ddppo.model.build.register_policy`,
+`register_encoder`). A value `module:name` imports `module` (from the working directory first) before `name`
+is looked up, so a stored config (a run directory's, a checkpoint's) finds the user's code again in `ddppo eval`,
+on resume and in `ddppo.api.Agent`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any, Callable, Iterator
+
+
+def workdir_first() -> None:
+    """Put the working directory first on sys.path (as `python -m` does), unless it is on it already."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # removed under us: nothing to import from
+        return
+    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+        sys.path.insert(0, cwd)
+
+
+def import_user_module(module: str) -> Any:
+    """Import `module` as `python -m` would find it (the working directory first); ImportError with one line
+    naming where it was looked for."""
+    workdir_first()
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module.split(".")[0] and err.name != module:
+            raise  # the user's module imports something missing: its own error says what
+        raise ImportError(f"no module named {module!r} in the working directory {os.getcwd()} or on sys.path"
+                          ) from None
+
+
+class Registry:
+    """Names -> builders of one kind, the choices of the config key `key`. `in` and iteration give the names
+    (built-in first, then registered ones, in order); `problem(value)` says why a value is not one."""
+
+    def __init__(self, kind: str, key: str, builtin: tuple[str, ...], decorator: str):
+        self.kind, self.key, self.builtin, self.decorator = kind, key, builtin, decorator
+        self._builders: dict[str, Callable[..., Any]] = {}
+        self._extra: list[str] = []  # registered names that are not built in, in order
+
+    def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: `@registry.register("name")` on a builder. A name is registered once."""
+        if not isinstance(name, str) or not name or ":" in name or not name.strip() == name:
+            raise ValueError(f"{self.kind} name {name!r} must be a non-empty string without ':' or spaces")
+
+        def add(builder: Callable[..., Any]) -> Callable[..., Any]:
+            if name in self._builders and self._builders[name] is not builder:
+                raise ValueError(f"{self.kind} {name!r} is registered already (by {_origin(self._builders[name])})")
+            self._builders[name] = builder
+            if name not in self.builtin and name not in self._extra:
+                self._extra.append(name)
+            return builder
+
+        return add
+
+    def _name(self, value: str) -> str:
+        """The registered name a config value means: `module:name` imports `module` first."""
+        module, sep, name = str(value).rpartition(":")
+        if sep:
+            import_user_module(module)
+        return name
+
+    def problem(self, value: Any, key: str = "") -> str | None:
+        """None if `value` names a registered builder (importing its module), else why not, naming `key` (the
+        config key that gave it; default the registry's own)."""
+        key = key or self.key
+        if not isinstance(value, str):
+            return f"{key}={value!r} must be a name, one of {', '.join(self)}"
+        try:
+            name = self._name(value)
+        except ImportError as err:
+            return (f"{key}={value!r}: {err} (the module named before ':' registers the {self.kind} with "
+                    f"{self.decorator})")
+        if name in self.builtin or name in self._builders:
+            return None
+        where = f"module {value.rpartition(':')[0]!r} does not register {name!r}; " if ":" in value else ""
+        return (f"{key}={value!r}: {where}must be one of {', '.join(self)} (your own: register it with "
+                f"{self.decorator} in a module MODULE and set {key}=MODULE:NAME)")
+
+    def get(self, value: str, key: str = "") -> Callable[..., Any]:
+        """The builder `value` names (`name` or `module:name`); ValueError naming the registered ones."""
+        problem = self.problem(value, key)
+        if problem is not None:
+            raise ValueError(problem)
+        return self._builders[self._name(value)]
+
+    def __contains__(self, value: object) -> bool:
+        return self.problem(value) is None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.builtin + tuple(self._extra))
+
+    def __len__(self) -> int:
+        return len(self.builtin) + len(self._extra)
+
+
+def _origin(builder: Callable[..., Any]) -> str:
+    return f"{getattr(builder, '__module__', '?')}.{getattr(builder, '__qualname__', '?')}"
+
+
+# policy.architecture: the whole network (ddppo/model/build.py registers the built-in ones)
+POLICIES = Registry("policy", "policy.architecture", ("ddppo", "habitat_baselines", "habitat_baselines_simple"),
+                    "@ddppo.model.build.register_policy(NAME)")
+# policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key
+ENCODERS = Registry("encoder", "policy.image_encoder", ("cnn", "resnet", "mlp"),
+                    "@ddppo.model.build.register_encoder(NAME)")
