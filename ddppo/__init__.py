@@ -23,6 +23,8 @@ infrastructure   shared by every application; knows no training or evaluation lo
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
+    user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
+                    they register (policy architectures, encoders) as config choices
 normalization/  observation and reward normalisation, built once and handed to the policy and the collector:
             spaces.py (what `auto` resolves to), moments.py (running moments, the parallel-variance merge),
             observations.py (the statistics inside the policy), live.py (normalize.update=step on the acting
@@ -45,10 +47,13 @@ train/      the training application: trainer.py (the loop, saved-state owners),
             wandb_sink.py, learning.py (serial or overlapped learning, the strategy the loop calls),
             overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer)
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
+            loading.py (a checkpoint's policy as eval acts with it; ddppo.api.Agent loads through it too),
             probes.py, stats.py, video.py
 export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
             ckpt.N.pth)
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py
+api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
+            (load_config, train: what `ddppo train` runs)
 cli.py      `ddppo train|config|eval|sweep|bench|export`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):

@@ -106,30 +106,14 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import psutil
-
-    from ddppo.config import ConfigError, load_config
-    from ddppo.config.sizes import memory_problem
-    from ddppo.distributed import read_launch, run_in_process_group
-    from ddppo.rundir import unusable_reason
+    from ddppo.api.training import train
+    from ddppo.config import load_config
+    from ddppo.distributed import read_launch
 
     launch = read_launch()
     cfg = load_config(args.config, args.overrides)
-    problem = unusable_reason(cfg.run.dir) or memory_problem(cfg, psutil.virtual_memory().total)
-    if problem:
-        raise ConfigError(problem)
     _setup_logging(cfg.log.level, launch.rank)
-
-    def train(ctx) -> int:
-        from ddppo.train.trainer import Trainer
-
-        trainer = Trainer(cfg, ctx)
-        try:
-            return trainer.train()
-        finally:
-            trainer.close()
-
-    return run_in_process_group(cfg, launch, train)
+    return train(cfg)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

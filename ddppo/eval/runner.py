@@ -24,14 +24,13 @@ from ddppo.config import Config, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes
-from ddppo.model.build import saved_policy
+from ddppo.eval.loading import build_policy, load_weights
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir, checkpoint_update
 from ddppo.envs.registry import make_vec_env
 
 log = logging.getLogger(__name__)
-EVAL_FIX = "evaluate it with the keys set back to the checkpoint's values"
 
 
 def result_name(path: Path, data: dict[str, Any]) -> str:
@@ -63,8 +62,7 @@ class Evaluator:
         try:
             self.snapshot = self.envs.state_dict()
             self.probe = probe_for(self.envs)
-            self.policy = saved_policy(cfg, self.envs.observation_space, self.envs.action_space).to(ctx.device)
-            self.policy.eval()
+            self.policy = build_policy(cfg, self.envs.observation_space, self.envs.action_space, ctx.device)
             self.planned: list[list[dict[str, Any]]] | None = None
             self.quotas, self.total, self.mode = self._plan(share)
         except BaseException:
@@ -117,8 +115,7 @@ class Evaluator:
                             path)
                 return None
             raise ckpt.CheckpointError(err or f"{path} could not be read on another rank")
-        ckpt.check_fits(data, self.cfg, self.policy.state_dict(), f"checkpoint {path}", EVAL_FIX)
-        self.policy.load_state_dict(data["model"])
+        load_weights(self.policy, data, self.cfg, f"checkpoint {path}")
         if ckpt.foreign(data) is not None:
             return data
         trained = ckpt.stored_config(data, f"checkpoint {path}")

@@ -56,8 +56,8 @@ def observation_normalizer(normalize: NormalizeConfig, policy: PolicyConfig, obs
                            action_space: gymnasium.spaces.Space) -> ObsNormalizer | None:
     """The observation normaliser a policy of this config holds (fresh statistics: training merges into them, a
     loaded checkpoint replaces them), or None: normalize.obs resolves off on these spaces, or the architecture
-    is one of habitat-baselines' (they keep their own input scaling). The one rule for training, `ddppo eval`,
-    exports and the KL reference."""
-    if policy.architecture != "ddppo" or not resolve(normalize.obs, obs_space, action_space):
+    is one of habitat-baselines' (they keep their own input scaling; a registered one is handed it). The one rule
+    for training, `ddppo eval`, exports and the KL reference."""
+    if policy.architecture.startswith("habitat_baselines") or not resolve(normalize.obs, obs_space, action_space):
         return None
     return ObsNormalizer(obs_space, normalize.clip_obs, normalize.epsilon)

@@ -1,0 +1,15 @@
+"""The Python API: `Agent` (agent.py: a checkpoint's policy acting on your observations, as `ddppo eval` acts),
+`load_config` and `train` (training.py: what `ddppo train` runs), and the decorators that register your own
+policy and encoders by name (`register_policy`, `register_encoder`, from ddppo.model.build).
+
+    from ddppo.api import Agent, load_config, train
+
+    train(load_config("gridnav", ["run.dir=runs/mine", "run.total_env_steps=100000"]))
+    agent = Agent.from_checkpoint("runs/mine")
+"""
+
+from ddppo.api.agent import Agent
+from ddppo.api.training import load_config, train
+from ddppo.model.build import register_encoder, register_policy
+
+__all__ = ["Agent", "load_config", "register_encoder", "register_policy", "train"]

@@ -1,0 +1,173 @@
+"""`Agent`: a trained policy from a checkpoint, acting on observations you give it (one env or a batch)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import gymnasium
+import numpy as np
+import torch
+
+from ddppo import checkpoint as ckpt
+from ddppo import user_code
+from ddppo.config import Config, build_config, parse_overrides, to_yaml, yaml_layer
+from ddppo.errors import CheckpointError
+from ddppo.eval.command import resolve_config
+from ddppo.eval.loading import build_policy, load_weights
+from ddppo.model.policy import Policy
+from ddppo.rollout.acting import action_bounds, check_finite
+from ddppo.envs.registry import EnvSpec, make_vec_env
+
+log = logging.getLogger(__name__)
+
+
+class Agent:
+    """A trained policy that acts as `ddppo eval` does: the same network, the checkpoint's observation
+    normalisation statistics (frozen), greedy actions by default, Box actions clipped to the action space.
+
+    Make one with `Agent.from_checkpoint`; then call `act` once per step::
+
+        agent = Agent.from_checkpoint("runs/gridnav")
+        obs, _ = ...                                  # one env's observation (a dict of arrays)
+        action, state = agent.act(obs)                # state=None: a new episode starts
+        while ...:
+            action, state = agent.act(obs, state, episode_start=done)
+
+    Attributes:
+        policy: the `ddppo.model.policy.Policy` (eval mode) the checkpoint was loaded into.
+        config: the run's resolved config (`ddppo.config.Config`).
+        observation_space: the gymnasium Dict space the policy reads (key -> Box or Discrete).
+        action_space: the gymnasium action space (Discrete: actions are indices 0..n-1; Box: clipped).
+        checkpoint: the checkpoint file loaded.
+        env_steps: the env steps the checkpoint was trained for.
+    """
+
+    def __init__(self, policy: Policy, config: Config, observation_space: gymnasium.spaces.Dict,
+                 action_space: gymnasium.spaces.Space, checkpoint: Path, env_steps: int, device: torch.device):
+        self.policy, self.config, self.device = policy, config, device
+        self.observation_space, self.action_space = observation_space, action_space
+        self.checkpoint, self.env_steps = checkpoint, env_steps
+        self._bounds = action_bounds(action_space)
+
+    # ---------------------------------------------------------------------------------------- loading
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu", overrides: Sequence[str] = (),
+                        observation_space: gymnasium.spaces.Dict | None = None,
+                        action_space: gymnasium.spaces.Space | None = None) -> Agent:
+        """Load a policy to act with.
+
+        Args:
+            path: a run directory (its newest valid checkpoint, with its config.yaml, as `ddppo eval` reads
+                them) or one checkpoint file (with the config stored in it).
+            device: where the policy runs ("cpu", "cuda", "cuda:1", a torch.device).
+            overrides: `key=value` config overrides, as on the command line (e.g. an env option whose path
+                differs on this machine).
+            observation_space, action_space: the spaces the policy was built on. By default they are read
+                from one environment built from the config (closed at once); pass them to act without the
+                simulator (they must be what the environment had: the checkpoint is checked against them).
+
+        Raises:
+            ddppo.config.ConfigError: the config is invalid, or names a module that cannot be imported.
+            ddppo.errors.CheckpointError: no checkpoint, an unreadable one, or one that does not fit the config.
+        """
+        user_code.workdir_first()  # as the `ddppo` command: the user's modules beside them are found
+        device = torch.device(device)
+        path = Path(path)
+        if path.is_dir():
+            cfg = resolve_config(str(path), list(overrides))
+            found = ckpt.newest_valid(path, map_location=device)
+            if found is None:
+                raise CheckpointError(f"{str(path)!r} has no checkpoints; train first, or pass a checkpoint file")
+            file, data = found
+        else:
+            file, data = path, ckpt.load(path, map_location=device)
+            if ckpt.foreign(data) is not None:
+                raise CheckpointError(f"{str(path)!r} is a {ckpt.foreign(data).format} checkpoint without a ddppo "
+                                      f"config; load it from a run directory whose config describes it")
+            cfg = ckpt.stored_config(data, f"checkpoint {path}")
+            if overrides:
+                cfg = build_config((f"checkpoint {path}", yaml_layer(to_yaml(cfg), f"checkpoint {path}")),
+                                   ("overrides", parse_overrides(list(overrides))))
+        if observation_space is None or action_space is None:
+            observation_space, action_space = _env_spaces(cfg, observation_space, action_space)
+        policy = build_policy(cfg, observation_space, action_space, device)
+        load_weights(policy, data, cfg, f"checkpoint {file}")
+        env_steps = int(data.get("counters", {}).get("env_steps", 0))
+        log.info("loaded %s (%s, %d env steps) on %s", file, cfg.policy.architecture, env_steps, device)
+        return cls(policy, cfg, observation_space, action_space, file, env_steps, device)
+
+    # ---------------------------------------------------------------------------------------- acting
+    def initial_state(self, num_envs: int = 1) -> torch.Tensor:
+        """The recurrent state of `num_envs` envs at an episode's start (zeros; (layers, N, hidden))."""
+        return self.policy.initial_hidden(num_envs, self.device)
+
+    @torch.no_grad()
+    def act(self, obs: Mapping[str, Any] | np.ndarray, state: torch.Tensor | None = None,
+            episode_start: Any = None, deterministic: bool = True) -> tuple[np.ndarray, torch.Tensor]:
+        """The actions for one step, and the recurrent state to pass to the next call.
+
+        Args:
+            obs: the observation as the environment gives it: a dict key -> array, one env's (each key of
+                its space's shape) or a batch (a leading dimension N). A single-key policy also takes the
+                bare array.
+            state: what the previous call returned, or None: every env starts an episode now.
+            episode_start: per env (N,) or one bool: True where `obs` is the first observation of an episode
+                (after a reset, or the `terminated or truncated` of the step that produced `obs` under
+                same-step autoreset); the recurrent state is zeroed there. None: no env starts (unless
+                `state` is None).
+            deterministic: greedy actions (argmax, the Gaussian's mean) as `ddppo eval` takes by default;
+                False samples from the policy (torch's global random stream).
+
+        Returns:
+            (actions, state): actions as a numpy array, (N,) or (N, A) for a batch, () or (A,) for one env
+            (Box actions clipped to the action space); the new recurrent state (a tensor on the device).
+        """
+        batch, single = self._batch(obs)
+        n = next(iter(batch.values())).shape[0]
+        check_finite(batch, "given to Agent.act")
+        tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+        if state is None:
+            state, start = self.initial_state(n), torch.ones(n, device=self.device)
+        else:
+            start = torch.as_tensor(np.broadcast_to(np.asarray(False if episode_start is None else episode_start,
+                                                               np.float32), (n,)).copy(), device=self.device)
+        action, _, _, state = self.policy.act(tensors, state, start, deterministic=deterministic)
+        actions = action.cpu().numpy()
+        if self._bounds is not None:
+            actions = np.clip(actions, *self._bounds)
+        return (actions[0] if single else actions), state
+
+    def _batch(self, obs: Mapping[str, Any] | np.ndarray) -> tuple[dict[str, np.ndarray], bool]:
+        """The observation as a batch of arrays in the spaces' dtypes, and whether it was one env's."""
+        spaces = self.observation_space.spaces
+        if not isinstance(obs, Mapping):
+            if len(spaces) != 1:
+                raise ValueError(f"this policy reads the observation keys {sorted(spaces)}: pass a dict")
+            obs = {next(iter(spaces)): obs}
+        missing = sorted(set(spaces) - set(obs))
+        if missing:
+            raise ValueError(f"observation lacks the keys {missing} (the policy reads {sorted(spaces)})")
+        arrays = {k: np.asarray(obs[k], dtype=spaces[k].dtype if spaces[k].dtype is not None else np.float32)
+                  for k in spaces}
+        first = sorted(spaces)[0]
+        single = arrays[first].shape == tuple(spaces[first].shape)
+        out = {}
+        for k, v in arrays.items():
+            shape = tuple(spaces[k].shape)
+            if (v.shape != shape) if single else (v.shape[1:] != shape):
+                raise ValueError(f"observation {k!r} has shape {v.shape}; expected {shape} for one env or "
+                                 f"(N, {', '.join(map(str, shape))}) for a batch" if shape else
+                                 f"observation {k!r} has shape {v.shape}; expected () or (N,)")
+            out[k] = np.ascontiguousarray(v[None] if single else v)
+        return out, single
+
+
+def _env_spaces(cfg: Config, obs_space: Any, action_space: Any) -> tuple[gymnasium.spaces.Dict, Any]:
+    """The spaces of one environment built from `cfg` (the one given instead, where given)."""
+    envs = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=1, seed=cfg.run.seed + cfg.eval.seed_offset))
+    try:
+        return obs_space or envs.observation_space, action_space or envs.action_space
+    finally:
+        envs.close()
