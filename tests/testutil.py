@@ -111,7 +111,7 @@ MP = ("multiprocess",)
 MARKS = {
     "distributed/": MP,
     "integration/": MP,
-    "api/test_agent.py": MP,
+    "api/": MP,
     "slurm/": ("slurm", *MP),
     "sweep/test_slurm_sweep.py": ("slurm", *MP),
     "multihost/": ("netns", *MP),

@@ -1,0 +1,70 @@
+"""ddppo.user_code: the working directory first on sys.path, and registries of names validated like choices."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from ddppo.config import ConfigError, load_config
+from ddppo.user_code import POLICIES, Registry, import_user_module, workdir_first
+
+
+def fresh() -> Registry:
+    return Registry("policy", "policy.architecture", ("ddppo",), "@register_policy(NAME)")
+
+
+def test_registered_names_are_choices_in_order():
+    reg = fresh()
+
+    @reg.register("mine")
+    def build():
+        return "built"
+
+    assert list(reg) == ["ddppo", "mine"] and "mine" in reg and "other" not in reg
+    assert reg.get("mine")() == "built"
+    assert reg.register("mine")(build) is build  # the same builder again (a module imported twice) is fine
+    with pytest.raises(ValueError, match="registered already"):
+        reg.register("mine")(lambda: None)
+    for bad in ("", "a:b", " x"):
+        with pytest.raises(ValueError, match="non-empty string"):
+            reg.register(bad)
+
+
+def test_problems_name_the_key_the_registered_names_and_the_fix():
+    reg = fresh()
+    assert reg.problem("ddppo") is None
+    problem = reg.problem("nope", "policy.x")
+    assert problem.startswith("policy.x='nope': must be one of ddppo") and "MODULE:NAME" in problem
+    assert "must be a name" in reg.problem(3)
+    assert "does not register 'nope'" in reg.problem("json:nope")
+    assert "no module named 'no_such_module_xyz' in the working directory" in reg.problem("no_such_module_xyz:a")
+
+
+def test_module_name_imports_from_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "my_arch_mod.py").write_text(
+        "from ddppo.user_code import POLICIES\n"
+        "from ddppo.model.build import ddppo_policy\n"
+        "POLICIES.register('my_arch')(ddppo_policy)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(POLICIES, "_builders", dict(POLICIES._builders))  # registered for this test only
+    monkeypatch.setattr(POLICIES, "_extra", list(POLICIES._extra))
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.curdir, str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "my_arch_mod", raising=False)
+    cfg = load_config("gridnav", ["policy.architecture=my_arch_mod:my_arch"])
+    assert cfg.policy.architecture == "my_arch_mod:my_arch" and sys.path[0] == str(tmp_path)
+    with pytest.raises(ConfigError, match="policy.vector_encoder='my_arch_mod:my_arch': module 'my_arch_mod' "
+                                          "does not register 'my_arch'; must be one of cnn, resnet, mlp"):
+        load_config("gridnav", ["policy.vector_encoder=my_arch_mod:my_arch"])
+
+
+def test_workdir_first_once_and_import_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["/elsewhere"])
+    workdir_first()
+    workdir_first()
+    assert sys.path == [str(tmp_path), "/elsewhere"]
+    (tmp_path / "broken_user_mod.py").write_text("import no_such_dependency_xyz\n")
+    with pytest.raises(ModuleNotFoundError, match="no_such_dependency_xyz"):  # its own error, not ours
+        import_user_module("broken_user_mod")
