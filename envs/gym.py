@@ -12,7 +12,9 @@ observation of the next episode in `obs`. Observations are always a dict: a Box 
 becomes key "state" (float32, except uint8 images, which stay uint8 with their
 0-255 bounds so that storage holds bytes and the policy scales them once on the
 device), a Discrete one a one-hot "state"; Dict observations keep their keys and
-dtypes. Box actions are clipped to the action space.
+dtypes. Box actions are clipped to the action space. Episode metrics are the return and length, plus the info
+keys `env.gym.episode_metrics` names, read from the info of an episode's last step. `module:Id` imports `module`
+first (from the working directory, which the `ddppo` command puts first on sys.path as `python -m` does).
 Each sub-env gets its own seed drawn from `EnvSpec.seed`.
 
 Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps

@@ -27,13 +27,17 @@ class Agent:
     """A trained policy that acts as `ddppo eval` does: the same network, the checkpoint's observation
     normalisation statistics (frozen), greedy actions by default, Box actions clipped to the action space.
 
-    Make one with `Agent.from_checkpoint`; then call `act` once per step::
+    Make one with `Agent.from_checkpoint`; then call `act` once per step:
 
-        agent = Agent.from_checkpoint("runs/gridnav")
-        obs, _ = ...                                  # one env's observation (a dict of arrays)
-        action, state = agent.act(obs)                # state=None: a new episode starts
-        while ...:
-            action, state = agent.act(obs, state, episode_start=done)
+    ```python
+    agent = Agent.from_checkpoint("runs/corridor")
+    obs, _ = env.reset()
+    action, state = agent.act(obs)  # state=None: an episode starts
+    while True:
+        obs, reward, terminated, truncated, info = env.step(action)
+        ...
+        action, state = agent.act(obs, state, episode_start=terminated or truncated)
+    ```
 
     Attributes:
         policy: the `ddppo.model.policy.Policy` (eval mode) the checkpoint was loaded into.
@@ -64,9 +68,10 @@ class Agent:
             device: where the policy runs ("cpu", "cuda", "cuda:1", a torch.device).
             overrides: `key=value` config overrides, as on the command line (e.g. an env option whose path
                 differs on this machine).
-            observation_space, action_space: the spaces the policy was built on. By default they are read
-                from one environment built from the config (closed at once); pass them to act without the
+            observation_space: the Dict space the policy was built on. By default it is read from one
+                environment built from the config (closed at once); pass both spaces to act without the
                 simulator (they must be what the environment had: the checkpoint is checked against them).
+            action_space: the action space the policy was built on (read like `observation_space`).
 
         Raises:
             ddppo.config.ConfigError: the config is invalid, or names a module that cannot be imported.
@@ -121,8 +126,8 @@ class Agent:
                 False samples from the policy (torch's global random stream).
 
         Returns:
-            (actions, state): actions as a numpy array, (N,) or (N, A) for a batch, () or (A,) for one env
-            (Box actions clipped to the action space); the new recurrent state (a tensor on the device).
+            The actions as a numpy array, (N,) or (N, A) for a batch, () or (A,) for one env (Box actions
+                clipped to the action space), and the new recurrent state (a tensor on the device).
         """
         batch, single = self._batch(obs)
         n = next(iter(batch.values())).shape[0]
