@@ -78,7 +78,7 @@ def _normalize_problems(cfg: Config) -> list[str]:
     """What observation/reward normalisation and a critic of its own cannot run with (explicit settings; `auto`
     resolves off where they do not apply)."""
     p, n, pol = [], cfg.normalize, cfg.policy
-    if n.obs == "on" and pol.architecture != "ddppo":
+    if n.obs == "on" and pol.architecture.startswith("habitat_baselines"):
         p.append(f"normalize.obs=on needs policy.architecture=ddppo ({pol.architecture} keeps habitat-baselines' "
                  f"input scaling): set normalize.obs=off")
     if pol.critic == "separate" and pol.architecture != "ddppo":
