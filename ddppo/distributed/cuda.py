@@ -34,19 +34,13 @@ import torch
 
 from ddppo.config import ConfigError
 from ddppo.distributed.launch import Launch, launcher_injected
+from ddppo.distributed.torch_env import ASYNC_ERROR_HANDLING, BLOCKING_WAIT, check_nccl_env, cvar_bool
 
 log = logging.getLogger("ddppo.distributed")
 
-# what NCCL's failure handling reads when a process group is created (torch 2.13's ProcessGroupNCCL.hpp)
-BLOCKING_WAIT = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
-ASYNC_ERROR_HANDLING = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
 DUMP_ON_TIMEOUT = "TORCH_NCCL_DUMP_ON_TIMEOUT"
 CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_DETERMINISTIC = ":4096:8"  # 8 buffers of 4 MiB per stream: cuBLAS's documented deterministic setting
-
-
-def _truthy(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "y", "on"}
 
 
 def nccl_failure_env(environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
@@ -55,7 +49,10 @@ def nccl_failure_env(environ: Mapping[str, str]) -> tuple[dict[str, str], str | 
     TORCH_NCCL_BLOCKING_WAIT=1 unless the user set a blocking-wait variable (either name; torch reads the new
     name first), and then TORCH_NCCL_DUMP_ON_TIMEOUT=0 unless set. A warning only about the user's own
     settings: a blocking-wait variable that turns it off, or an async-error-handling variable the user set
-    (not one the launcher injected: launch.launcher_injected), which blocking wait makes unused."""
+    (not one the launcher injected: launch.launcher_injected), which blocking wait makes unused. Values are
+    read as torch reads them (torch_env); one torch would refuse is a ConfigError naming it."""
+    check_nccl_env(environ)
+    blocking = cvar_bool(environ, BLOCKING_WAIT, True)
     settings: dict[str, str] = {}
     user_wait = [n for n in BLOCKING_WAIT if n in environ]
     injected = launcher_injected(environ)
@@ -68,12 +65,11 @@ def nccl_failure_env(environ: Mapping[str, str]) -> tuple[dict[str, str], str | 
             warning = (f"{named} (set in your environment) is not used: ddppo sets TORCH_NCCL_BLOCKING_WAIT=1, "
                        f"under which NCCL runs no watchdog (a lost or hung peer: one line naming it, exit 1); "
                        f"set TORCH_NCCL_BLOCKING_WAIT=0 to keep NCCL's own error handling")
-    elif not _truthy(environ[user_wait[0]]):
+    elif not blocking:
         chosen = [f"{n}={environ[n]}" for n in user_wait] + ([named] if named else [])
         warning = (f"{'/'.join(chosen)} set: a lost or hung peer ends this rank as NCCL's watchdog decides (after "
                    f"the collective timeout, no rank named, exit by abort); unset {'/'.join(user_wait)} for "
                    f"ddppo's one-line error naming the lost rank (exit 1)")
-    blocking = not user_wait or _truthy(environ[user_wait[0]])
     if blocking and DUMP_ON_TIMEOUT not in environ:
         settings[DUMP_ON_TIMEOUT] = "0"
     return settings, warning

@@ -137,7 +137,7 @@ def _read_torchrun(env: Mapping[str, str]) -> Launch:
     addr, port = _master(env, "127.0.0.1", 29500, "a TCP port in [1, 65535]")
     return Launch(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
                   master_addr=addr, master_port=port, source="torchrun",
-                  agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+                  agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",  # as torch compares it
                   local_world_known="LOCAL_WORLD_SIZE" in env)
 
 

@@ -18,6 +18,7 @@ import ddppo.distributed.deadline as deadline
 from ddppo.distributed.cuda import agree_backend, choose_device, prepare_deterministic, prepare_nccl
 from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
 from ddppo.distributed.launch import Launch, read_launch
+from ddppo.distributed.torch_env import check_nccl_env
 
 log = logging.getLogger("ddppo.distributed")
 
@@ -62,6 +63,8 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     NCCL's failure handling is set up before the first NCCL group (cuda.prepare_nccl)."""
     launch = launch or read_launch()
     device = choose_device(device_setting, launch.local_rank)
+    if device.type == "cuda" and backend != "gloo":
+        check_nccl_env(os.environ)  # torch would refuse it once the group is made, after the rendezvous
     startup = datetime.timedelta(seconds=startup_timeout_s)
 
     def build_store() -> dist.Store:
