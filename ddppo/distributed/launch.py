@@ -1,7 +1,8 @@
 """What the launcher says: who this process is (torchrun, SLURM's srun, or nobody), and the one list of
 launcher variables a child process must not inherit.
 
-Read by the distributed context (rendezvous), the sweep launcher and the benchmarks; imports nothing of ddppo.
+Read by the distributed context (rendezvous), the sweep launcher and the benchmarks; imports nothing of ddppo
+but the port rule (port.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Mapping
+
+from ddppo.distributed.port import job_port
 
 # Every variable by which torchrun or srun tells a process which rank of which job it is. A child started as
 # its own job (a sweep run, a benchmark, a test's CLI run) must not inherit them, or it would join its parent's
@@ -158,6 +161,6 @@ def _read_slurm(env: Mapping[str, str]) -> Launch:
         except ValueError as err:
             raise LaunchError(f"{err}: SLURM sets it inside a job; or set MASTER_ADDR to rank 0's host") from None
     addr, port = _master({**env, "MASTER_ADDR": first, "MASTER_PORT": env.get("MASTER_PORT") or ""}, first,
-                         20000 + job_id % 20000, "a TCP port in [1, 65535]")
+                         job_port(job_id), "a TCP port in [1, 65535]")
     return Launch(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
                   master_addr=addr, master_port=port, source="slurm")

@@ -2,6 +2,7 @@
 
 import pytest
 
+from ddppo.distributed.port import job_port
 from ddppo.distributed import rank_seed
 from ddppo.distributed.launch import (LAUNCH_VARS, Launch, LaunchError, expand_first_host, read_launch,
                                      without_launch_vars)
@@ -57,7 +58,7 @@ def test_torchrun_wins_over_slurm():
 def test_slurm_step_variables():
     launch = read_launch(SRUN)
     assert launch == Launch(rank=5, world_size=8, local_rank=1, local_world_size=4, master_addr="gpu03",
-                            master_port=20000 + 123456 % 20000, source="slurm", agent_store=False)
+                            master_port=job_port(123456), source="slurm", agent_store=False)
 
 
 def test_slurm_port_is_derived_from_the_job_id_and_stays_in_range():
@@ -72,7 +73,7 @@ def test_slurm_master_overridable():
 
 def test_slurm_empty_master_variables_fall_back_to_derived_values():
     launch = read_launch({**SRUN, "MASTER_ADDR": "", "MASTER_PORT": ""})
-    assert (launch.master_addr, launch.master_port) == ("gpu03", 20000 + 123456 % 20000)
+    assert (launch.master_addr, launch.master_port) == ("gpu03", job_port(123456))
 
 
 def test_slurm_multi_part_hostnames():
