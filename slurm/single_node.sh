@@ -4,7 +4,11 @@
 #   slurm/single_node.sh [CONFIG] [key=value ...]
 #   NPROC=2 slurm/single_node.sh configs/gridnav.yaml run.dir=runs/debug run.total_env_steps=100000
 #
-# NPROC: number of ranks (default: the number of visible GPUs, or 2 without GPUs; gloo is chosen on CPU).
+# NPROC: number of ranks (default: the number of GPUs this job can see, or 2 without GPUs; gloo is chosen on CPU).
+#   The GPUs it can see: CUDA_VISIBLE_DEVICES where set (an empty value: none), else `nvidia-smi -L`
+#   (`python -m ddppo.distributed.visible` counts them). NPROC above that count is refused (exit 2): NCCL needs a
+#   GPU per rank. To share GPUs anyway (gloo through host memory), pass dist.backend=gloo; dist.device=cpu
+#   trains on the CPU.
 # DDPPO_PYTHON: the python to use (default `python`; may hold extra words). Run from the repository root.
 # CONFIG defaults to configs/gridnav.yaml; the run dir defaults to runs/single-<date>-<time> unless run.dir= is
 # given (re-running on the same run.dir resumes from its newest checkpoint). Logs go to the terminal.
@@ -22,14 +26,22 @@ if ! printf '%s\n' "${overrides[@]}" | grep -q '^run\.dir='; then
 fi
 read -r -a python <<<"${DDPPO_PYTHON:-python}"
 
+gpus=$("${python[@]}" -m ddppo.distributed.visible) || exit 1
 if [ -z "${NPROC:-}" ]; then
-  NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  [ "${NPROC:-0}" -gt 0 ] || NPROC=2
+  NPROC=$gpus
+  [ "$NPROC" -gt 0 ] || NPROC=2
+elif [ "$gpus" -gt 0 ] && [ "$NPROC" -gt "$gpus" ] \
+  && [ "$(printf '%s\n' "${overrides[@]}" | grep '^dist\.backend=' | tail -n 1)" != dist.backend=gloo ] \
+  && [ "$(printf '%s\n' "${overrides[@]}" | grep '^dist\.device=' | tail -n 1)" != dist.device=cpu ]; then
+  shown=${CUDA_VISIBLE_DEVICES+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES}
+  echo "single_node.sh: NPROC=$NPROC ranks but this job sees $gpus GPU(s) (${shown:-nvidia-smi -L}): NCCL needs one" \
+    "GPU per rank; set NPROC=$gpus or fewer, or pass dist.backend=gloo to share GPUs, or dist.device=cpu" >&2
+  exit 2
 fi
 # torchrun's RANK/WORLD_SIZE/MASTER_* take precedence over SLURM's in the trainer; drop stale ones anyway
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
-echo "[single_node.sh $(date +%FT%T)] nproc=$NPROC config=$config ${overrides[*]}" >&2
+echo "[single_node.sh $(date +%FT%T)] nproc=$NPROC gpus=$gpus config=$config ${overrides[*]}" >&2
 exec "${python[@]}" -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node="$NPROC" \
   -m ddppo train "$config" "${overrides[@]}"

@@ -7,13 +7,15 @@ import logging
 import sys
 
 USAGE = """\
-ddppo sweep SPEC [key=value ...] [--launcher local|slurm] [--dry-run] [--max-parallel N] [--sweep-dir DIR]
+ddppo sweep SPEC [key=value ...] [--launcher local|slurm] [--dry-run] [--max-parallel N] [--share-gpus]
+            [--sweep-dir DIR]
 ddppo sweep summary SWEEP_DIR [--sort METRIC] [--ascending] [--metrics M1,M2,...] [--no-plots]
 
 Runs every run of a sweep spec (configs/sweeps/*.yaml: base config, fixed overrides, grid / list / seeds),
 each in SWEEP_DIR/runs/NAME with its resolved config.yaml, after validating all of them. key=value overrides
 apply to every run. Re-running skips finished runs and resumes interrupted ones; a changed config of an
-existing run is refused. --launcher local runs N at a time (torchrun for ranks > 1), logs in SWEEP_DIR/logs/;
+existing run is refused. --launcher local runs N at a time (torchrun for ranks > 1), each on its own GPU(s) of
+the visible ones (CUDA_VISIBLE_DEVICES, else nvidia-smi), logs in SWEEP_DIR/logs/;
 --launcher slurm submits one job array (slurm/sweep_array.sbatch -> slurm/train.sbatch, requeue and resume).
 `summary` prints a Markdown table (mean ± std over seeds, status) and writes CSV and learning-curve PNGs to
 SWEEP_DIR/summary/.
@@ -41,6 +43,8 @@ def add_parser(sub) -> None:
                      "happen to each (new / resume / skip); launch and write nothing")
     run.add_argument("--max-parallel", type=int, metavar="N", help="runs at a time (default: the spec's "
                      "max_parallel, else 1 locally and unlimited on SLURM)")
+    run.add_argument("--share-gpus", action="store_true", help="local: let parallel runs share GPUs when runs x "
+                     "ranks exceed the visible GPUs (refused otherwise; spec key share_gpus)")
     run.add_argument("--sweep-dir", metavar="DIR", help="where the runs go (default: the spec's sweep_dir, "
                      "else runs/sweeps/<name>)")
     run.add_argument("--sbatch-arg", action="append", default=[], metavar="OPT",
@@ -79,4 +83,5 @@ def run(args: argparse.Namespace) -> int:
     from ddppo.sweep.launch import sweep
 
     return sweep(args.spec, args.overrides, launcher=args.launcher, dry_run=args.dry_run,
-                 max_parallel=args.max_parallel, sweep_dir=args.sweep_dir, sbatch_args=args.sbatch_arg, out=_out)
+                 max_parallel=args.max_parallel, sweep_dir=args.sweep_dir, sbatch_args=args.sbatch_arg, out=_out,
+                 share_gpus=args.share_gpus)

@@ -31,9 +31,11 @@ from typing import Callable, Sequence
 import ddppo
 from ddppo import signals
 from ddppo.distributed.launch import without_launch_vars
+from ddppo.distributed.visible import visible_gpus
 from ddppo.rundir import RunDir, claim_dir, write_json
 from ddppo.config import ConfigError, diff_keys, get_key
 from ddppo.sweep import runs as disk
+from ddppo.sweep.gpus import gpu_slots
 from ddppo.sweep.spec import Run, SweepError, SweepSpec, cli_overrides, expand, load_spec, override_list
 
 log = logging.getLogger(__name__)
@@ -146,18 +148,33 @@ def train_command(run: Run, ranks: int) -> list[str]:
 class _Active:
     def __init__(self, run: Run, proc: subprocess.Popen, started: float) -> None:
         self.run, self.proc, self.started = run, proc, started
+        self.slot = 0
 
 
-def _start(sweep_dir: Path, run: Run, ranks: int) -> _Active:
+def place_gpus(spec: SweepSpec, to_run: Sequence[Run], parallel: int, share: bool) -> list[list[str]]:
+    """The GPUs of each parallel slot (sweep.gpus); nothing placed where every run is on dist.device=cpu."""
+    if all(run.cfg.dist.device == "cpu" for run in to_run):
+        return [[] for _ in range(parallel)]
+    where = ("CUDA_VISIBLE_DEVICES=" + os.environ["CUDA_VISIBLE_DEVICES"] if "CUDA_VISIBLE_DEVICES" in os.environ
+             else "nvidia-smi -L")
+    return gpu_slots(visible_gpus(), parallel, spec.ranks, share, where)
+
+
+def _start(sweep_dir: Path, run: Run, ranks: int, gpus: Sequence[str]) -> _Active:
     cmd = train_command(run, ranks)
     path = disk.log_path(sweep_dir, run.name)
+    env = child_env()
+    placed = ""
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = placed = ",".join(gpus)
+        placed = f"CUDA_VISIBLE_DEVICES={placed} "
     with open(path, "ab") as logf:
-        logf.write(f"[ddppo sweep {time.strftime('%Y-%m-%dT%H:%M:%S')}] {' '.join(cmd)}\n".encode())
+        logf.write(f"[ddppo sweep {time.strftime('%Y-%m-%dT%H:%M:%S')}] {placed}{' '.join(cmd)}\n".encode())
         logf.flush()
         # own session: a Ctrl-C reaches the launcher only, which asks every run to checkpoint and stop
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                env=child_env(), start_new_session=True)
-    write_json(disk.state_path(sweep_dir, run.name), disk.local_state(proc.pid))
+                                env=env, start_new_session=True)
+    write_json(disk.state_path(sweep_dir, run.name), {**disk.local_state(proc.pid), "gpus": list(gpus)})
     return _Active(run, proc, time.monotonic())
 
 
@@ -167,11 +184,12 @@ def _finish(sweep_dir: Path, act: _Active, rc: int) -> None:
     write_json(path, {**state, "rc": rc, "ended": time.time()})
 
 
-def run_local(sweep_dir: Path, to_run: Sequence[Run], ranks: int, parallel: int) -> int:
-    """Run `to_run`, `parallel` at a time. A stop signal (Ctrl-C, SIGTERM) is passed on to every running run
+def run_local(sweep_dir: Path, to_run: Sequence[Run], ranks: int, slots: Sequence[Sequence[str]]) -> int:
+    """Run `to_run`, one per slot at a time (`slots`: each slot's GPUs, place_gpus). A stop signal (Ctrl-C, SIGTERM) is passed on to every running run
     (each checkpoints and exits; re-running the sweep resumes them); a second one kills them.
     Returns 0 when every run exited 0, 1 when one failed, 128+signal when stopped."""
     waiting, active, failed = list(to_run), [], []
+    parallel = len(slots)
     stopping, stop_sig, kill_at = False, 0, 0.0
     total = len(waiting)
     while waiting or active:
@@ -193,9 +211,11 @@ def run_local(sweep_dir: Path, to_run: Sequence[Run], ranks: int, parallel: int)
                     os.killpg(act.proc.pid, signal.SIGKILL)
         while waiting and len(active) < parallel:
             run = waiting.pop(0)
-            active.append(_start(sweep_dir, run, ranks))
-            log.info("[%d/%d] started %s (log: %s)", total - len(waiting), total, run.name,
-                     disk.log_path(sweep_dir, run.name))
+            slot = min(set(range(parallel)) - {a.slot for a in active})
+            active.append(_start(sweep_dir, run, ranks, slots[slot]))
+            active[-1].slot = slot
+            log.info("[%d/%d] started %s%s (log: %s)", total - len(waiting), total, run.name,
+                     f" on GPU(s) {','.join(slots[slot])}" if slots[slot] else "", disk.log_path(sweep_dir, run.name))
         for act in list(active):
             rc = act.proc.poll()
             if rc is None:
@@ -263,7 +283,7 @@ def submit_slurm(spec: SweepSpec, sweep_dir: Path, to_run: Sequence[Run], parall
 
 def sweep(spec_path: str | Path, items: Sequence[str] = (), launcher: str = "local", dry_run: bool = False,
           max_parallel: int | None = None, sweep_dir: str | Path | None = None, sbatch_args: Sequence[str] = (),
-          out: Callable[[str], None] = lambda text: None) -> int:
+          out: Callable[[str], None] = lambda text: None, share_gpus: bool = False) -> int:
     """The whole `ddppo sweep SPEC` command; `out` receives the text for the user (the CLI writes it to stdout)."""
     if launcher not in ("local", "slurm"):
         raise SweepError(f"--launcher {launcher!r} must be local or slurm")
@@ -272,19 +292,26 @@ def sweep(spec_path: str | Path, items: Sequence[str] = (), launcher: str = "loc
     runs = expand(spec, cli_overrides(items), sweep_dir)
     check_unchanged(runs)
     if dry_run:
-        return _launch(spec, sweep_dir, runs, items, launcher, True, max_parallel, sbatch_args, out)
+        return _launch(spec, sweep_dir, runs, items, launcher, True, max_parallel, sbatch_args, out, share_gpus)
     # one live sweep per sweep dir: a second one would launch the same runs and overwrite their state files
     with claim_dir(sweep_dir, "ddppo sweep", "pass --sweep-dir DIR for another sweep", "wait for it to finish, "
                    "or stop it (its runs checkpoint first; running the sweep again resumes them)"):
-        return _launch(spec, sweep_dir, runs, items, launcher, False, max_parallel, sbatch_args, out)
+        return _launch(spec, sweep_dir, runs, items, launcher, False, max_parallel, sbatch_args, out, share_gpus)
 
 
 def _launch(spec: SweepSpec, sweep_dir: Path, runs: Sequence[Run], items: Sequence[str], launcher: str,
-            dry_run: bool, max_parallel: int | None, sbatch_args: Sequence[str], out: Callable[[str], None]) -> int:
+            dry_run: bool, max_parallel: int | None, sbatch_args: Sequence[str], out: Callable[[str], None],
+            share_gpus: bool = False) -> int:
     """Plan, show, write and launch (the sweep dir claimed unless `dry_run`)."""
     planned = plan(sweep_dir, runs, disk.SlurmQueue())
     parallel = max_parallel or spec.max_parallel or (1 if launcher == "local" else None)
+    to_run = [p.run for p in planned if p.action != "skip"]
+    slots: list[list[str]] = []
+    if launcher == "local" and to_run:  # refused before anything is written or started
+        slots = place_gpus(spec, to_run, min(parallel or 1, len(to_run)), share_gpus or spec.share_gpus)
     out(describe(spec, sweep_dir, items, planned, launcher, parallel))
+    if any(slots):
+        out("GPUs per parallel run: " + "; ".join(f"{i}: {','.join(g)}" for i, g in enumerate(slots)) + "\n")
     if dry_run:
         out("dry run: nothing launched or written\n")
         return 0
@@ -293,7 +320,6 @@ def _launch(spec: SweepSpec, sweep_dir: Path, runs: Sequence[Run], items: Sequen
         out(f"skipped {len(unknown)} run(s) launched where this machine cannot tell whether they still run "
             f"(another host, or no squeue here): {', '.join(unknown)}; delete {sweep_dir}/state/NAME.json to "
             f"launch one anyway\n")
-    to_run = [p.run for p in planned if p.action != "skip"]
     prepare(spec, sweep_dir, items, planned, launcher)
     if not to_run:
         out(f"nothing to launch: every run is done or running. Summary: ddppo sweep summary {sweep_dir}\n")
@@ -303,7 +329,7 @@ def _launch(spec: SweepSpec, sweep_dir: Path, runs: Sequence[Run], items: Sequen
         out(f"submitted job array {job} with {len(to_run)} task(s) (squeue -r -j {job}); logs in "
             f"{sweep_dir / 'logs'}\nsummary: ddppo sweep summary {sweep_dir}\n")
         return 0
-    rc = run_local(sweep_dir, to_run, spec.ranks, parallel)
+    rc = run_local(sweep_dir, to_run, spec.ranks, slots)
     queue = disk.SlurmQueue()
     counts: dict[str, int] = {}
     for run in runs:

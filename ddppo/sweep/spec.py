@@ -15,6 +15,7 @@ A spec (see configs/sweeps/):
     seeds: 2                           # a count (seeds 0..n-1) or a list ([1, 7]); sets run.seed
     ranks: 2                           # ranks per run: torchrun locally, tasks per array task on SLURM
     max_parallel: 2                    # runs at a time (default: 1 locally, unlimited on SLURM)
+    share_gpus: false                  # local: let parallel runs share GPUs when ranks x runs > visible GPUs
     slurm: [--gres=gpu:2, --time=12:00:00]   # extra sbatch options for the array (SLURM launcher)
     sweep_dir: runs/sweeps/NAME        # optional; default runs/sweeps/<name> under the working directory
 
@@ -38,7 +39,8 @@ from omegaconf import OmegaConf
 from ddppo import configs
 from ddppo.config import Config, ConfigError, UniqueKeyLoader, build_config, parse_overrides, read_yaml, yaml_problem
 
-SPEC_KEYS = ("name", "base", "overrides", "grid", "list", "seeds", "ranks", "max_parallel", "slurm", "sweep_dir")
+SPEC_KEYS = ("name", "base", "overrides", "grid", "list", "seeds", "ranks", "max_parallel", "share_gpus", "slurm",
+             "sweep_dir")
 MANAGED_KEYS = ("run.dir",)  # set by the sweep for every run
 
 
@@ -74,6 +76,7 @@ class SweepSpec:
     seeds: list[int] | None
     ranks: int = 1
     max_parallel: int | None = None
+    share_gpus: bool = False
     slurm: list[str] = field(default_factory=list)
     sweep_dir: str | None = None
 
@@ -259,12 +262,15 @@ def load_spec(path: str | Path) -> SweepSpec:
     sweep_dir = data.get("sweep_dir")
     if sweep_dir is not None and not isinstance(sweep_dir, str):
         raise SweepError(f"{where}: sweep_dir={sweep_dir!r} must be a path")
+    share_gpus = data.get("share_gpus", False)
+    if not isinstance(share_gpus, bool):
+        raise SweepError(f"{where}: share_gpus={share_gpus!r} must be true or false")
     spec = SweepSpec(path=path.resolve(), name=name, base=_resolve_base(data.get("base"), path),
                      overrides=_overrides_of(data.get("overrides"), f"{where}: overrides"), grid=grid,
                      variants=variants, seeds=_seeds_of(data.get("seeds"), f"{where}: seeds"),
                      ranks=_positive_int(data.get("ranks"), f"{where}: ranks", 1),
                      max_parallel=_positive_int(data.get("max_parallel"), f"{where}: max_parallel", None),
-                     slurm=list(slurm), sweep_dir=sweep_dir)
+                     share_gpus=share_gpus, slurm=list(slurm), sweep_dir=sweep_dir)
     _check_axes(spec, where)
     return spec
 
