@@ -110,6 +110,19 @@ def choose_device(setting: str, local_rank: int) -> torch.device:
     return device
 
 
+def choose_device_or_why(setting: str, local_rank: int, world_size: int) -> tuple[torch.device, str]:
+    """`choose_device`, except that in a job of several ranks a rank without the GPU dist.device=cuda asks for
+    (no CUDA, or CUDA failing to start) gets the CPU and the reason, which it publishes in the rendezvous
+    (`agree_backend`) so every rank leaves with the ranks named, instead of leaving alone while its peers wait
+    dist.startup_timeout_s for it. Alone, it raises."""
+    try:
+        return choose_device(setting, local_rank), ""
+    except (ConfigError, RuntimeError) as err:
+        if world_size == 1 or setting != "cuda":
+            raise
+        return torch.device("cpu"), str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
 def gpu_identity(device: torch.device) -> str:
     """What names a physical GPU across processes (its UUID); "" for the CPU."""
     if device.type != "cuda":
@@ -174,16 +187,34 @@ def decide_backend(backend: str, device_setting: str, device: torch.device, iden
     return backend
 
 
-def agree_backend(launch: Launch, store: Any, backend: str, device_setting: str, device: torch.device) -> str:
-    """Every rank publishes its GPU's identity and its host under `gpu/<rank>` and reads all of them (the
-    store's own timeout bounds the wait; the rendezvous watcher names a rank that never publishes);
-    `decide_backend`."""
+def missing_gpus(device_setting: str, published: Sequence[Mapping[str, str]]) -> str | None:
+    """A one-line ConfigError message when ranks lack the GPU dist.device=cuda asks for (None when none do):
+    the ranks, their hosts and the first reason."""
+    lacking = [r for r, p in enumerate(published) if p.get("missing")]
+    if not lacking:
+        return None
+    shown = ", ".join(f"{r} ({published[r]['host']})" for r in lacking[:16])
+    more = f" and {len(lacking) - 16} more" if len(lacking) > 16 else ""
+    return (f"dist.device={device_setting}: rank(s) {shown}{more} of {len(published)} have no usable GPU "
+            f"({published[lacking[0]]['missing']}): fix the GPU driver or allocation of those hosts, or set "
+            f"dist.device=auto or cpu")
+
+
+def agree_backend(launch: Launch, store: Any, backend: str, device_setting: str, device: torch.device,
+                  missing: str = "") -> str:
+    """Every rank publishes its GPU's identity, its host and why it has no GPU where dist.device=cuda asked
+    for one (`missing`, from choose_device_or_why) under `gpu/<rank>`, and reads all of them (the store's own
+    timeout bounds the wait; the rendezvous watcher names a rank that never publishes); a rank without its GPU
+    is a ConfigError on every rank alike (`missing_gpus`); else `decide_backend`."""
     ident = gpu_identity(device)
     if launch.world_size == 1:
         return decide_backend(backend, device_setting, device, [ident])
-    store.set(f"gpu/{launch.rank}", json.dumps({"gpu": ident, "host": socket.gethostname()}))
+    store.set(f"gpu/{launch.rank}", json.dumps({"gpu": ident, "host": socket.gethostname(), "missing": missing}))
     keys = [f"gpu/{r}" for r in range(launch.world_size)]
     store.wait(keys)
     published = [json.loads(store.get(k).decode()) for k in keys]
+    lacking = missing_gpus(device_setting, published)
+    if lacking:
+        raise ConfigError(lacking)
     return decide_backend(backend, device_setting, device, [p["gpu"] for p in published],
                           [p["host"] for p in published])

@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 import ddppo.distributed.rendezvous as rendezvous
 import ddppo.distributed.deadline as deadline
-from ddppo.distributed.cuda import agree_backend, choose_device, prepare_deterministic, prepare_nccl
+from ddppo.distributed.cuda import agree_backend, choose_device_or_why, prepare_deterministic, prepare_nccl
 from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
 from ddppo.distributed.launch import Launch, read_launch
 from ddppo.distributed.torch_env import check_nccl_env
@@ -59,10 +59,12 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
                      run_seed: int, launch: Launch | None = None) -> DistContext:
     """Rendezvous and create the process group; returns this rank's context.
 
-    The backend is settled once every rank's GPU is known (cuda.agree_backend), before the group is made;
+    The backend is settled once every rank's GPU is known (cuda.agree_backend), before the group is made: a
+    rank without the GPU dist.device=cuda asks for joins anyway and says so there, so every rank leaves (exit 2)
+    naming it, not its peers after dist.startup_timeout_s;
     NCCL's failure handling is set up before the first NCCL group (cuda.prepare_nccl)."""
     launch = launch or read_launch()
-    device = choose_device(device_setting, launch.local_rank)
+    device, missing = choose_device_or_why(device_setting, launch.local_rank, launch.world_size)
     if device.type == "cuda" and backend != "gloo":
         check_nccl_env(os.environ)  # torch would refuse it once the group is made, after the rendezvous
     startup = datetime.timedelta(seconds=startup_timeout_s)
@@ -80,7 +82,7 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
 
     def settle_backend(store: dist.Store) -> None:
         nonlocal backend  # what join() creates the group with, and the context is given
-        backend = agree_backend(launch, store, backend, device_setting, device)
+        backend = agree_backend(launch, store, backend, device_setting, device, missing)
         if backend == "nccl":
             prepare_nccl()
 

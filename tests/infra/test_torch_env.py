@@ -59,7 +59,7 @@ def test_async_error_handling_is_read_as_std_stoi_reads_it(value, ok):
 def test_a_refused_value_stops_a_cuda_rank_before_the_rendezvous(monkeypatch):
     """The check runs before any store is made (a rank would otherwise wait for its peers, then fail in torch)."""
     monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "on")
-    monkeypatch.setattr(startup, "choose_device", lambda setting, local_rank: torch.device("cuda", 0))
+    monkeypatch.setattr(startup, "choose_device_or_why", lambda setting, local_rank, world: (torch.device("cuda", 0), ""))
     monkeypatch.setattr(startup.rendezvous, "watched", lambda *a, **k: pytest.fail("rendezvous started"))
     launch = Launch(0, 2, 0, 2, "127.0.0.1", 1, "torchrun")
     with pytest.raises(ConfigError, match="TORCH_NCCL_BLOCKING_WAIT='on'"):
