@@ -10,7 +10,9 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     (joining the job, one-line failures), launch.py (launcher variables), generation.py (the
                     namespace of one start, agreed by every rank), cuda.py (a GPU per rank, NCCL and cuBLAS
                     settings), buckets.py (gradient buckets all-reduced as backward fills them), deadline.py
-                    (the last-resort bound on a rank that is leaving or stuck in a native call)
+                    (the last-resort bound on a rank that is leaving or stuck in a native call), torch_env.py
+                    (torch's NCCL variables parsed as torch parses them), port.py (a SLURM job's rendezvous
+                    port, below the ephemeral range), visible.py (the GPUs a process may use)
     interop/        other trainers' files, below the checkpoint format: safe_unpickle.py, foreign.py (foreign
                     checkpoints as one type), habitat_checkpoint.py (habitat-baselines checkpoints: the key
                     mapping, reading)
@@ -21,6 +23,7 @@ infrastructure   shared by every application; knows no training or evaluation lo
                     saves, loads, prunes and picks the file to resume), fits.py (whether a checkpoint fits a
                     config), rng.py (RNG states and their owner)
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
+    watchdog.py     the per-update watchdog (faulthandler's timer: stacks and exit 1 past dist.update_timeout_s)
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
     user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
@@ -51,7 +54,8 @@ eval/       the evaluation application: command.py (which checkpoints, outputs),
             probes.py, stats.py, video.py
 export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
             ckpt.N.pth)
-sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), summary.py, cli.py
+sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), gpus.py (GPUs per
+            parallel local run), summary.py, cli.py
 api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
             (load_config, train: what `ddppo train` runs)
 cli.py      `ddppo train|config|eval|sweep|bench|export`

@@ -53,6 +53,11 @@ class DistConfig:
                                                   "slow)", gt=0))
     device: str = field(default="auto", metadata=doc("auto (cuda:LOCAL_RANK if available, else cpu) | cpu | cuda",
                                                      choices=('auto', 'cpu', 'cuda')))
+    update_timeout_s: float = field(default=1800.0,
+                                    metadata=doc("per-update watchdog: an update running longer (the first one: "
+                                                 "dist.startup_timeout_s if longer) dumps every thread's stack to "
+                                                 "stderr and exits 1, even when stuck in native code; 0 = off",
+                                                 ge=0))
     bucket_mb: float = field(default=25.0,
                              metadata=doc("gradient all-reduce bucket size in MiB: each bucket is sent as soon as "
                                           "backward has filled it, overlapping communication with the rest of "

@@ -19,7 +19,9 @@ The package: context.py (DistContext, the guard, PeerLostError), store.py (bound
 cuda.py (GPU per rank, shared GPUs, NCCL's failure handling,
 cuBLAS), startup.py (store, process group, threads), rendezvous.py (joining, one-line failures), launch.py (what
 the launcher says), generation.py (the namespace of one start, agreed by every rank), buckets.py (gradient buckets all-reduced as backward fills them),
-deadline.py (the last-resort bound on a rank that is leaving or stuck in a native call).
+deadline.py (the last-resort bound on a rank that is leaving or stuck in a native call), torch_env.py (torch's NCCL
+variables parsed as torch parses them), port.py (a SLURM job's rendezvous port), visible.py (the GPUs a process may
+use).
 """
 
 from ddppo.distributed.context import DistContext, PeerLostError, PendingRead, rank_seed

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 import ddppo.distributed.rendezvous as rendezvous
 import ddppo.distributed.deadline as deadline
+from ddppo import watchdog
 from ddppo.distributed.cuda import agree_backend, choose_device_or_why, prepare_deterministic, prepare_nccl
 from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
 from ddppo.distributed.launch import Launch, read_launch
@@ -159,7 +160,10 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
         _leave_during_startup(launch, err)
     deadline.enable()
     try:
-        rc = body(ctx)
+        try:
+            rc = body(ctx)
+        finally:
+            watchdog.disarm()  # armed per update by the loop; the way out has its own bound (deadline)
     except PeerLostError as err:
         log.error("%s; exiting (torchrun --max-restarts or a SLURM requeue resumes from the last checkpoint)", err)
         logging.shutdown()

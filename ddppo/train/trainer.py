@@ -22,7 +22,7 @@ from ddppo.checkpoint.manager import CheckpointManager, Stateful
 from ddppo import signals
 from ddppo.config import Config
 from ddppo.distributed import DistContext
-from ddppo import timing
+from ddppo import timing, watchdog
 from ddppo.timing import Timer
 from ddppo.train.metrics import MetricsWriter, progress_line
 from ddppo.train.wandb_sink import WandbSink, check_available
@@ -175,6 +175,7 @@ class Trainer:
                  f"{sum(p.numel() for p in self.policy.parameters()):,}", torch.get_num_threads(),
                  torch.get_num_interop_threads())
         while True:
+            watchdog.arm(cfg.dist.update_timeout_s, cfg.dist.startup_timeout_s)  # disarmed at the end of the update
             update = self.update + 1
             t0 = time.perf_counter()
             collected, result, lr, beta, timings = self.learning.step(self, update)
@@ -204,6 +205,7 @@ class Trainer:
             if ctx.is_main and (time.monotonic() - last_diagnosis >= cfg.log.bottleneck_interval_s or stop or done):
                 last_diagnosis = time.monotonic()
                 self._log_bottleneck()
+            watchdog.disarm()
             if stop or done:
                 return self._finish(stop)
 
