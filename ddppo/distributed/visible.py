@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from typing import Callable, Mapping
@@ -29,6 +30,8 @@ def from_cuda_visible_devices(value: str) -> list[str]:
 
 
 def _nvidia_smi() -> str:
+    if shutil.which("nvidia-smi") is None:  # no driver tools here: no GPU, and no process started to learn it
+        return ""
     try:
         return subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
