@@ -35,6 +35,8 @@ def workdir_first() -> None:
 def import_user_module(module: str) -> Any:
     """Import `module` as `python -m` would find it (the working directory first); ImportError with one line
     naming where it was looked for."""
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        raise ImportError(f"{module!r} is not a module name (dotted Python identifiers, e.g. my_policies)")
     workdir_first()
     try:
         return importlib.import_module(module)
@@ -87,6 +89,8 @@ class Registry:
         except ImportError as err:
             return (f"{key}={value!r}: {err} (the module named before ':' registers the {self.kind} with "
                     f"{self.decorator})")
+        except Exception as err:  # the user's module failed while it was imported: its error, in one line
+            return f"{key}={value!r}: importing {value.rpartition(':')[0]!r} failed: {type(err).__name__}: {err}"
         if name in self.builtin or name in self._builders:
             return None
         where = f"module {value.rpartition(':')[0]!r} does not register {name!r}; " if ":" in value else ""

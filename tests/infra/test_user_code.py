@@ -40,6 +40,8 @@ def test_problems_name_the_key_the_registered_names_and_the_fix():
     assert "must be a name" in reg.problem(3)
     assert "does not register 'nope'" in reg.problem("json:nope")
     assert "no module named 'no_such_module_xyz' in the working directory" in reg.problem("no_such_module_xyz:a")
+    for value in (":a", ".rel:a", "!!python/object:os.system", "a b:c"):
+        assert "is not a module name" in reg.problem(value), value
 
 
 def test_module_name_imports_from_the_working_directory(tmp_path, monkeypatch):
@@ -68,3 +70,6 @@ def test_workdir_first_once_and_import_errors(tmp_path, monkeypatch):
     (tmp_path / "broken_user_mod.py").write_text("import no_such_dependency_xyz\n")
     with pytest.raises(ModuleNotFoundError, match="no_such_dependency_xyz"):  # its own error, not ours
         import_user_module("broken_user_mod")
+    (tmp_path / "raising_user_mod.py").write_text("raise RuntimeError('not today')\n")
+    assert fresh().problem("raising_user_mod:x") == ("policy.architecture='raising_user_mod:x': importing "
+                                                     "'raising_user_mod' failed: RuntimeError: not today")
