@@ -1,4 +1,4 @@
-"""`ddppo train|config|eval|sweep|bench|export`: a thin entry point (sweep and export register themselves; bench
+"""`ddppo train|config|eval|sweep|bench|export|rundir`: a thin entry point (sweep and export register themselves; bench
 lives outside the library, in `benchmarks/`, and registers itself through the `ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
     export_cli.add_parser(sub)
+    rundir = sub.add_parser("rundir", help="the run directory's claim: free one whose holder is gone")
+    release = rundir.add_subparsers(dest="rundir_command", required=True).add_parser(
+        "release", help="free DIR (a run dir, eval output or sweep dir) claimed by a process that is gone, e.g. on "
+                        "a node that was lost; refused while that process runs on this host")
+    release.add_argument("dir", metavar="DIR", help="the directory named in the `in use by` message")
     for command in plugin_commands().values():
         command.add_parser(sub)
     return parser
@@ -116,6 +121,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     return train(cfg)
 
 
+def cmd_rundir(args: argparse.Namespace) -> int:
+    from ddppo.rundir.claim import release_dir
+
+    sys.stdout.write(release_dir(args.dir) + "\n")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from ddppo.eval.command import EvalRequest, main as eval_main
 
@@ -150,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.envs.base import EnvError, env_failure
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
-                "export": export_cli.run, **{name: cmd.run for name, cmd in plugin_commands().items()}}
+                "export": export_cli.run, "rundir": cmd_rundir, **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

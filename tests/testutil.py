@@ -139,6 +139,7 @@ MARKS = {
     "reliability/test_group_signals.py": MP,
     "reliability/test_input_surface.py": MP,
     "reliability/test_rundir_lifecycle.py": MP,
+    "reliability/test_rundir_claim.py": MP,
     "habitat/test_bench_grid.py": MP,
     "habitat/test_training_grid.py::test_cpu_config_trains_on_grid_backend": MP,
     **{f"{file}::{name}": MP for file, names in {

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Sequence
 
 from ddppo import user_code
 from ddppo.config import Config, ConfigError
 from ddppo.config import load_config as _load
+
+log = logging.getLogger(__name__)
 
 
 def load_config(config: str | Path | None, overrides: Sequence[str] = ()) -> Config:
@@ -25,19 +28,29 @@ def train(cfg: Config) -> int:
     Outside a launcher this is one process (world size 1); under torchrun or srun every rank calls it.
 
     Returns 0 when training reached run.total_env_steps (or run.time_budget_s), else the exit code `ddppo
-    train` would have. Raises ddppo.config.ConfigError (a run directory that cannot be written, a config the
+    train` would have; a run dir whose run is already finished trains nothing and writes nothing (one warning
+    says so, and how to train more). Raises ddppo.config.ConfigError (a run directory that cannot be written, a config the
     machine has no memory for), ddppo.envs.base.EnvError, ddppo.errors.CheckpointError. Logging goes through
     `logging` (logger "ddppo"): configure it to see progress lines."""
     import psutil
 
     from ddppo.config.sizes import memory_problem
     from ddppo.distributed import read_launch, run_in_process_group
-    from ddppo.rundir import unusable_reason
+    from ddppo.rundir import RunDir, unusable_reason
 
     user_code.workdir_first()
     problem = unusable_reason(cfg.run.dir) or memory_problem(cfg, psutil.virtual_memory().total)
     if problem:
         raise ConfigError(problem)
+    launch = read_launch()
+    finished = RunDir(cfg.run.dir).finished_message(cfg.run.total_env_steps) if cfg.checkpoint.resume else None
+    if finished:  # resuming would train nothing, and write nothing
+        from ddppo.train.resume import check_run_dir
+
+        check_run_dir(cfg)  # a changed shape is refused all the same
+        if launch.rank == 0:
+            log.warning("%s", finished)
+        return 0
 
     def body(ctx) -> int:
         from ddppo.train.trainer import Trainer
@@ -48,4 +61,4 @@ def train(cfg: Config) -> int:
         finally:
             trainer.close()
 
-    return run_in_process_group(cfg, read_launch(), body)
+    return run_in_process_group(cfg, launch, body)

@@ -57,8 +57,9 @@ class Episodes(Protocol):
 
 
 class CheckpointManager:
-    def __init__(self, cfg: Config, ctx: DistContext):
+    def __init__(self, cfg: Config, ctx: DistContext, claim: Any = None):
         self.cfg, self.ctx = cfg, ctx
+        self.claim = claim  # the run dir's claim (ddppo.rundir.Claim): its heartbeat is refreshed at every save
         self.shared: dict[str, Stateful] = {}
         self.per_rank: dict[str, Any] = {}
         self.episodes: str | None = None  # the name of the episodes owner
@@ -114,6 +115,8 @@ class CheckpointManager:
         blobs = self.ctx.gather_objects(fmt.to_bytes(fmt.to_storable(state.pop("rank"))))
         if not self.ctx.is_main:
             return True
+        if self.claim is not None:
+            self.claim.heartbeat()  # DirectoryBusy if another process took the run dir over: nothing is written
         data = fmt.file_contents(state, to_yaml(self.cfg), [fmt.from_bytes(b) for b in blobs])
         try:
             path = fmt.save(self.cfg.run.dir, update, data, self.cfg.checkpoint.keep_last)

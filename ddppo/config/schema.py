@@ -344,6 +344,11 @@ class CheckpointConfig:
     path: str = field(default="", metadata=doc("initialise the weights from this checkpoint when run.dir has none to "
                                                "resume from (fine-tuning: optimiser and counters start fresh); a "
                                                "ddppo ckpt-<update>.pt or a habitat-baselines ckpt.N.pth"))
+    stale_claim_s: float = field(default=3600.0,
+                                 metadata=doc("the run dir's claim counts as abandoned when its holder has not "
+                                              "checkpointed (its heartbeat) for this long, and for 3x its time between "
+                                              "checkpoints: a node lost where neither SLURM nor the host can tell "
+                                              "(docs/guides/run-directory-safety.md)", gt=0))
 
 
 @dataclass(frozen=True)

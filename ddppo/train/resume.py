@@ -32,11 +32,15 @@ def check_run_dir(cfg: Config) -> list[str]:
 
 
 def claim_run_dir(cfg: Config, ctx: DistContext) -> Claim:
-    """Rank 0 claims the run dir as its one live writer (held until Trainer.close); every rank raises the same
-    ConfigError, naming the holder, when another process trains in it. The claim (an empty one off rank 0)."""
+    """Rank 0 claims the run dir as its one live writer (held until Trainer.close; its heartbeat refreshed at
+    every checkpoint); every rank raises the same ConfigError, naming the holder, when another process trains in
+    it. The claim (an empty one off rank 0)."""
     held: list[Claim] = []
-    ctx.decide_on_main((lambda: held.append(RunDir(cfg.run.dir).claim_writer())) if ctx.is_main else None,
-                       (ConfigError,))
+
+    def claim() -> None:
+        held.append(RunDir(cfg.run.dir).claim_writer(cfg.checkpoint.stale_claim_s))
+
+    ctx.decide_on_main(claim if ctx.is_main else None, (ConfigError,))
     return held[0] if held else Claim(RunDir(cfg.run.dir).path, None, [])
 
 

@@ -333,7 +333,7 @@ class Trainer:
     def _checkpoint_manager(self) -> CheckpointManager:
         """The one checkpoint manager, given every owner: the shared ones (the same on every rank), then each
         rank's own."""
-        manager = CheckpointManager(self.cfg, self.ctx)
+        manager = CheckpointManager(self.cfg, self.ctx, self.run_claim)
         manager.register("model", self.policy, shared=True)
         manager.register("optimizer", self.updater.optimizer, shared=True)
         manager.register("counters", Counters(self), shared=True)

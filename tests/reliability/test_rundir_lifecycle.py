@@ -118,9 +118,9 @@ def wait_until(what: str, check, proc: subprocess.Popen | None = None) -> None:
 
 
 def holds(directory: Path, proc: subprocess.Popen) -> bool:
-    """`proc` holds its claim on `directory` (the lock file names it)."""
+    """`proc` holds its claim on `directory` (its holder record names it)."""
     with contextlib.suppress(OSError, ValueError):
-        return json.loads((directory / ".lock").read_text())["pid"] == proc.pid
+        return json.loads((directory / ".holder.json").read_text())["pid"] == proc.pid
     return False
 
 

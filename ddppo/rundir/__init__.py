@@ -1,4 +1,5 @@
-"""The run directory: the one module that knows its files, their names and how they are written.
+"""The run directory: the one package that knows its files, their names and how they are written (here), and
+who may write them (claim.py: the claim; holder.py: its holder record, and when a holder is gone).
 
     RUN_DIR/
       config.yaml                 the resolved config (a changed config on resume keeps the old one as
@@ -7,37 +8,31 @@
       tb/                         TensorBoard events of training (rank 0)
       checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint/format.py)
       eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
-      .lock, eval/.lock           who writes them (`claim_dir`; kept: removing it would let two claim at once)
+      .lock, .holder.json         who writes them, also eval/.lock, eval/.holder.json (claim.py)
 
 Training, evaluation, sweeps and benchmarks all go through `RunDir`; every file of it is written with
 `atomic_write` (temp file in the same folder + rename), and metrics.jsonl is always read with `read_jsonl`, which
 skips a torn line instead of failing on it.
 
-One live writer per directory (`claim`): `ddppo train` (rank 0) holds RUN_DIR/.lock, `ddppo eval` its output
-folder's .lock (OUT/.lock), `ddppo sweep` SWEEP_DIR/.lock, for as long as it runs. A second process that would
-write the same files refuses at once (DirectoryBusy, exit 2) naming the holder and the fix. The claim is an
-flock: the kernel drops it with the process, SIGKILL included, so a crashed run never leaves a stale claim;
-readers (eval of a training run, sweep summary, export) take none. docs/guides/run-directory-safety.md.
+One live writer per directory (`claim_dir`): `ddppo train` (rank 0) holds RUN_DIR, `ddppo eval` its output folder
+(OUT), `ddppo sweep` SWEEP_DIR, for as long as it runs. A second process that would write the same files refuses
+at once (DirectoryBusy, exit 2) naming the holder and the fix, unless the holder is gone (holder.py's rules: then
+it takes over with one warning). Readers (eval of a training run, sweep summary, export) take none.
+docs/guides/run-directory-safety.md.
 """
-
 from __future__ import annotations
 
 import json
 import logging
 import os
 import re
-import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ddppo.config.schema import ConfigError
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: no claims (ddppo runs on Linux clusters)
-    fcntl = None
+from ddppo.rundir.claim import Claim, DirectoryBusy, claim_dir
+from ddppo.rundir.holder import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +41,8 @@ METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tb"
 EVAL = "eval"
-LOCK = ".lock"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+_CHECKPOINT_TEMP = re.compile(r"^\.ckpt-\d+\.pt\.(\d+)\.tmp$")  # atomic_write's temp file of a checkpoint
 
 
 # ------------------------------------------------------------------------------ plain file helpers
@@ -285,15 +280,34 @@ class RunDir:
             old.unlink(missing_ok=True)
 
     # ---------------------------------------------------------------- the one live writer
-    def claim_writer(self) -> "Claim":
-        """`ddppo train`'s claim on this run dir (DirectoryBusy while another process trains in it); checkpoint
-        temp files that a killed writer left (they can be as large as a checkpoint) are removed."""
+    def claim_writer(self, stale_after_s: float | None = None) -> Claim:
+        """`ddppo train`'s claim on this run dir (DirectoryBusy while another process trains in it; its heartbeat
+        is refreshed at every checkpoint, and a holder silent for `stale_after_s` counts as gone). Under the claim,
+        checkpoint temp files that a killed writer left (as large as a checkpoint) are removed: only those
+        (`.ckpt-<U>.pt.<pid>.tmp`), and none whose pid is a live process on this host."""
         claim = claim_dir(self.path, "ddppo train", "choose another run.dir", "wait for it to finish, or stop it "
-                          "(it checkpoints first; a new `ddppo train` then resumes from there)")
-        for tmp in self.checkpoint_dir.glob(".*.tmp") if self.checkpoint_dir.is_dir() else []:
-            log.info("removing %s, left by a writer that was killed mid-write", tmp)
-            tmp.unlink(missing_ok=True)
+                          "(it checkpoints first; a new `ddppo train` then resumes from there)", stale_after_s)
+        for tmp in self.checkpoint_dir.iterdir() if self.checkpoint_dir.is_dir() else []:
+            m = _CHECKPOINT_TEMP.match(tmp.name)
+            if m and not pid_alive(int(m.group(1))):
+                log.info("removing %s, left by a writer that was killed mid-write", tmp)
+                tmp.unlink(missing_ok=True)
         return claim
+
+    def finished_message(self, total_env_steps: int) -> str | None:
+        """What to tell a `ddppo train` that would resume a finished run and train nothing (None if it would
+        train): the last metrics record reached `total_env_steps` and the newest checkpoint holds that update."""
+        last, newest = self.last_metrics(), self.checkpoints()[-1:]
+        try:
+            done = last["env_steps"] >= total_env_steps and checkpoint_update(newest[0]) >= last["update"]
+        except (KeyError, TypeError, IndexError):
+            return None
+        if not done:
+            return None
+        return (f"run.dir={self.path} has finished: {last['env_steps']:,} of run.total_env_steps={total_env_steps:,} "
+                f"env steps, update {last['update']}; nothing to train. To train it further raise the budget "
+                f"(e.g. run.total_env_steps={2 * max(total_env_steps, last['env_steps'])}); for a new run pass "
+                f"another run.dir")
 
     # ---------------------------------------------------------------- evaluation outputs
     @staticmethod
@@ -324,91 +338,3 @@ def _unused(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
     return candidate
-
-
-# ------------------------------------------------------------------------------ one live writer per directory
-class DirectoryBusy(ConfigError):
-    """Another live process writes the directory; the message names it and the fix (exit 2)."""
-
-
-class Claim:
-    """This process's claim on a directory (an flock on DIR/.lock), until `release` or the process ends."""
-
-    def __init__(self, directory: Path, fd: int | None, created: list[Path], previous: Any = None):
-        self.directory, self.fd, self.created = directory, fd, created
-        self.previous = previous  # the lock file as it was before this claim wrote its holder: (bytes, stat)
-
-    def release(self, failed_start: bool = False) -> None:
-        """Give the claim up; directories the claim created that hold nothing else are removed again, and with
-        `failed_start` (the command refused before writing anything) the lock file gets back its former holder
-        line and times: a command that fails before writing leaves nothing behind, not even a touched file."""
-        if self.fd is None:
-            return
-        try:
-            if failed_start and self.previous is not None:
-                text, st = self.previous
-                os.ftruncate(self.fd, 0)
-                os.pwrite(self.fd, text, 0)
-                os.utime(self.directory / LOCK, ns=(st.st_atime_ns, st.st_mtime_ns))
-            elif failed_start and not self.created:
-                (self.directory / LOCK).unlink()  # made by this claim in a folder that was there
-            if self.created and [p.name for p in self.directory.iterdir()] == [LOCK]:
-                (self.directory / LOCK).unlink()
-                for d in reversed(self.created):
-                    d.rmdir()
-        except OSError:  # removed meanwhile, or no longer empty: left as it is
-            pass
-        os.close(self.fd)
-        self.fd = None
-
-    def __enter__(self) -> "Claim":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wait for it to finish") -> Claim:
-    """Claim `directory` for `what` (e.g. "ddppo eval"), creating it: DirectoryBusy naming the holder, `wait`
-    and `elsewhere` (how to pick another folder) while another live process holds it; ConfigError naming the
-    folder and `elsewhere` when it cannot be made or written (a file in the way, a read-only disk). Where the
-    file system has no locks, a warning, and no claim."""
-    directory = Path(directory)
-    created = [p for p in [directory, *directory.parents] if not p.exists()][::-1]
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        existed = (directory / LOCK).exists()
-        fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise ConfigError(f"{what} cannot write into {directory} ({err.strerror or err}): make it writable, "
-                          f"or {elsewhere}") from None
-    if fcntl is None:
-        return Claim(directory, fd, created)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
-        real = directory.resolve()
-        shown = f"{directory}" if real == directory.absolute() else f"{directory} (that is {real})"
-        raise DirectoryBusy(f"{shown} is in use by {holder}: {wait}, or {elsewhere}") from None
-    except OSError as err:  # ENOLCK / EOPNOTSUPP: a file system without locks
-        log.warning("%s: cannot claim %s (%s); nothing stops a second process from writing it meanwhile",
-                    what, directory, err.strerror or err)
-        return Claim(directory, fd, created)
-    me = {"command": what, "pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%H:%M:%S"),
-          "argv": " ".join(sys.argv[1:])[:200]}
-    st = os.fstat(fd)
-    previous = (os.pread(fd, st.st_size, 0), st) if existed else None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
-    return Claim(directory, fd, created, previous)
-
-
-def _holder(fd: int) -> str:
-    """Who holds a claim, as its lock file says (written just after the claim: may still be empty)."""
-    try:
-        info = json.loads(os.pread(fd, 4096, 0).decode())
-        return f"`{info['command']}` (pid {info['pid']} on {info['host']}, since {info['since']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another ddppo process"
