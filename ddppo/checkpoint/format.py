@@ -1,6 +1,6 @@
 """The checkpoint file: what it holds (format 2), atomic save, `weights_only` loading, the reader of format 1.
 
-A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named, listed and pruned by ddppo/rundir.py),
+A checkpoint is one file `run.dir/checkpoints/ckpt-<update>.pt` (named, listed and pruned by ddppo/rundir/),
 written by rank 0 for every rank through the checkpoint manager (checkpoint/manager.py), which alone decides
 what goes in and what comes back out. Only tensors, numbers, strings, lists, tuples and dicts are stored, so
 `torch.load(weights_only=True)` reads it; numpy arrays are stored as tensors and come back as numpy arrays.

@@ -21,7 +21,7 @@ ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
                 "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
-INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint")  # packages of the infrastructure layer
+INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint", "rundir")  # packages of the infrastructure layer
 LAYERS = [("infrastructure",), ("normalization",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
           ("sweep",), ("api",), ("cli",), ("benchmarks",)]
 

@@ -1,4 +1,4 @@
-"""RunDir (ddppo/rundir.py): the one owner of a run directory's files."""
+"""RunDir (ddppo/rundir/): the one owner of a run directory's files."""
 
 import json
 

@@ -18,6 +18,8 @@ CRASHES (CRASH_CHAINS): SIGKILL at each point of tests/reliability/crash_at.py (
   its rename, after it; a torn metrics row; config.yaml before its first rename; a changed config between keeping
   the old one and writing the new), each followed by a restart that resumes: config.yaml always there and
   readable, every metrics row whole and each update once, every checkpoint loadable, no temp file left.
+A FINISHED RUN: `ddppo train` (and the same under torchrun) of a run that reached its budget says so and how to
+  train more, exit 0, and writes nothing (no config.<time>.yaml per no-op); a raised budget trains on.
 ODD PATHS (ODD_PATHS, and the chains' run dirs): spaces and non-ASCII in run.dir, a symlinked run.dir, a
   read-only run dir (eval without --out refuses, with --out works), a file where a directory belongs (run.dir,
   RUN/checkpoints, RUN/eval) and a directory where a file belongs (RUN/metrics.jsonl).
@@ -39,7 +41,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rel_util import REPO, tmpfs
+from rel_util import REPO, snapshot, tmpfs
 from testutil import TINY, as_overrides, cli_env
 
 HERE = Path(__file__).resolve().parent
@@ -364,3 +366,23 @@ def test_odd_paths(trained, tmp_path):
             assert rc == 0 and "ckpt-1" in out, err[-3000:]
     if len(cases) < len(ODD_PATHS):
         pytest.skip("no tmpfs could be mounted: the read-only cases did not run")
+
+
+# ------------------------------------------------------------------------------ a finished run
+def test_a_finished_run_says_so_and_writes_nothing(trained, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    before = snapshot(run_dir)
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node=2", "-m", "ddppo"]
+    again = [[sys.executable, "-m", "ddppo", *map(str, run_dir_args(run_dir, 1))],  # the same command
+             [sys.executable, "-m", "ddppo", *map(str, run_dir_args(run_dir, 1, **{"ppo.lr": 1e-3}))],  # a changed key
+             [*torchrun, *map(str, run_dir_args(run_dir, 1))]]  # the README's torchrun line on a one-rank run
+    for argv in again:
+        res = subprocess.run(argv, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=240)
+        lines = [line for line in res.stderr.splitlines() if "has finished" in line]
+        assert res.returncode == 0 and len(lines) == 1, f"{argv}: rc={res.returncode}\n{res.stderr[-3000:]}"
+        for part in (f"run.dir={run_dir}", "nothing to train", f"run.total_env_steps={2 * STEPS}", "another run.dir"):
+            assert part in lines[0], lines[0]
+    assert snapshot(run_dir) == before  # no config.<time>.yaml, nothing touched
+    rc, _, err = cli(*run_dir_args(run_dir, 2))  # the fix it names: a raised budget trains on
+    assert rc == 0 and [r["update"] for r in metrics_rows(run_dir)] == [1, 2], err[-3000:]
