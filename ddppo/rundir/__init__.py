@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddppo.config.schema import ConfigError
-from ddppo.rundir.claim import Claim, DirectoryBusy, claim_dir
+from ddppo.rundir.claim import Claim, DirectoryBusy, claim_dir  # noqa: F401  (DirectoryBusy: re-exported)
 from ddppo.rundir.holder import pid_alive
 
 log = logging.getLogger(__name__)

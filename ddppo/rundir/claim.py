@@ -64,11 +64,16 @@ def _read(path: Path) -> Any:
 
 
 def _temp(path: Path, record: dict) -> Path:
+    """`record` written whole to a temp file beside `path` (removed again if that fails: a full disk)."""
     tmp = path.with_name(f"{path.name}.{record['host']}.{record['pid']}.{record['token'][:8]}.tmp")
-    with open(tmp, "w") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return tmp
 
 
@@ -168,19 +173,19 @@ class Claim:
         if self.record is None:
             return
         now, path = time.time(), self.directory / RECORD
-        with _editing(self.directory):
-            current = _read(path)
-            if not isinstance(current, dict) or current.get("token") != self.record["token"]:
-                self.record = None
-                raise DirectoryBusy(f"{self.directory} is no longer this run's: it was taken over by "
-                                    f"{describe(current) if current is not _MISSING else 'nobody (released)'}; "
-                                    f"this process stops without writing to it")
-            record = {**self.record, "heartbeat": now, "heartbeat_interval_s": now - self.record["heartbeat"]}
-            try:
+        try:
+            with _editing(self.directory):
+                current = _read(path)
+                if not isinstance(current, dict) or current.get("token") != self.record["token"]:
+                    self.record = None
+                    raise DirectoryBusy(f"{self.directory} is no longer this run's: it was taken over by "
+                                        f"{describe(current) if current is not _MISSING else 'nobody (released)'}; "
+                                        f"this process stops without writing to it")
+                record = {**self.record, "heartbeat": now, "heartbeat_interval_s": now - self.record["heartbeat"]}
                 _replace(path, record)
                 self.record = record
-            except OSError as err:
-                log.warning("could not refresh the heartbeat of %s (%s)", path, err.strerror or err)
+        except OSError as err:  # a full disk, say: the checkpoint's own write reports it
+            log.warning("could not refresh the heartbeat in %s (%s)", path, err.strerror or err)
 
     def release(self, failed_start: bool = False) -> None:
         """Give the claim up: the record goes; directories the claim created that hold nothing else are removed
