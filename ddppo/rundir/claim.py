@@ -245,8 +245,6 @@ def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wai
         def judge(record: Any) -> str | None:
             if state == "held" and scope in ("local", "global"):
                 return "its lock is free, so its process ended"
-            if state == "busy" and scope in ("local", "node"):
-                return None
             return stale_reason(record, me)
 
         def busy(record: Any) -> DirectoryBusy:
@@ -256,7 +254,9 @@ def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wai
                                  f"is gone (its node lost), `ddppo rundir release {shlex.quote(str(directory))}` "
                                  f"frees the directory")
 
-        _take_record(directory, me, judge, busy)
+        if state == "busy" and scope in ("local", "node"):  # the lock's holder is a live process of this node
+            raise busy(_read(directory / RECORD))
+        _take_record(directory, me, judge, busy, create=state != "busy")
         claim.record = me
         if state == "busy":  # the lock of a holder found gone: a dead node's, still kept by NFS or Lustre
             claim.fd = _fresh_lock(directory, fd)
@@ -267,19 +267,21 @@ def claim_dir(directory: str | Path, what: str, elsewhere: str, wait: str = "wai
 
 
 def _take_record(directory: Path, me: dict, judge: Callable[[Any], str | None],
-                 busy: Callable[[Any], DirectoryBusy]) -> None:
-    """Create DIR/.holder.json as `me`, or take it over from a holder `judge` finds gone; `busy(record)` is
-    raised for a live one."""
+                 busy: Callable[[Any], DirectoryBusy], create: bool = True) -> None:
+    """Create DIR/.holder.json as `me` (unless not `create`: the lock is held, so only a holder found gone may
+    be taken over), or take it over from a holder `judge` finds gone; `busy(record)` for a live one."""
     path = directory / RECORD
     for attempt in range(ATTEMPTS):
-        if _create(path, me):
+        if create and _create(path, me):
             return
         record = _read(path)
-        if record is _MISSING:  # released meanwhile
+        if record is _MISSING and create:  # released meanwhile
             continue
-        if record is None and attempt < ATTEMPTS - 1:  # being written where links are not supported: look again
+        if (record is None or record is _MISSING) and attempt < ATTEMPTS - 1:  # being written: look again
             time.sleep(0.2)
             continue
+        if record is _MISSING:  # a held lock, and no record to judge its holder by
+            raise busy(None)
         reason = judge(record)
         if reason is None:
             raise busy(record)

@@ -147,3 +147,22 @@ def test_a_taken_over_claim_stops_at_its_heartbeat(tmp_path):
         claim.heartbeat()
     claim.release()
     assert json.loads((tmp_path / "run" / ".holder.json").read_text())["host"] == "gpu017"  # not its to remove
+
+
+def test_a_held_lock_is_never_claimed_beside(tmp_path, monkeypatch):
+    """The lock's holder may not have written its record yet: no claim creates one beside a held lock (on a
+    shared mount, a held lock is taken over only from a record that shows its holder gone)."""
+    import fcntl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    fd = os.open(run / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file: conflicts with this process's own claim
+    try:
+        for scope in ("local", "node", "global", "unknown"):
+            monkeypatch.setattr(claim_mod, "lock_scope", lambda directory, s=scope: (s, None))
+            with pytest.raises(DirectoryBusy, match="in use by another ddppo process"):
+                claim_dir(run, "ddppo train", "choose another run.dir")
+            assert sorted(p.name for p in run.iterdir()) == [".lock"]
+    finally:
+        os.close(fd)
