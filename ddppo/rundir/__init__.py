@@ -303,8 +303,9 @@ class RunDir:
             return None
         if not done:
             return None
-        return (f"run.dir={self.path} has finished: {last['env_steps']:,} of run.total_env_steps={total_env_steps:,} "
-                f"env steps, update {last['update']}; nothing to train. To train it further raise the budget "
+        return (f"run.dir={self.path} is already finished: {last['env_steps']:,} of run.total_env_steps="
+                f"{total_env_steps:,} env steps, update {last['update']}; nothing to train. To train it further raise "
+                f"the budget "
                 f"(e.g. run.total_env_steps={2 * max(total_env_steps, last['env_steps'])}); for a new run pass "
                 f"another run.dir")
 

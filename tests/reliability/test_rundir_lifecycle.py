@@ -379,7 +379,7 @@ def test_a_finished_run_says_so_and_writes_nothing(trained, tmp_path):
              [*torchrun, *map(str, run_dir_args(run_dir, 1))]]  # the README's torchrun line on a one-rank run
     for argv in again:
         res = subprocess.run(argv, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=240)
-        lines = [line for line in res.stderr.splitlines() if "has finished" in line]
+        lines = [line for line in res.stderr.splitlines() if "is already finished" in line]
         assert res.returncode == 0 and len(lines) == 1, f"{argv}: rc={res.returncode}\n{res.stderr[-3000:]}"
         for part in (f"run.dir={run_dir}", "nothing to train", f"run.total_env_steps={2 * STEPS}", "another run.dir"):
             assert part in lines[0], lines[0]
