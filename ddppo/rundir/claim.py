@@ -13,7 +13,8 @@ EINVAL, or a lock a dead node still holds on NFS or Lustre) the record decides (
 holder is taken over with one warning: the record replaced (rename over it, then read back to confirm); a live
 one is refused (DirectoryBusy, exit 2) naming it and `ddppo rundir release DIR`, the one command that frees DIR.
 Every change of an existing record (takeover, heartbeat, release) happens under DIR/.holder.json.edit, a lock
-file created exclusively and removed at once; one a crashed process left is cleared after `EDIT_STALE_S`.
+file created exclusively and removed at once; one a process killed meanwhile left is cleared at once where
+that process ran on this host, else after `EDIT_STALE_S`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ import json
 import logging
 import os
 import shlex
+import socket
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ddppo.config.schema import ConfigError
-from ddppo.rundir.holder import describe, identity, lock_scope, pid_alive, same_node, stale_reason, warn_once
+from ddppo.rundir.holder import (boot_id, describe, identity, lock_scope, pid_alive, process_start, same_node,
+                                 stale_reason, warn_once)
 
 try:
     import fcntl
@@ -112,7 +115,7 @@ def _editing(directory: Path) -> Iterator[None]:
             break
         except FileExistsError:
             with contextlib.suppress(FileNotFoundError):
-                if time.time() - edit.stat().st_mtime > EDIT_STALE_S:
+                if time.time() - edit.stat().st_mtime > EDIT_STALE_S or _editor_gone(edit):
                     log.warning("removing %s, left by a process that died while changing the holder record", edit)
                     edit.unlink()
                     continue
@@ -121,11 +124,20 @@ def _editing(directory: Path) -> Iterator[None]:
                                     f"again; if no ddppo process starts or stops there, remove that file") from None
             time.sleep(0.05)
     try:
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, json.dumps({"host": socket.gethostname(), "boot_id": boot_id(), "pid": os.getpid(),
+                                 "pid_start": process_start(os.getpid())}).encode())
         os.close(fd)
         yield
     finally:
         edit.unlink(missing_ok=True)
+
+
+def _editor_gone(edit: Path) -> bool:
+    """The edit lock's process ran on this host and is dead (killed while it edited)."""
+    editor = _read(edit)
+    here = {"host": socket.gethostname(), "boot_id": boot_id()}
+    return isinstance(editor, dict) and same_node(editor, here) and not pid_alive(int(editor.get("pid", 0)),
+                                                                                 editor.get("pid_start"))
 
 
 def _flock(fd: int, what: str, directory: Path) -> str:

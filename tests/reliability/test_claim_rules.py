@@ -166,3 +166,14 @@ def test_a_held_lock_is_never_claimed_beside(tmp_path, monkeypatch):
             assert sorted(p.name for p in run.iterdir()) == [".lock"]
     finally:
         os.close(fd)
+
+
+def test_an_edit_lock_of_a_dead_process_on_this_host_is_cleared_at_once(tmp_path, monkeypatch):
+    """A writer killed during a heartbeat leaves .holder.json.edit: the restart need not wait EDIT_STALE_S."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".holder.json").write_text(json.dumps(me(pid=2**22 + 12345)))
+    (run / ".holder.json.edit").write_text(json.dumps(me(pid=2**22 + 12345)))
+    monkeypatch.setattr(claim_mod, "EDIT_WAIT_S", 0.2)
+    claim_dir(run, "ddppo train", "choose another run.dir").release()
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]
