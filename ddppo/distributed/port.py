@@ -7,7 +7,7 @@ range, [PORT_BASE, low), at PORT_BASE + job id modulo the window's size: the sam
 restart of the job. Where the range starts too low for such a window, the window above it, (high, 65535], is
 used; where neither is wide enough, the ports below the range from 1024.
 
-`python -m ddppo.distributed.port JOB_ID` (slurm/train.sbatch, on the allocation's first node, where rank 0
+`main([JOB_ID])` (slurm/train.sbatch, on the allocation's first node, where rank 0
 hosts the store) prints that port, or, when something on this host already listens there, the next free one
 of the window (at most RETRIES tries, then the job's own port: the rendezvous names the port in use).
 """

@@ -217,7 +217,9 @@ MpiDefault=none
 SwitchType=switch/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+# job completion records (every end of a job, a requeue included) in a file: `sacct --completion` reads them
+JobCompType=jobcomp/filetxt
+JobCompLoc={r}/log/jobcomp.txt
 MailProg=/bin/true
 ReturnToService=2
 JobRequeue=1
@@ -242,6 +244,11 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         if out.returncode != 0:
             raise RuntimeError(f"sbatch failed (rc={out.returncode}): {out.stderr.strip()}")
         return int(out.stdout.strip().split(";")[0])
+
+    def sacct(self, job_id: int) -> str:
+        """`sacct --completion` lines of the job (one per end of the job: requeues and the final one)."""
+        return self.run("sacct", "--completion", "-j", str(job_id), "-o",
+                        "JobID,JobName%20,State,ExitCode,Start,End,NodeList", check=False)
 
     def job(self, job_id: int) -> dict[str, str]:
         """``scontrol show job`` as a dict (JobState, Restarts, NodeList, NumNodes, ExitCode, ...)."""
