@@ -1,10 +1,13 @@
 """The GPU check: every CUDA path of the trainer as one run on one machine with a GPU (1 H200, 16 cores: the
 whole run within --budget-s, 480 s by default).
 
-    python benchmarks/gpu_check.py [--dry-run] [--only NAME,...] [--work DIR] [--budget-s S]
-    (bash benchmarks/gpu_check.sh ...)
+    python benchmarks/gpu_check.py [--dry-run] [--part essential|rest|all] [--only NAME,...] [--work DIR]
+                                   [--budget-s S]
+    (bash benchmarks/gpu_check.sh ...; from a bare checkout without omegaconf or gymnasium installed:
+     benchmarks/gpu_check_prepare.py, then benchmarks/gpu_check_device.sh essential|rest on the GPU machine)
 
-The checks run in PLAN's order, the most valuable first: NCCL's blocking-wait timeout on one GPU, plainly and
+The checks run in PLAN's order, in two parts (--part; one command each on a lent machine: PART_BUDGET_S each),
+the essential first: NCCL's blocking-wait timeout on one GPU, plainly and
 under torchrun (a one-rank group whose all-reduce is queued behind `torch.cuda._sleep`: the wait must raise
 inside the guard, the rank exit 1, no abort); world 1 under torchrun with no warning about NCCL variables;
 deterministic LSTM; overlapped learning without cuDNN's contiguity warning; two ranks on one GPU; then the rest,
@@ -41,7 +44,8 @@ from ddppo.benchmarks import gpu_check_nccl as nccl  # noqa: E402
 from ddppo.benchmarks import gpu_check_paths as paths  # noqa: E402
 from ddppo.benchmarks.gpu_check_util import CheckFailed, Env  # noqa: E402
 
-RUN_BUDGET_S = 480.0  # a lent machine gives 15 minutes in all, its start included
+RUN_BUDGET_S = 540.0  # both parts in one run
+PART_BUDGET_S = 270.0  # one part: a command of at most 300 s, less the interpreter's start and the unpacking
 DEADLINE_FACTOR = 1.5
 DRY_DEADLINE_S = 600.0  # per check on CI's CPU
 
@@ -53,30 +57,40 @@ class Check(NamedTuple):
     run: Callable[[Env], str]
 
 
+# Two parts, one command each on a lent machine (at most 300 s a command, 15 min of device time in all, its start
+# included): the essential checks first, then the rest. Each part's planned total stays within PART_BUDGET_S.
 PLAN: list[Check] = [
+    # --- essential
     Check("blocking_wait_timeout", "NCCL timeout raises in guard, exit 1 (plain)", 30,
           lambda e: nccl.blocking_wait_timeout(e, under_torchrun=False)),
     Check("blocking_wait_torchrun", "the same under torchrun (its injected variable)", 35,
           lambda e: nccl.blocking_wait_timeout(e, under_torchrun=True)),
-    Check("nccl_1rank", "NCCL world 1 under torchrun, no variable warning", 45, nccl.nccl_1rank),
-    Check("deterministic_lstm", "deterministic LSTM on CUDA, bit-identical", 50, paths.deterministic_lstm),
+    Check("nccl_1rank", "NCCL world 1 under torchrun, no variable warning", 40, nccl.nccl_1rank),
     Check("overlap_learning", "learner thread + acting copy, no cuDNN repack", 50, paths.overlap_learning),
-    Check("two_ranks_one_gpu", "auto -> gloo on one GPU; buckets, staging, stats", 45, nccl.two_ranks_one_gpu),
-    Check("backend_agreement", "a rank without a GPU: one ConfigError, exit 2", 25, nccl.backend_agreement),
-    Check("shared_gpu_refused", "explicit NCCL, 2 ranks on 1 GPU: exit 2", 25, nccl.shared_gpu_refused),
-    Check("timing_overhead", "event timers vs a sync per phase", 40, paths.timing_overhead),
-    Check("overlap_workers", "overlap mode with workers", 35, paths.overlap_workers),
-    Check("variable_workers", "variable mode with workers", 35, paths.variable_workers),
-    Check("peer_killed", "NCCL, rank 1 SIGKILLed: rank 0 exit 1 naming it", 45,
-          lambda e: nccl.peer_lost(e, signal.SIGKILL)),
-    Check("peer_stopped", "NCCL, rank 1 SIGSTOPped: rank 0 exit 1 naming it", 45,
-          lambda e: nccl.peer_lost(e, signal.SIGSTOP)),
-    Check("deterministic_cnn", "deterministic CNN pooling on CUDA", 45, paths.deterministic_cnn),
+    Check("two_ranks_one_gpu", "auto -> gloo on one GPU; buckets, staging, stats", 40, nccl.two_ranks_one_gpu),
     Check("resume_gpu", "resume onto the GPU", 40, paths.resume_gpu),
     Check("eval_export", "eval and export of that run", 30, paths.eval_export),
-    Check("habitat_paper_policy", "ResNet50+LSTM512, grid double", 45, paths.habitat_paper_policy),
-    Check("habitat_sim_cuda0", "habitat-sim renders on cuda:0", 20, paths.habitat_sim_cuda0),
+    # --- the rest
+    Check("deterministic_lstm", "deterministic LSTM on CUDA, bit-identical", 40, paths.deterministic_lstm),
+    Check("backend_agreement", "a rank without a GPU: one ConfigError, exit 2", 15, nccl.backend_agreement),
+    Check("shared_gpu_refused", "explicit NCCL, 2 ranks on 1 GPU: exit 2", 15, nccl.shared_gpu_refused),
+    Check("peer_killed", "NCCL, rank 1 SIGKILLed: rank 0 exit 1 naming it", 30,
+          lambda e: nccl.peer_lost(e, signal.SIGKILL)),
+    Check("peer_stopped", "NCCL, rank 1 SIGSTOPped: rank 0 exit 1 naming it", 30,
+          lambda e: nccl.peer_lost(e, signal.SIGSTOP)),
+    Check("timing_overhead", "event timers vs a sync per phase", 25, paths.timing_overhead),
+    Check("overlap_workers", "overlap mode with workers", 25, paths.overlap_workers),
+    Check("variable_workers", "variable mode with workers", 25, paths.variable_workers),
+    Check("deterministic_cnn", "deterministic CNN pooling on CUDA", 30, paths.deterministic_cnn),
+    Check("habitat_paper_policy", "ResNet50+LSTM512, grid double", 25, paths.habitat_paper_policy),
+    Check("habitat_sim_cuda0", "habitat-sim renders on cuda:0", 10, paths.habitat_sim_cuda0),
 ]
+ESSENTIAL = 7  # PLAN[:ESSENTIAL] is the first part
+PARTS = ("essential", "rest", "all")
+
+
+def part_plan(part: str) -> list[Check]:
+    return {"essential": PLAN[:ESSENTIAL], "rest": PLAN[ESSENTIAL:], "all": PLAN}[part]
 
 Row = tuple  # (name, covers, result, detail, seconds)
 
@@ -118,10 +132,13 @@ def run_check(e: Env, check: Check, run_left: float) -> Row:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="the same checks on CPU + gloo, tiny budgets (CI)")
-    ap.add_argument("--only", default="", help="comma-separated check names (default: all)")
+    ap.add_argument("--part", choices=PARTS, default="all",
+                    help=f"essential (the first {ESSENTIAL} checks), rest, or all (default)")
+    ap.add_argument("--only", default="", help="comma-separated check names (default: all of the part)")
     ap.add_argument("--work", default="", help="work folder (default: a new temporary one)")
     ap.add_argument("--budget-s", type=float, default=None,
-                    help=f"the whole run's budget (default {RUN_BUDGET_S:g} s; none with --dry-run)")
+                    help=f"the whole run's budget (default {PART_BUDGET_S:g} s a part, {RUN_BUDGET_S:g} s for all; "
+                         f"none with --dry-run)")
     args = ap.parse_args(argv)
     import torch
 
@@ -136,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="ddppo-gpu-check."))
     work.mkdir(parents=True, exist_ok=True)
     e = Env(args.dry_run, work, 0 if args.dry_run else torch.cuda.device_count())
-    budget = args.budget_s if args.budget_s is not None else (float("inf") if e.dry else RUN_BUDGET_S)
+    default = RUN_BUDGET_S if args.part == "all" else PART_BUDGET_S
+    budget = args.budget_s if args.budget_s is not None else (float("inf") if e.dry else default)
     device = ("CPU (dry run)" if e.dry
               else f"{torch.cuda.get_device_name(0)} x{e.gpus}, nccl {torch.cuda.nccl.version()}")
-    plan = [c for c in PLAN if not only or c.name in only]
+    plan = [c for c in part_plan(args.part) if not only or c.name in only]
     shown = "none" if budget == float("inf") else f"{budget:g} s"
     print(f"gpu_check: torch {torch.__version__} on {device}; work folder {work}; run budget {shown}",
           flush=True)  # noqa: T201
@@ -150,14 +168,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_check(e, check, budget - (time.monotonic() - start)))
         print(f"gpu_check: {rows[-1][0]}: {rows[-1][2]} ({rows[-1][4]:.0f} s) {rows[-1][3]}", flush=True)  # noqa: T201
     print(table(rows))  # noqa: T201
-    out = work / "gpu_check.json"
-    out.write_text(json.dumps({"device": device, "torch": torch.__version__, "dry_run": e.dry, "budget_s": budget
+    out = work / ("gpu_check.json" if args.part == "all" else f"gpu_check_{args.part}.json")
+    out.write_text(json.dumps({"device": device, "torch": torch.__version__, "dry_run": e.dry, "part": args.part,
+                               "planned_s": sum(c.budget_s for c in plan), "budget_s": budget
                                if budget != float("inf") else None, "total_s": round(time.monotonic() - start, 1),
                                "summary": summary(rows), "checks": [
                                    {"name": n, "covers": c, "result": r, "detail": d, "seconds": round(t, 1),
                                     "planned_s": next(p.budget_s for p in PLAN if p.name == n)}
                                    for n, c, r, d, t in rows]}, indent=2))
-    print(f"gpu_check: {summary(rows)}; {time.monotonic() - start:.0f} s; results {out}, logs in {work}")  # noqa: T201
+    print(f"gpu_check: {summary(rows)}; planned {sum(c.budget_s for c in plan):g} s, measured "
+          f"{time.monotonic() - start:.0f} s; results {out}, logs in {work}")  # noqa: T201
     return 1 if any(r[2] == "FAIL" for r in rows) else 0
 
 

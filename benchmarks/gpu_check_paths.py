@@ -64,14 +64,14 @@ def overlap_learning(e: Env) -> str:
 
 
 def overlap_workers(e: Env) -> str:
-    budget = 1024 if e.dry else 20480
+    budget = 1024 if e.dry else 10240
     run_dir, _ = trained(e, "overlap", 1, GRIDNAV, *GRID, f"run.total_env_steps={budget}", "rollout.overlap=true",
                          "env.num_workers=4", *e.dev())
     return f"{reached(run_dir, budget)['perf/fps']:.0f} fps to {budget} env steps (4 workers, double-buffered)"
 
 
 def variable_workers(e: Env) -> str:
-    budget = 1024 if e.dry else 20480
+    budget = 1024 if e.dry else 10240
     run_dir, _ = trained(e, "variable", 1, GRIDNAV, *GRID, f"run.total_env_steps={budget}", "rollout.mode=variable",
                          "env.num_workers=8", *e.dev())
     return f"{reached(run_dir, budget)['perf/fps']:.0f} fps to {budget} env steps (8 workers, variable experience)"
@@ -161,7 +161,7 @@ def habitat_paper_policy(e: Env) -> str:
     small = ["env.num_envs=2", "env.num_workers=0", "rollout.num_steps=16", "env.habitat.depth_width=32",
              "env.habitat.depth_height=32", "policy.hidden_size=32", "policy.resnet_base_width=8"] if e.dry else []
     run_dir, _ = trained(e, "habitat_paper", 1, "configs/pointnav_habitat.yaml", *habitat_data(e), *small,
-                         e.steps(6144, 96), "checkpoint.interval_updates=100000", *e.dev())
+                         e.steps(3072, 96), "checkpoint.interval_updates=100000", *e.dev())
     return phases(e, run_dir)
 
 

@@ -17,12 +17,11 @@ from ddppo.benchmarks.gpu_check_util import CheckFailed, Env
 
 def test_the_most_valuable_checks_come_first_and_every_check_has_a_budget():
     names = [c.name for c in gpu_check.PLAN]
-    assert names[:6] == ["blocking_wait_timeout", "blocking_wait_torchrun", "nccl_1rank", "deterministic_lstm",
-                         "overlap_learning", "two_ranks_one_gpu"]
+    assert names[:3] == ["blocking_wait_timeout", "blocking_wait_torchrun", "nccl_1rank"]
     assert len(names) == len(set(names)) and names[-1] == "habitat_sim_cuda0"
     assert all(c.budget_s > 0 for c in gpu_check.PLAN)
-    # the first five (the ones issue 32 asks for) fit the run's budget with room for their deadlines
-    assert sum(c.budget_s for c in gpu_check.PLAN[:6]) * gpu_check.DEADLINE_FACTOR <= gpu_check.RUN_BUDGET_S
+    # both parts' plans fit the run's budget (each part: one command; test_gpu_check_bare.py)
+    assert sum(c.budget_s for c in gpu_check.PLAN) <= gpu_check.RUN_BUDGET_S
 
 
 def test_real_runs_ask_for_cuda_and_nccl_dry_runs_for_cpu(tmp_path: Path):

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The GPU check from a bare checkout, on a machine with a CUDA GPU, torch and no network (omegaconf, gymnasium,
+# numpy... need not be installed): the checks in two parts, one command each (at most 300 s a command).
+#
+#   python benchmarks/gpu_check_prepare.py download --python-version 3.12   # before, where there is network:
+#                                                   # the wheels into .gpu_check/ (git-ignored; carry it along)
+#   bash benchmarks/gpu_check_device.sh essential   # command 1: the essential checks (planned 265 s)
+#   bash benchmarks/gpu_check_device.sh rest        # command 2: the rest (planned 270 s)
+#   ... --dry-run                                   # the same on CPU + gloo (CI-sized)
+#
+# Each command unpacks the wheels this Python lacks into .gpu_check/site, puts that folder and
+# benchmarks/gpu_check_site (which maps ddppo.envs / ddppo.benchmarks to the checkout's folders) on PYTHONPATH,
+# and runs benchmarks/gpu_check.py --part PART. Results JSON, every check's logs and this command's output go to
+# one folder: $OUT/gpu_check (the device tool's $OUT), else gpu_check_out/ in the checkout.
+# Environment: PYTHON (default python3), OUT, DDPPO_GPU_CHECK_DEPS (default .gpu_check).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+part=${1:?usage: bash benchmarks/gpu_check_device.sh essential|rest|all [gpu_check.py options]}
+shift
+py=${PYTHON:-python3}
+deps=${DDPPO_GPU_CHECK_DEPS:-.gpu_check}
+results=${OUT:-$PWD/gpu_check_out}/gpu_check
+mkdir -p "$results"
+"$py" benchmarks/gpu_check_prepare.py unpack --dest "$deps" 2>&1 | tee -a "$results/$part.out"
+export PYTHONPATH="$PWD/benchmarks/gpu_check_site:$(cd "$deps" && pwd)/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+"$py" benchmarks/gpu_check.py --part "$part" --work "$results" "$@" 2>&1 | tee -a "$results/$part.out"
