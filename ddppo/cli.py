@@ -36,7 +36,9 @@ def _setup_logging(level: str, rank: int) -> None:
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file, or a shipped config's name (ddppo config --list), e.g. gridnav")
+    # optional to argparse, so that its absence is answered with what to pass (cmd_train), not "required: config"
+    p.add_argument("config", nargs="?",
+                   help="YAML config file, or a shipped training config's name (ddppo config --list), e.g. gridnav")
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. ppo.lr=1e-4 env.num_envs=32")
 
 
@@ -51,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what KEY (or every key of a section, e.g. ppo) means, its type and default (and its "
                           "value, with a config); repeatable")
     cfg.add_argument("--help-keys", action="store_true", help="list every key with its one-line help")
-    cfg.add_argument("--list", action="store_true", help="list the shipped configs (usable by name)")
+    cfg.add_argument("--list", action="store_true",
+                     help="list the shipped configs by kind: training configs (ddppo train NAME), habitat-lab task "
+                          "configs (named by a training config), sweep specs (ddppo sweep NAME)")
     cfg.add_argument("--markdown", action="store_true",
                      help="print the configuration reference page (docs/reference/config.md): every key by section")
     sweep_cli.add_parser(sub)
@@ -95,9 +99,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         sys.stdout.write(help_keys() if args.help_keys else markdown())
         return 0
     if args.list:
-        from ddppo import configs
-
-        sys.stdout.write("".join(f"{name}\t{configs.find(name)}\n" for name in configs.names()))
+        sys.stdout.write(_shipped_list())
         return 0
     if args.config is None and not args.explain:
         raise ConfigError("ddppo config needs a YAML config file or a shipped config's name (or --explain KEY, "
@@ -110,11 +112,29 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shipped_list() -> str:
+    """`ddppo config --list`: the shipped configs grouped by kind, a `# kind: how it is used` line over each
+    group, then `name<TAB>file` lines."""
+    from ddppo import configs
+
+    out = []
+    for kind, names in configs.by_kind().items():
+        what, how = configs.KINDS[kind]
+        out.append(f"# {what}s: {how}\n")
+        out += [f"{name}\t{configs.find(name)}\n" for name in names]
+    return "".join(out)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    from ddppo import configs
     from ddppo.api.training import train
-    from ddppo.config import load_config
+    from ddppo.config import ConfigError, load_config
     from ddppo.distributed import read_launch
 
+    if args.config is None:
+        raise ConfigError(f"ddppo train needs a config: a shipped training config's name "
+                          f"({', '.join(configs.by_kind()['train'])}: `ddppo config --list`) or a YAML file, "
+                          f"then any key=value overrides, e.g. `ddppo train gridnav ppo.lr=1e-4`")
     launch = read_launch()
     cfg = load_config(args.config, args.overrides)
     _setup_logging(cfg.log.level, launch.rank)

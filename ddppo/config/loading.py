@@ -41,9 +41,10 @@ def _set_writable(node: DictConfig) -> None:
 
 def _wrap(err: OmegaConfBaseException, source: str) -> ConfigError:
     key = getattr(err, "full_key", None)
-    msg = str(err).split("\n")[0]
+    msg = str(err).split("\n")[0].rstrip()
     where = f"{key}: " if key else ""
-    return ConfigError(f"{source}: {where}{msg}. Run `ddppo config CONFIG` to see every valid key.")
+    end = "" if msg.endswith((".", "?", "!")) else "."  # omegaconf's "Did you mean: 'lr'?" ends a sentence already
+    return ConfigError(f"{source}: {where}{msg}{end} Run `ddppo config CONFIG` to see every valid key.")
 
 
 def _section_problems(layer: Any, schema: Any, prefix: str = "") -> list[str]:
@@ -140,12 +141,29 @@ def config_path(name: str | Path) -> Path:
         return shipped
     what = "is a directory" if path.is_dir() else "does not exist"
     raise ConfigError(f"config file {str(path)!r} {what} and is not a shipped config's name; pass a YAML file or a "
-                      f"name from `ddppo config --list` ({', '.join(n for n in configs.names() if '/' not in n)})")
+                      f"training config's name from `ddppo config --list` ({', '.join(configs.by_kind()['train'])})")
+
+
+def _not_a_training_config(given: str | Path, path: Path, data: Any) -> str | None:
+    """One line saying what a file that is not a training config is and how it is used (a habitat-lab task
+    config, a sweep spec), or None for a training config."""
+    kind = configs.kind_of(data)
+    if kind == "train":
+        return None
+    head = f"config file {str(given)!r} is a {configs.KINDS[kind][0]}, not a training config"
+    if kind == "sweep":
+        return f"{head}; run it with `ddppo sweep {given}` (`--dry-run` lists its runs)"
+    users = configs.naming(path)
+    if users:
+        return (f"{head}; a training config names it in env.habitat_lab.config, as the shipped {users[0]} does: "
+                f"`ddppo train {users[0]}`")
+    return (f"{head}; name it in a training config's env.habitat_lab.config (with env.name=habitat_lab), e.g. "
+            f"`ddppo train habitat_lab_pointnav env.habitat_lab.config={given}`")
 
 
 def read_yaml(path: str | Path) -> DictConfig:
     """A YAML config file, or a shipped config's name, as a layer (see `yaml_layer`)."""
-    path = config_path(path)
+    given, path = path, config_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -153,7 +171,11 @@ def read_yaml(path: str | Path) -> DictConfig:
                           f"pass a YAML file such as configs/gridnav.yaml") from None
     except OSError as err:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {err.strerror or err}") from None
-    return yaml_layer(text, f"config file {str(path)!r}")
+    layer = yaml_layer(text, f"config file {str(path)!r}")
+    problem = _not_a_training_config(given, path, OmegaConf.to_container(layer))
+    if problem:
+        raise ConfigError(problem)
+    return layer
 
 
 def parse_overrides(overrides: Sequence[str]) -> DictConfig:

@@ -26,6 +26,7 @@ command line. Run names come from the varied values, e.g. `sync_frac=0.5,lr=0.00
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -171,13 +172,20 @@ def _short_keys(keys: Sequence[str]) -> dict[str, str]:
 
 def _read_spec_yaml(path: Path) -> dict:
     if not path.is_file():
-        raise SweepError(f"sweep spec {str(path)!r} does not exist; pass a YAML file such as configs/sweeps/...")
+        raise SweepError(f"sweep spec {str(path)!r} does not exist; pass a YAML file or a shipped sweep spec's name "
+                         f"from `ddppo config --list` ({', '.join(configs.by_kind()['sweep'])})")
     try:
         data = yaml.load(path.read_text(), _Loader)
     except yaml.YAMLError as err:
         raise SweepError(f"sweep spec {str(path)!r} is not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(data, dict):
         raise SweepError(f"sweep spec {str(path)!r} must be a mapping with keys {', '.join(SPEC_KEYS)}")
+    kind = configs.kind_of(data)
+    sections = {f.name for f in dataclasses.fields(Config)}
+    if kind == "habitat_lab" or (kind == "train" and data and set(data) <= sections):
+        raise SweepError(f"{str(path)!r} is a {configs.KINDS[kind][0]}, not a sweep spec; a sweep spec names a "
+                         f"training config as its base: `ddppo sweep {configs.by_kind()['sweep'][0]}` runs the shipped "
+                         f"one (`ddppo config --list`)")
     unknown = [k for k in data if k not in SPEC_KEYS]
     if unknown:
         raise SweepError(f"sweep spec {path}: unknown key(s) {', '.join(map(str, unknown))}; "
