@@ -57,6 +57,17 @@ def test_the_test_command_is_the_one_ci_runs_and_the_readme_shows():
     assert any(c.startswith(install) for c in readme), "README's install line differs from the get-started page's"
 
 
+def test_the_pages_say_which_torch_build_the_install_line_brings():
+    """`pip install torch==2.13.0` from PyPI is the CUDA build on Linux: both pages say so, and give the CPU index
+    (issue 46: they used to say that installing torch first avoided the CUDA build)."""
+    cpu_lines = [c for c in page_commands() if CPU_INDEX in c]
+    assert len(cpu_lines) == 1 and cpu_lines[0].startswith("python3 -m venv"), cpu_lines
+    for text in (PAGE.read_text(), README.read_text()):
+        flat = " ".join(text.split())
+        assert "CUDA build" in flat and CPU_INDEX in flat and "download.pytorch.org/whl/cu" in flat
+        assert "pulls a multi-GB CUDA build" not in flat
+
+
 def check_tensorboard(command: str, cwd: Path) -> None:
     """`tensorboard --logdir runs/` serves what the runs wrote: read it the way TensorBoard does."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -77,6 +88,7 @@ def check_habitat(command: str, cwd: Path) -> None:
         assert "habitat-sim" in proc.stderr + proc.stdout
 
 
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 NOT_RUN_HERE = {  # command prefix -> why this test does not run it, and what does
     "conda activate": "needs a conda environment with habitat-sim (documented in the habitat-sim guide)",
     "pip install -e .": "the install itself: CI and the fresh-venv wheel test install the package",
@@ -90,7 +102,9 @@ def test_every_get_started_command_runs(tmp_path):
     ran = []
     for command in page_commands():
         if command.startswith("python3 -m venv"):
-            # the test-suite line is CI's own line; the install line is its start (CI installs the [dev] extra)
+            # the test-suite line is CI's own line; the install line is its start (CI installs the [dev] extra); the
+            # CPU line is the install line with PyTorch's CPU index (not reachable from CI: checked as text)
+            command = command.replace(f" {CPU_INDEX}", "")
             assert command == ci_line() or (command.endswith("-e .") and ci_line().startswith(command[:-1])), command
             continue
         if any(command.startswith(prefix) for prefix in NOT_RUN_HERE):
