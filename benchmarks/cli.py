@@ -31,6 +31,7 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "mujoco": ("mujoco", "ddppo vs stable-baselines3 (RL Zoo or CleanRL settings) on gymnasium MuJoCo tasks"),
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
+    "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
 }
 
 

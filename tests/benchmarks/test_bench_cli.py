@@ -60,3 +60,18 @@ def test_bench_sb3_without_the_extra_says_how_to_install(cli, tmp_path):
         pytest.skip("stable-baselines3 is installed")
     r = cli("bench", "sb3", "--seeds", "1", "--budget", "64", "--out", str(tmp_path / "sb3.json"), cwd=tmp_path)
     assert r.returncode == 2 and "pip install" in r.stderr and not (tmp_path / "sb3.json").exists()
+
+
+def test_bench_checkpoint_io(cli, tmp_path):
+    """One update of the real trainer writes a checkpoint; its size is what its model and optimiser hold, and each
+    save went through the trainer's path (only the newest kept)."""
+    out = tmp_path / "checkpoint-io.json"
+    work = tmp_path / "shared"
+    work.mkdir()
+    r = cli("bench", "checkpoint-io", "--repeats", "2", "--dir", str(work), "--out", str(out), "--case", *TINY_CASE,
+            cwd=tmp_path)
+    assert r.returncode == 0, r
+    (result,) = json.loads(out.read_text())["results"]
+    assert len(result["save_s"]) == 2 and len(result["serialise_s"]) == 2 and "MB/s" in r.stdout
+    assert result["bytes"] > 3 * 4 * result["parameters"]  # parameters and Adam's two moments, float32, and more
+    assert not list(work.iterdir())  # written where asked, then removed
