@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+import yaml
 
 from docs_helpers import DOCS, PENDING_PAGES, load_script
 from testutil import REPO
@@ -148,3 +149,11 @@ def test_search_works_from_disk_in_chromium(site):
     assert meta and "matching document" in meta.group(1), (meta and meta.group(1), proc.stderr[-2000:])
     links = re.findall(r'<a href="([^"]+)" class="md-search-result__link"', proc.stdout)
     assert links and all(".html" in link for link in links), links
+
+
+def test_mkdocs_yml_gives_each_key_once():
+    """mkdocs.yml is edited by several branches: a second `plugins:` from a merge would silently replace the first
+    (YAML keeps the last), dropping e.g. the offline plugin."""
+    from ddppo.config import UniqueKeyLoader
+
+    yaml.load((REPO / "mkdocs.yml").read_text(), UniqueKeyLoader)
