@@ -33,6 +33,7 @@ class EpisodeInfo:
 
     env_index: int
     metrics: dict[str, float]  # always "return" and "length"; tasks add e.g. success, spl
+    scene: str | None = None  # the scene the episode played (see `declared_scenes`), None: the env has none
 
 
 @dataclasses.dataclass
@@ -160,6 +161,22 @@ def declared_metrics(env: Any) -> tuple[str, ...]:
     A trainer aggregating metrics across processes fixes its columns from these before the first episode ends
     (return and length, and the names of the trainer's own list, need no declaring)."""
     return tuple(str(n) for n in getattr(env, "episode_metrics", ()) or ())
+
+
+def declared_scenes(env: Any) -> tuple[str, ...]:
+    """The scene names `env` may play, declared at construction (attribute `scenes`; empty: the env has no notion
+    of a scene). A scene is what a task's skill and a simulator's speed depend on: habitat's scene id, the
+    synthetic env's `num_scenes`, a gymnasium env's `scene_id` attribute. The trainer fixes its per-scene columns
+    from these before the first update (ddppo/rollout/scenes.py)."""
+    return tuple(str(n) for n in getattr(env, "scenes", ()) or ())
+
+
+def env_scenes(env: Any) -> list[str | None]:
+    """The scene each env starts in (attribute `env_scenes`, one entry per env; None where unknown). An env's
+    scene afterwards is the one its latest finished episode reports (`EpisodeInfo.scene`)."""
+    given = list(getattr(env, "env_scenes", ()) or ())
+    n = int(getattr(env, "num_envs", len(given)))
+    return [None if s is None else str(s) for s in given[:n]] + [None] * max(0, n - len(given))
 
 
 def fresh_reset(env: Any, seed: int) -> Obs:

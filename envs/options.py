@@ -99,6 +99,22 @@ class SyntheticOptions:
     reset_sleep_s: float = dataclasses.field(default=0.0,
                                              metadata=doc("extra wall time of a batched step in which an episode "
                                                           "ends (a slow reset, e.g. a scene switch)", ge=0))
+    num_scenes: int = dataclasses.field(default=0,
+                                        metadata=doc("scenes, each with its own reward mapping (the same on every "
+                                                     "rank) and a one-hot of it appended to the observation, so one "
+                                                     "policy must learn a skill per scene; 0 = one mapping per rank "
+                                                     "(no scenes)", shape=True, ge=0))
+    scene_step_factors: list = dataclasses.field(default_factory=list,
+                                                 metadata=doc("with num_scenes: step_sleep_s multiplier of scene s "
+                                                              "(entry s mod length; empty = all 1); a batched step "
+                                                              "sleeps the mean over its envs (they step in turn)"))
+    scene_placement: str = dataclasses.field(default="contiguous",
+                                             metadata=doc("with num_scenes: contiguous (scenes dealt whole in order "
+                                                          "over all ranks' envs, as the episode split deals scene "
+                                                          "files) | cost (every scene the same env slots, spread so "
+                                                          "each rank's summed cost, step time x episode length, is "
+                                                          "as equal as possible; envs/placement.py)",
+                                                          choices=("contiguous", "cost")))
     fail_at_step: int = dataclasses.field(default=0,
                                           metadata=doc(">0: raise an error at this batched step (fault injection for "
                                                        "tests); 0 = never", ge=0))

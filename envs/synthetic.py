@@ -14,6 +14,14 @@ raises an error at that batched step (counted since construction), for tests of 
 makes the rewards NaN for `nan_reward_steps` batched steps from that step on (on
 `nan_reward_ranks`, or every rank), for tests of non-finite updates. `nan_obs_at_step` > 0
 makes env 0's observation after that batched step NaN, for tests of non-finite observations.
+
+Scenes (`num_scenes` > 0; issue 44's preemption-bias benchmark): scene s has its own matrix W_s, the same on
+every rank, and the observation ends with a one-hot of the env's scene, so one policy has to learn a mapping
+per scene. Every scene holds the same number of env slots over all ranks, placed by `scene_placement`
+(envs/placement.py: whole scenes in order, or spread by cost); scene s's steps cost `scene_step_factors[s]` x
+`step_sleep_s`, and a batched step sleeps the mean over its envs (they step in turn, as in one simulator
+process). Episodes report their scene (`EpisodeInfo.scene`, "scene<s>") and `success`: the fraction of their
+steps that earned the reward.
 """
 
 from __future__ import annotations
@@ -27,6 +35,27 @@ import numpy as np
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from ddppo.envs.fields import section_problems
 from ddppo.envs.options import SyntheticOptions
+from ddppo.envs.placement import place_scenes
+
+SCENE_SEED = 0x5CE7E  # the scenes' matrices are drawn from this and the scene index: the same on every rank
+
+
+def scene_layout(options: SyntheticOptions, spec: Any) -> np.ndarray:
+    """(spec.num_envs,) the scene index of each of this batch's envs (a worker's share: its slots in env order,
+    assuming the rank's envs split evenly over its workers)."""
+    S = options.num_scenes
+    per_rank = spec.num_envs * max(1, spec.worker_count)
+    total = per_rank * spec.world_size
+    counts = [total // S + (1 if s < total % S else 0) for s in range(S)]
+    costs = [scene_factor(options, s) * options.episode_length for s in range(S)]
+    mine = place_scenes(counts, costs, spec.world_size, options.scene_placement)[spec.rank]
+    lo = spec.worker_index * spec.num_envs
+    return np.asarray(mine[lo:lo + spec.num_envs], np.int64)
+
+
+def scene_factor(options: SyntheticOptions, s: int) -> float:
+    factors = options.scene_step_factors
+    return float(factors[s % len(factors)]) if factors else 1.0
 
 
 class SyntheticFailure(RuntimeError):
@@ -42,20 +71,30 @@ class SyntheticEnv:
             raise EnvError("synthetic options: " + "; ".join(problems))
         self.options = options
         self.num_envs = spec.num_envs
+        S = options.num_scenes
         self.observation_space = gymnasium.spaces.Dict(
-            {"obs": gymnasium.spaces.Box(-np.inf, np.inf, (options.obs_dim,), np.float32)})
+            {"obs": gymnasium.spaces.Box(-np.inf, np.inf, (options.obs_dim + S,), np.float32)})
         self.action_space = gymnasium.spaces.Discrete(options.num_actions)
         self._projection = np.random.default_rng([spec.seed, 1]).standard_normal(
             (options.obs_dim, options.num_actions)).astype(np.float32)
+        self._scene = scene_layout(options, spec) if S else np.zeros(self.num_envs, np.int64)
+        if S:
+            self._scene_projection = np.stack([np.random.default_rng([SCENE_SEED, s]).standard_normal(
+                (options.obs_dim, options.num_actions)).astype(np.float32) for s in range(S)])
+            self._one_hot = np.eye(S, dtype=np.float32)[self._scene]
+            self.scenes = tuple(f"scene{s}" for s in range(S))  # ddppo.envs.base.declared_scenes
+            self.env_scenes = [self.scenes[s] for s in self._scene]
+            self.episode_metrics = ("success",)
+        scene_cost = float(np.mean([scene_factor(options, int(s)) for s in self._scene])) if S else 1.0
         self._seed = spec.seed
         self._rng = np.random.default_rng([spec.seed, 2])
         slow = spec.rank in [int(r) for r in options.slow_ranks]
         self._nan_rank = not options.nan_reward_ranks or spec.rank in [int(r) for r in options.nan_reward_ranks]
-        self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0)
+        self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0) * scene_cost
         self._speed_rng = np.random.default_rng([spec.seed, 3])  # apart from the observations' stream
         self._speed = self._draw_speed()
         self._work = np.ones((options.step_compute, options.step_compute), np.float32) / max(1, options.step_compute)
-        self._obs = np.zeros((self.num_envs, options.obs_dim), np.float32)
+        self._obs = np.zeros((self.num_envs, options.obs_dim + S), np.float32)
         self._steps = np.zeros(self.num_envs, np.int64)
         self._ret = np.zeros(self.num_envs, np.float64)
         self._total_steps = 0
@@ -90,10 +129,9 @@ class SyntheticEnv:
         obs = final
         if truncated.any():
             idx = np.flatnonzero(truncated)
-            episodes = [EpisodeInfo(int(i), {"return": float(self._ret[i]), "length": float(self._steps[i])})
-                        for i in idx]
+            episodes = [self._episode(int(i)) for i in idx]
             obs = final.copy()
-            obs[idx] = self._draw(len(idx))
+            obs[idx] = self._draw(len(idx), idx)
             if self.options.reset_sleep_s > 0:
                 time.sleep(self.options.reset_sleep_s)
             self._speed = self._draw_speed()
@@ -109,8 +147,19 @@ class SyntheticEnv:
         pass
 
     def best_actions(self, obs: Obs) -> np.ndarray:
-        """(N,) the rewarded action for each observation (an optimal policy)."""
-        return (np.asarray(obs["obs"], np.float32) @ self._projection).argmax(axis=1)
+        """(N,) the rewarded action for each observation (an optimal policy); with scenes, row n is env n's."""
+        x = np.asarray(obs["obs"], np.float32)
+        if not self.options.num_scenes:
+            return (x @ self._projection).argmax(axis=1)
+        W = self._scene_projection[self._scene]  # (N, obs_dim, A)
+        return np.einsum("nd,nda->na", x[:, :self.options.obs_dim], W).argmax(axis=1)
+
+    def _episode(self, i: int) -> EpisodeInfo:
+        metrics = {"return": float(self._ret[i]), "length": float(self._steps[i])}
+        if not self.options.num_scenes:
+            return EpisodeInfo(i, metrics)
+        metrics["success"] = float(self._ret[i] / max(self._steps[i], 1))
+        return EpisodeInfo(i, metrics, self.scenes[int(self._scene[i])])
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self._rng.bit_generator.state, "obs": self._obs.copy(), "steps": self._steps.copy(),
@@ -132,8 +181,12 @@ class SyntheticEnv:
             self._speed_rng.bit_generator.state = state["speed_rng"]
             self._speed = float(state["speed"])
 
-    def _draw(self, n: int) -> np.ndarray:
-        return self._rng.standard_normal((n, self.options.obs_dim)).astype(np.float32)
+    def _draw(self, n: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """Fresh observations of `n` envs (the rows `rows` of the batch, default all), their scenes' one-hot last."""
+        x = self._rng.standard_normal((n, self.options.obs_dim)).astype(np.float32)
+        if not self.options.num_scenes:
+            return x
+        return np.concatenate([x, self._one_hot if rows is None else self._one_hot[rows]], axis=1)
 
     def _draw_speed(self) -> float:
         sigma = self.options.step_sleep_sigma

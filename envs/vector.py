@@ -43,7 +43,8 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from ddppo.envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
-                       StepResult, VecEnv, WorkerStep, declared_metrics, fresh_reset,
+                       StepResult, VecEnv, WorkerStep, declared_metrics, declared_scenes, env_scenes,
+                       fresh_reset,
                        restores_state)
 from ddppo.envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
 from ddppo.envs.worker_output import OutputRelay, redirect_output_to
@@ -108,6 +109,8 @@ class SubprocVecEnv:
                     raise EnvError(f"env worker {w} built spaces {other}, worker 0 built {spaces[0]}")
             self.restores_state = all(b[2] for b in built)  # see ddppo.envs.base.restores_state
             self.episode_metrics = tuple(sorted({n for b in built for n in b[3]}))  # ddppo.envs.base.declared_metrics
+            self.scenes = tuple(sorted({n for b in built for n in b[4]}))  # ddppo.envs.base.declared_scenes
+            self.env_scenes = [s for b in built for s in b[5]]  # ddppo.envs.base.env_scenes, in env order
             self._attach()
         except BaseException:
             self.close()
@@ -136,7 +139,7 @@ class SubprocVecEnv:
             terminated=v["terminated"].copy(),
             truncated=v["truncated"].copy(),
             final_obs=_final_rows(v["final_obs"], done),
-            episodes=[EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics)
+            episodes=[EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics, e.scene)
                       for w in range(self.num_workers) for e in replies[w]],
         )
 
@@ -190,7 +193,7 @@ class SubprocVecEnv:
             res = StepResult(obs={k: a[lo:hi] for k, a in v["obs"].items()}, reward=v["reward"][lo:hi],
                              terminated=v["terminated"][lo:hi], truncated=v["truncated"][lo:hi],
                              final_obs={k: a[lo:hi] for k, a in v["final_obs"].items()},
-                             episodes=[EpisodeInfo(e.env_index + lo, e.metrics) for e in replies[w]])
+                             episodes=[EpisodeInfo(e.env_index + lo, e.metrics, e.scene) for e in replies[w]])
             out.append(WorkerStep(w, lo, hi, res))
         return out
 
@@ -360,7 +363,8 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
     try:
         try:
             env = build(name, options, spec)
-            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env), declared_metrics(env))))
+            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env), declared_metrics(env),
+                               declared_scenes(env), env_scenes(env))))
         except BaseException as exc:
             conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
             return

@@ -117,6 +117,15 @@ class RolloutConfig:
                                      metadata=doc("variable: weight env n's samples by min(1, (num_steps + 1) / "
                                                   "(its steps + 1)) in the loss (habitat-baselines VER), so fast envs "
                                                   "do not dominate it"))
+    importance_weights_form: str = field(default="one_sided",
+                                         metadata=doc("variable, with importance_weights: one_sided (habitat-baselines "
+                                                      "VER: min(1, (num_steps + 1) / (steps + 1)), only fast envs are "
+                                                      "pulled down, slow envs stay under-weighted) | two_sided (the "
+                                                      "same ratio clamped to [f, 1 / f], f = preemption."
+                                                      "min_rollout_fraction, then scaled to mean 1 over the rank's "
+                                                      "samples: slow envs are raised as well, every env's share of "
+                                                      "the rank's gradient is near equal)",
+                                                      choices=("one_sided", "two_sided")))
     variable_weighting: str = field(default="per_sample",
                                     metadata=doc("variable: how a sample's loss is normalised. per_sample "
                                                  "(habitat-baselines VER: over an epoch every valid sample of every "
@@ -144,6 +153,13 @@ class PreemptionConfig:
     min_rollout_fraction: float = field(default=0.25,
                                         metadata=doc("...but never before collecting this fraction of "
                                                      "rollout.num_steps", gt=0, le=1))
+    rank_weighting: bool = field(default=False,
+                                 metadata=doc("weight each rank's samples by num_steps / its steps per env (at most "
+                                              "1 / min_rollout_fraction) in the gradient, so a preempted rank's "
+                                              "scenes keep the share of the gradient they would have without "
+                                              "preemption (the exact form of what DDP's equal averaging of ranks "
+                                              "does); false = every sample of every rank counts alike, and a "
+                                              "preempted rank's scenes count less"))
     poll_interval_s: float = field(default=0.01,
                                    metadata=doc("start a read of the finished-ranks counter at most this often (reads "
                                                 "never block a step; 0 = a new one as soon as the last answered): "

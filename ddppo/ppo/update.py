@@ -6,6 +6,12 @@ overlapped with backward) weights every rank by its sample count, so the applied
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
+Rank weighting (preemption.rank_weighting, issue 44): the storage's `rank_weight` (T / L_r, at most
+1 / min_rollout_fraction: rollout/preemption.py) multiplies the count this rank hands the reducer, so the
+applied gradient is sum_r(c_r n_r g_r) / sum_r(c_r n_r): every sample of rank r weighs c_r, and a preempted
+rank's total weight is that of a full rollout (DDP's equal averaging of ranks, in exact form). The
+per_sample scaling below uses the same weighted counts, so both compose unchanged.
+
 Sample weighting in variable mode (`sample_weighting`, from rollout.variable_weighting): minibatches are split
 by environment (recurrent sequences stay whole, every rank takes the same number of steps), and envs hold
 segments of different lengths, so minibatches hold different numbers of samples. `per_minibatch` keeps each
@@ -160,29 +166,31 @@ class PPOUpdater:
         self.advantage.normalise(storage, self.ctx)  # before the epochs, on every rank
         acc = _Stats()
         skipped = 0
-        per_sample = self._per_sample_scale(storage) if self.per_sample else None
+        rank_weight = float(storage.rank_weight)
+        per_sample = self._per_sample_scale(storage, rank_weight) if self.per_sample else None
         # one host read per update: with no masked step in the rollout (lockstep, not grouped), the losses take
         # plain means instead of masked ones (the same numbers, fewer operations per minibatch)
         full = L > 0 and bool(storage.valid[:L].all())
         for epoch in range(cfg.epochs):
             for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
                                           split=cfg.minibatch_split):
-                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample, full)
+                skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample, full, rank_weight)
         stats = acc.result()
         if L > 0 and cfg.critic:
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
                                                              storage.valid[:L])
         return UpdateResult(stats, skipped)
 
-    def _per_sample_scale(self, storage: RolloutStorage) -> float:
-        """M / N: num_mini_batch over the rollout's valid samples of all ranks (one all-reduce, every rank)."""
+    def _per_sample_scale(self, storage: RolloutStorage, rank_weight: float = 1.0) -> float:
+        """M / N: num_mini_batch over the rollout's valid samples of all ranks, each weighted by its rank weight
+        (one all-reduce, every rank)."""
         L = storage.step
-        local = storage.valid[:L].sum().reshape(1)
+        local = (storage.valid[:L].sum() * rank_weight).reshape(1)
         total = float(self.ctx.all_reduce_sums(local, "valid sample count all-reduce")[0])
         return self.cfg.num_mini_batch / max(total, 1.0)
 
     def _minibatch_step(self, mb: MiniBatch, epoch: int, acc: _Stats, timer, kl_coef: float,
-                        per_sample: float | None = None, full: bool = False) -> int:
+                        per_sample: float | None = None, full: bool = False, rank_weight: float = 1.0) -> int:
         """Loss, backward, gradient all-reduce and optimiser step for one minibatch; 1 if the step was
         skipped for non-finite gradients, else 0.
 
@@ -193,7 +201,7 @@ class PPOUpdater:
 
         `per_sample` (M / N, per_sample weighting): the averaged gradient is scaled by the minibatch's global
         sample count times it (see the module docstring), before clipping. `full`: every sample of the rollout is
-        valid (plain means).
+        valid (plain means). `rank_weight`: the weight of each of this rank's samples (see the module docstring).
         """
         cfg = self.cfg
         valid = None if full and mb.valid.numel() > 0 else mb.valid
@@ -211,7 +219,7 @@ class PPOUpdater:
             local_count = mb.valid.sum()
             for p in self.params:  # zero_grad(set_to_none=True) without the optimiser's profiling wrapper
                 p.grad = None
-            self.reducer.begin(local_count)
+            self.reducer.begin(local_count * rank_weight if rank_weight != 1.0 else local_count)
             out.total.backward()  # gradient buckets are all-reduced as backward fills them
         with timer(timing.ALLREDUCE):
             global_count = self.reducer.finish()

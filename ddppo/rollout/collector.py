@@ -42,6 +42,7 @@ from ddppo.rollout.acting import Actor, check_finite
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.scenes import SceneTally, env_scene_names
 from ddppo.rollout.storage import RolloutStorage
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ class CollectResult:
     episode_counts: np.ndarray  # (len(metric_names),)
     env_steps: int = 0  # steps collected over all envs
     diag: dict[str, float] = dataclasses.field(default_factory=dict)  # see DIAG_KEYS
+    # (len(scene_names), len(SCENE_COLUMNS)): per-scene samples, gradient weight, episodes (rollout/scenes.py)
+    scenes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))
+    rank_weight: float = 1.0  # the weight of each of this rank's samples (preemption.rank_weighting)
 
 
 # per-rollout diagnostics: steps per env (min/mean/max), and the share of the rollout's collection time that
@@ -73,10 +77,14 @@ class RolloutCollector:
 
     def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
                  timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
-                 metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None):
+                 metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None,
+                 scene_names: tuple[str, ...] | None = None):
         self.envs, self.policy, self.storage = envs, policy, storage
         # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
         self.tally = EpisodeTally(env_metric_names(envs) if metric_names is None else metric_names)
+        # per-scene samples, weights and episodes (the ranks' agreed scene names; default: these envs' own)
+        self.scenes = SceneTally(env_scene_names(envs) if scene_names is None else scene_names, envs)
+        self.scene_table = self.scenes.zeros()  # the rollout being collected
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.num_steps = storage.num_steps if num_steps is None else num_steps
         self.label = label  # names the environment (and rank) in errors
@@ -180,6 +188,7 @@ class RolloutCollector:
         s.set_first(self.actor.obs, self.actor.start, self.actor.hidden)
         self.preemption.begin(update)
         sums, counts = self.tally.zeros()
+        self.scene_table = self.scenes.zeros()
         t0 = time.perf_counter()
         preempted, lengths, slowest = self._collect(update, sums, counts)
         share = slowest / max(time.perf_counter() - t0, 1e-9)
@@ -187,7 +196,13 @@ class RolloutCollector:
         if not preempted:
             self.preemption.finished(update)
         total = int(lengths.sum())
-        return CollectResult(total / self.envs.num_envs, preempted, sums, counts, total, diag)
+        s.rank_weight = self.preemption.rank_weight(total / self.envs.num_envs)
+        if self.scenes.names:  # one host read of the mask per rollout, only where there are scenes
+            weight = None if s.env_weight is None else s.env_weight.double().cpu().numpy()
+            valid = s.valid[:s.step].sum(0).double().cpu().numpy()
+            self.scenes.add_samples(self.scene_table, valid, weight, s.rank_weight)
+        return CollectResult(total / self.envs.num_envs, preempted, sums, counts, total, diag, self.scene_table,
+                             s.rank_weight)
 
     def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
         """(preempted, steps per env (CPU long), each env's slowest step in seconds)."""
@@ -200,6 +215,7 @@ class RolloutCollector:
 
     def add_episodes(self, episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
         self.tally.add(episodes, sums, counts)
+        self.scenes.add_episodes(episodes, self.scene_table)
 
     def truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor,
                              env_index: np.ndarray | None = None) -> torch.Tensor:

@@ -29,18 +29,19 @@ def storage_steps(cfg: RolloutConfig) -> int:
 def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, storage: Any, preemption: Any, timer: Any,
                    gamma: float, device: torch.device, label: str = "",
                    metric_names: tuple[str, ...] | None = None, reward_scale: Any = None,
-                   obs_transform: Any = None) -> RolloutCollector:
-    """The collector `cfg` asks for (aggregating `metric_names`, default: the envs' own), scaling rewards with
-    `reward_scale` and observations with `obs_transform` (normalize.reward, normalize.update=step: from
-    ddppo.normalization, None: as the envs return them); ValueError naming the key if it cannot run on `envs`."""
+                   obs_transform: Any = None, scene_names: tuple[str, ...] | None = None) -> RolloutCollector:
+    """The collector `cfg` asks for (aggregating `metric_names`, default: the envs' own; per scene `scene_names`,
+    default: the envs' own), scaling rewards with `reward_scale` and observations with `obs_transform`
+    (normalize.reward, normalize.update=step: from ddppo.normalization, None: as the envs return them); ValueError
+    naming the key if it cannot run on `envs`."""
     problems = strategy_problems(cfg, worker_count(envs))
     if problems:
         raise ValueError("; ".join(problems))
     args = (envs, policy, storage, preemption, timer, gamma, device, label, cfg.num_steps, metric_names, reward_scale,
-            obs_transform)
+            obs_transform, scene_names)
     if cfg.mode == "variable":
         return VariableCollector(*args, batch_wait_s=cfg.batch_wait_s, idle_envs=cfg.idle_envs,
-                                 weighted=cfg.importance_weights)
+                                 weighted=cfg.importance_weights, weight_form=cfg.importance_weights_form)
     if cfg.overlap:
         return OverlappedCollector(*args)
     return LockstepCollector(*args)

@@ -17,6 +17,13 @@ Otherwise a rank stops at most one round trip plus one interval (plus a step) la
 are unchanged: the key names the update, so a stale read of another update is impossible and nothing is
 reset; a read unanswered after dist.timeout_s (or a failed one) is a PeerLostError.
 
+Rank weighting (preemption.rank_weighting): a rank cut at L_r of num_steps = T steps per env holds fewer
+samples, and the gradient reducer weights ranks by their sample counts, so every env of a cut rank (and its
+scenes) counts up to 1 / min_rollout_fraction times less than without preemption. `rank_weight` is the factor
+T / L_r (L_r bounded below by the minimum, so at most 1 / min_rollout_fraction) by which each of the rank's
+samples is weighted instead: every rank's total weight is then that of a full rollout, as DDP's equal averaging
+of ranks gives, composed with the exact sample-count reduction (ddppo/ppo/update.py).
+
 Cleanup: every collector calls `begin(update)` as its rollout starts, whatever its mode, and rank 0 then
 deletes update - 2's counter, so the store holds at most the two newest (the overlapped and variable loops
 never check step 0, where the deletion used to happen: they leaked one key per update).
@@ -39,9 +46,19 @@ class Preemption:
         # with a threshold of world_size the last rank to finish is the one asking: never preempts
         self.active = cfg.enabled and ctx.world_size > 1 and self.threshold < ctx.world_size
         self.poll_interval_s = cfg.poll_interval_s
+        self.num_steps = num_steps
+        self.rank_weighting = cfg.rank_weighting
         self._read: PendingRead | None = None  # the counter read in flight (or answered, not yet looked at)
         self._read_update = -1
         self._next_poll = 0.0  # monotonic time before which no new read starts
+
+    def rank_weight(self, steps_per_env: float) -> float:
+        """The weight of each of this rank's samples for a rollout of `steps_per_env` steps per env (the mean
+        over envs in variable mode): num_steps / steps, at most 1 / min_rollout_fraction; 1 without
+        preemption.rank_weighting."""
+        if not self.rank_weighting:
+            return 1.0
+        return self.num_steps / min(max(float(steps_per_env), self.min_steps), self.num_steps)
 
     @staticmethod
     def key(update: int) -> str:

@@ -20,6 +20,8 @@ The storage keeps buffers only: advantages and returns are written by the estima
 
 Sample weights (`env_weight`, variable mode with rollout.importance_weights): one weight per env for the
 rollout's samples, handed to the loss with each minibatch; None (every other mode) weighs all alike.
+`rank_weight` (preemption.rank_weighting): one weight for every sample of this rank's rollout, applied by the
+gradient reducer against the other ranks' samples (ddppo/ppo/update.py).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class RolloutStorage:
         self.step = 0  # steps collected so far in this rollout (L; the longest segment when lengths is set)
         self.lengths: torch.Tensor | None = None  # (N,) per-env segment lengths (variable mode), on the CPU
         self.env_weight: torch.Tensor | None = None  # (N,) per-env sample weights of this rollout, or None
+        self.rank_weight = 1.0  # the weight of each of this rank's samples against other ranks' (rollout/preemption)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -109,6 +112,7 @@ class RolloutStorage:
         self.step = 0
         self.lengths = None
         self.env_weight = None
+        self.rank_weight = 1.0
 
     def insert(self, action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor, reward: torch.Tensor,
                done: torch.Tensor, next_obs: dict[str, torch.Tensor], next_start: torch.Tensor | None = None,

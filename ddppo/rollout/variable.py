@@ -17,6 +17,11 @@ Two rules decide how close this is to habitat-baselines' VER:
   contributes more steps, so each of env n's samples counts with w_n = min(1, (T + 1) / (L_n + 1)) in the loss
   terms (T = num_steps, L_n = env n's steps; VER's buffer counts each env's bootstrap step among its samples,
   our storage holds it apart, hence the +1 on both sides), a mean over all valid samples as in VER.
+  These one-sided weights only pull fast envs down: a slow env (L_n < T) keeps weight 1, so its samples, and
+  its scene, stay under-weighted. `rollout.importance_weights_form=two_sided` (issue 44) clamps the same ratio
+  to [f, 1 / f] (f = preemption.min_rollout_fraction) and scales the weights to mean 1 over the rank's valid
+  samples: within the cap every env's total weight is the same, and the rank's total weight is its sample
+  count, so the rank-level weighting (preemption.rank_weighting) composes with it unchanged.
 
 What carries from one rollout to the next, per env: the current observation, episode-start flag and the
 recurrent state before acting on that observation (the Actor's `obs`, `start`, `hidden`); the action in
@@ -43,6 +48,7 @@ from ddppo.rollout.workers import WorkerCollector
 from ddppo.envs.base import EpisodeInfo, StepResult, WorkerStep
 
 IDLE_RULES = ("step", "wait")
+WEIGHT_FORMS = ("one_sided", "two_sided")
 
 
 def importance_weights(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
@@ -50,15 +56,27 @@ def importance_weights(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
     return ((num_steps + 1) / (lengths.double() + 1)).clamp(max=1.0).float()
 
 
+def two_sided_weights(lengths: torch.Tensor, num_steps: int, floor: float) -> torch.Tensor:
+    """(T + 1) / (L_n + 1) clamped to [floor, 1 / floor], scaled so that sum_n(w_n * L_n) = sum_n(L_n) (mean 1
+    over the rank's samples; all 1 when no env stepped)."""
+    L = lengths.double()
+    w = ((num_steps + 1) / (L + 1)).clamp(min=floor, max=1.0 / floor)
+    weighted = float((w * L).sum())
+    return (w * (float(L.sum()) / weighted) if weighted > 0 else torch.ones_like(w)).float()
+
+
 class VariableCollector(WorkerCollector):
     carries = "variable"
 
     def __init__(self, *args: Any, batch_wait_s: float = 0.002, idle_envs: str = "step",
-                 weighted: bool = False, **kwargs: Any):
+                 weighted: bool = False, weight_form: str = "one_sided", **kwargs: Any):
         super().__init__(*args, **kwargs)
         if idle_envs not in IDLE_RULES:
             raise ValueError(f"idle_envs={idle_envs!r}: use one of {', '.join(IDLE_RULES)}")
+        if weight_form not in WEIGHT_FORMS:
+            raise ValueError(f"weight_form={weight_form!r}: use one of {', '.join(WEIGHT_FORMS)}")
         self.batch_wait_s, self.idle_envs, self.weighted = batch_wait_s, idle_envs, weighted
+        self.weight_form = weight_form
         self.unstored: list[WorkerStep] = []  # finished steps not yet stored (the budget was reached)
 
     def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
@@ -67,7 +85,10 @@ class VariableCollector(WorkerCollector):
             self.keep_stepping()
         s = self.storage
         lengths = s.lengths if s.lengths is not None else torch.zeros(self.envs.num_envs, dtype=torch.long)
-        if self.weighted:
+        if self.weighted and self.weight_form == "two_sided":
+            floor = self.preemption.min_steps / self.num_steps
+            s.env_weight = two_sided_weights(lengths, self.num_steps, floor).to(self.device)
+        elif self.weighted:
             s.env_weight = importance_weights(lengths, self.num_steps).to(self.device)
         return preempted, lengths.clone(), self.slowest.copy()
 
@@ -136,11 +157,11 @@ def _copy(r: StepResult) -> StepResult:
 
 def _result_state(r: StepResult) -> dict[str, Any]:
     return {"obs": dict(r.obs), "reward": r.reward, "terminated": r.terminated, "truncated": r.truncated,
-            "final_obs": dict(r.final_obs), "episodes": [[e.env_index, dict(e.metrics)] for e in r.episodes]}
+            "final_obs": dict(r.final_obs), "episodes": [[e.env_index, dict(e.metrics), e.scene] for e in r.episodes]}
 
 
 def _result_from_state(u: dict[str, Any]) -> StepResult:
     arr = np.asarray
     return StepResult({k: arr(v) for k, v in u["obs"].items()}, arr(u["reward"]), arr(u["terminated"]),
                       arr(u["truncated"]), {k: arr(v) for k, v in u["final_obs"].items()},
-                      [EpisodeInfo(int(i), dict(m)) for i, m in u["episodes"]])
+                      [EpisodeInfo(int(e[0]), dict(e[1]), e[2] if len(e) > 2 else None) for e in u["episodes"]])

@@ -3,11 +3,16 @@
 Each rank packs one float64 vector; a single all-gather gives every rank the
 whole (world_size, K) table, from which sums, means and min/mean/max over ranks
 are computed identically everywhere (so every rank takes the same decisions).
+
+Per-scene columns (rollout/scenes.py): each row carries its rollout's (scenes x SCENE_COLUMNS) table after the
+episode metrics; the scene names are agreed once at start (`agree_scene_names`), so every row has the same
+length and the number of collectives does not depend on the scenes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 
 import numpy as np
 import torch
@@ -17,6 +22,7 @@ from ddppo.ppo.loss import SCALAR_NAMES
 from ddppo.ppo.update import EPOCH_KEYS, UPDATE_KEYS, UpdateResult
 from ddppo.rollout.collector import DIAG_KEYS, CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, metric_names
+from ddppo.rollout.scenes import SCENE_COLUMNS, scene_names, scene_scalars
 
 from ddppo.timing import PHASES, STRAGGLER_WAIT
 
@@ -31,7 +37,7 @@ def loss_keys(epochs: int) -> tuple[str, ...]:
 
 # the head of each rank's row, read by name (`_col`): one number per rank each
 _HEAD = ("steps", "preempted", "stop_flags", "skipped", "update_time", "rss_gb", "memory_fraction", "env_steps",
-         *DIAG_KEYS)
+         "rank_weight", *DIAG_KEYS)
 
 
 def _col(head: np.ndarray, name: str) -> np.ndarray:
@@ -65,28 +71,35 @@ class Reduced:
     losses: dict[str, float]
     perf: dict[str, float]
     preempt: dict[str, float]
+    scenes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, len(SCENE_COLUMNS))))  # summed
 
 
 def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
     named = {"steps": s.collected.steps, "preempted": float(s.collected.preempted), "stop_flags": s.stop_flags,
              "skipped": s.result.skipped_steps, "update_time": s.update_time, "rss_gb": s.rss_gb,
-             "memory_fraction": s.memory_fraction, "env_steps": s.collected.env_steps, **s.collected.diag}
+             "memory_fraction": s.memory_fraction, "env_steps": s.collected.env_steps,
+             "rank_weight": s.collected.rank_weight, **s.collected.diag}
     head = [named.get(k, 0.0) for k in _HEAD]
     losses = [s.result.stats.get(k, float("nan")) for k in keys]
     phases = [s.timings.get(p, 0.0) for p in PHASES]
-    return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + losses + phases,
-                        dtype=torch.float64)
+    scenes = list(np.asarray(s.collected.scenes, np.float64).reshape(-1))
+    return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + scenes + losses
+                        + phases, dtype=torch.float64)
 
 
 def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: int,
-           n_ep: int = len(EPISODE_KEYS)) -> Reduced:
-    """The reduced stats of the (world_size, K) table; `n_ep`: how many episode metrics each row carries."""
+           n_ep: int = len(EPISODE_KEYS), n_scenes: int = 0) -> Reduced:
+    """The reduced stats of the (world_size, K) table; `n_ep`: how many episode metrics each row carries,
+    `n_scenes`: how many scenes."""
     n_loss = len(keys)
     head = table[:, : len(_HEAD)]
     col = len(_HEAD)
     ep_sums = table[:, col: col + n_ep].sum(0)
     ep_counts = table[:, col + n_ep: col + 2 * n_ep].sum(0)
     col += 2 * n_ep
+    n_sc = n_scenes * len(SCENE_COLUMNS)
+    scenes = table[:, col: col + n_sc].sum(0).reshape(n_scenes, len(SCENE_COLUMNS))
+    col += n_sc
     loss_table = table[:, col: col + n_loss]
     phase_table = table[:, col + n_loss:]
     # every column reduced at once (one numpy call per reduction, not per key: 110 keys at 20 epochs): NaN-ignoring
@@ -116,12 +129,13 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
         "preempt/steps_fraction_mean": float(steps.mean() / num_steps),
         "preempt/num_preempted": float(_col(head, "preempted").sum()),
         "preempt/straggler_wait_s_max": float(phase_table[:, PHASES.index(STRAGGLER_WAIT)].max()),
+        "preempt/rank_weight_max": float(_col(head, "rank_weight").max()),
     }
     flags = 0
     for f in _col(head, "stop_flags").astype(np.int64):
         flags |= int(f)
     return Reduced(ep_sums, ep_counts, int(_col(head, "env_steps").sum()), float(_col(head, "update_time").max()),
-                   int(_col(head, "skipped").max()), flags, losses, perf, preempt)
+                   int(_col(head, "skipped").max()), flags, losses, perf, preempt, scenes)
 
 
 def memory_usage(device: torch.device) -> tuple[float, float]:
@@ -139,7 +153,7 @@ def memory_usage(device: torch.device) -> tuple[float, float]:
 def reduce_stats(ctx: DistContext, local: StepStats, epochs: int, num_envs: int, num_steps: int) -> Reduced:
     keys = loss_keys(epochs)
     return unpack(ctx.all_gather_stats(pack(local, keys)).numpy(), keys, num_envs, num_steps,
-                  len(local.collected.episode_sums))
+                  len(local.collected.episode_sums), int(np.shape(local.collected.scenes)[0]))
 
 
 def agree_metric_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, ...]:
@@ -149,3 +163,26 @@ def agree_metric_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, .
     gathered = ctx.gather_objects(list(local))
     union = metric_names(n for names in gathered for n in names) if gathered is not None else None
     return tuple(ctx.broadcast_object(union))
+
+
+def agree_scene_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, ...]:
+    """The scene names every rank tallies (rollout/scenes.py): the sorted union of every rank's declared scenes,
+    so ranks playing different scenes still pack the same columns. The same two collectives at start on every
+    rank, whether or not its envs have scenes."""
+    gathered = ctx.gather_objects(list(local))
+    union = scene_names(n for names in gathered for n in names) if gathered is not None else None
+    return tuple(ctx.broadcast_object(union))
+
+
+class SceneWindow:
+    """The per-scene tables of the last `size` updates (train/scene/* is windowed like train/*)."""
+
+    def __init__(self, names: tuple[str, ...], size: int):
+        self.names = names
+        self.tables: deque = deque(maxlen=max(1, size))
+
+    def scalars(self, r: Reduced) -> dict[str, float]:
+        if not self.names:
+            return {}
+        self.tables.append(r.scenes)
+        return scene_scalars(self.names, sum(self.tables))

@@ -41,7 +41,8 @@ from ddppo.rollout.storage import RolloutStorage
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.learning import SerialLearning
 from ddppo.train.overlap import OverlapLearning, acting_copy
-from ddppo.train.stats import StepStats, agree_metric_names, memory_usage, reduce_stats
+from ddppo.rollout.scenes import env_scene_names
+from ddppo.train.stats import SceneWindow, StepStats, agree_metric_names, agree_scene_names, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +131,14 @@ class Trainer:
                                   cfg.rollout.sample_weighting, advantage=self.advantage)
         storage = self._new_storage()
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
+        self.scene_names = agree_scene_names(ctx, env_scene_names(self.envs))  # train/scene/<name>/*, likewise
         # rollout.overlap_learning: an acting copy collects into a second storage while the learner updates
         acting = acting_copy(self.policy) if cfg.rollout.overlap_learning else self.policy
         self.collector = make_collector(cfg.rollout, self.envs, acting, storage,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
-                                        obs_transform=norm.obs_transform)
+                                        obs_transform=norm.obs_transform, scene_names=self.scene_names)
         # how collection and learning are arranged, chosen once: the loop calls self.learning.step
         self.learning = (OverlapLearning(self.policy, acting, storage, self._new_storage(), ctx.device)
                          if cfg.rollout.overlap_learning else SerialLearning())
@@ -147,6 +149,7 @@ class Trainer:
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.window: deque = deque(maxlen=cfg.log.window)  # recent updates' episode stats (train/* is windowed)
+        self.scene_window = SceneWindow(self.scene_names, cfg.log.window)
         self.checkpoints = self._checkpoint_manager()
         self.checkpoints.resume()
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
@@ -312,6 +315,7 @@ class Trainer:
         out.update(r.perf)
         out.update(r.preempt)
         out["loss/skipped_steps"] = float(r.skipped_steps)
+        out.update(self.scene_window.scalars(r))
         return out
 
     # ------------------------------------------------------------ saved state

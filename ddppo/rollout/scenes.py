@@ -1,0 +1,120 @@
+"""Per-scene statistics of a rollout: each scene's samples, gradient weight and episode outcomes.
+
+A scene is what an env declares (`ddppo.envs.base.declared_scenes`: habitat's scene id, the synthetic env's
+scenes, a gymnasium env's `scene_id`). The ranks agree on the names once at start (`agree_scene_names` in
+ddppo/train/stats.py: the union, sorted), so every rank packs the same (scenes x SCENE_COLUMNS) table into the
+once-per-update stats all-gather; a scene reported later that was not declared is not counted.
+
+Attribution: an env's samples of a rollout count for the scene it is in when the rollout ends, which is the scene
+it started in (`env_scenes`) until an episode of it finishes, then the scene its latest finished episode played
+(scenes change only between episodes, so only the steps of a new scene's first, unfinished episode are counted
+for the old one). Episode outcomes count for the scene the episode reports.
+
+Columns, summed over ranks by the stats collective:
+  samples   valid samples (steps that take part in the loss)
+  weight    their weight in the gradient: each sample's rank weight (preemption.rank_weighting) times its env
+            weight (rollout.importance_weights), the factors by which the update weights it against the others
+  episodes  finished episodes; then sum and count of `success`, sum and count of `spl`, sum of `return`
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+from ddppo.envs.base import declared_scenes, env_scenes
+
+SCENE_COLUMNS = ("samples", "weight", "episodes", "success_sum", "success_n", "spl_sum", "spl_n", "return_sum")
+_COL = {c: i for i, c in enumerate(SCENE_COLUMNS)}
+
+
+def scene_names(declared: Iterable[str]) -> tuple[str, ...]:
+    """The sorted, de-duplicated scene names (the same on every rank for the same set)."""
+    return tuple(sorted({str(n) for n in declared}))
+
+
+def env_scene_names(envs: Any) -> tuple[str, ...]:
+    """This rank's scene names (before the ranks agree on their union)."""
+    return scene_names([*declared_scenes(envs), *(s for s in env_scenes(envs) if s is not None)])
+
+
+def metric_key(name: str) -> str:
+    """A scene name as a metric path component: characters outside [A-Za-z0-9_.-] become '_'."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "_"
+
+
+class SceneTally:
+    """Adds one rollout's per-scene samples, weights and episodes into a (scenes, SCENE_COLUMNS) table."""
+
+    def __init__(self, names: Iterable[str], envs: Any):
+        self.names = tuple(names)
+        self._index = {n: i for i, n in enumerate(self.names)}
+        self.env_scene = np.array([self._index.get(s, -1) if s is not None else -1 for s in env_scenes(envs)],
+                                  np.int64)
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros((len(self.names), len(SCENE_COLUMNS)))
+
+    def add_episodes(self, episodes: list, table: np.ndarray) -> None:
+        if not self.names:
+            return
+        for ep in episodes:
+            i = self._index.get(ep.scene, -1) if ep.scene is not None else -1
+            if 0 <= ep.env_index < len(self.env_scene):
+                self.env_scene[ep.env_index] = i
+            if i < 0:
+                continue
+            row, m = table[i], ep.metrics
+            row[_COL["episodes"]] += 1
+            row[_COL["return_sum"]] += float(m.get("return", 0.0))
+            for key in ("success", "spl"):
+                if key in m and np.isfinite(float(m[key])):
+                    row[_COL[f"{key}_sum"]] += float(m[key])
+                    row[_COL[f"{key}_n"]] += 1
+
+    def add_samples(self, table: np.ndarray, valid: np.ndarray, env_weight: np.ndarray | None,
+                    rank_weight: float) -> None:
+        """`valid` (num_envs,): each env's valid samples this rollout; `env_weight` (num_envs,) their weight in
+        the rank's loss (None: 1)."""
+        if not self.names:
+            return
+        known = self.env_scene >= 0
+        w = valid * (1.0 if env_weight is None else env_weight) * rank_weight
+        np.add.at(table[:, _COL["samples"]], self.env_scene[known], valid[known])
+        np.add.at(table[:, _COL["weight"]], self.env_scene[known], w[known])
+
+
+def scene_scalars(names: tuple[str, ...], table: np.ndarray, prefix: str = "train") -> dict[str, float]:
+    """`<prefix>/scene/<name>/{sample_share, weight_share, success, spl, reward, episodes}` from a summed table
+    (shares: of every scene's samples / weight; outcomes where the scene finished an episode), and the spread
+    over scenes: `<prefix>/scene_weight_share_min` / `_max`, `<prefix>/scene_success_min` / `_max`."""
+    out: dict[str, float] = {}
+    if not names:
+        return out
+    samples, weight = table[:, _COL["samples"]], table[:, _COL["weight"]]
+    total_s, total_w = samples.sum(), weight.sum()
+    successes = []
+    for i, name in enumerate(names):
+        row, key = table[i], f"{prefix}/scene/{metric_key(name)}"
+        if total_s > 0:
+            out[f"{key}/sample_share"] = float(samples[i] / total_s)
+        if total_w > 0:
+            out[f"{key}/weight_share"] = float(weight[i] / total_w)
+        n = row[_COL["episodes"]]
+        out[f"{key}/episodes"] = float(n)
+        if n > 0:
+            out[f"{key}/reward"] = float(row[_COL["return_sum"]] / n)
+        for m in ("success", "spl"):
+            if row[_COL[f"{m}_n"]] > 0:
+                out[f"{key}/{m}"] = float(row[_COL[f"{m}_sum"]] / row[_COL[f"{m}_n"]])
+        if f"{key}/success" in out:
+            successes.append(out[f"{key}/success"])
+    if total_w > 0:
+        out[f"{prefix}/scene_weight_share_min"] = float(weight.min() / total_w)
+        out[f"{prefix}/scene_weight_share_max"] = float(weight.max() / total_w)
+    if successes:
+        out[f"{prefix}/scene_success_min"] = min(successes)
+        out[f"{prefix}/scene_success_max"] = max(successes)
+    return out
