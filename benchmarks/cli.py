@@ -29,6 +29,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "learner-ab": ("learner_ab", "learner time per update, this checkout vs another one, interleaved"),
     "habitat-lab-metrics": ("habitat_lab_metrics", "a checkpoint through habitat-lab's own Benchmark loop"),
     "mujoco": ("mujoco", "ddppo vs stable-baselines3 (RL Zoo or CleanRL settings) on gymnasium MuJoCo tasks"),
+    "preemption-bias": ("preemption_bias", "per-scene success and fps with preemption off, on and on with each "
+                                           "correction (issue 44), 2 ranks, scenes of different speeds"),
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),

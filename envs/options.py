@@ -104,6 +104,8 @@ class SyntheticOptions:
                                                      "rank) and a one-hot of it appended to the observation, so one "
                                                      "policy must learn a skill per scene; 0 = one mapping per rank "
                                                      "(no scenes)", shape=True, ge=0))
+    scene_seed: int = dataclasses.field(default=0, metadata=doc("with num_scenes: seed of the scenes' reward "
+                                                                "mappings (the same on every rank)"))
     scene_step_factors: list = dataclasses.field(default_factory=list,
                                                  metadata=doc("with num_scenes: step_sleep_s multiplier of scene s "
                                                               "(entry s mod length; empty = all 1); a batched step "

@@ -37,7 +37,7 @@ from ddppo.envs.fields import section_problems
 from ddppo.envs.options import SyntheticOptions
 from ddppo.envs.placement import place_scenes
 
-SCENE_SEED = 0x5CE7E  # the scenes' matrices are drawn from this and the scene index: the same on every rank
+SCENE_SEED = 0x5CE7E  # the scenes' matrices come from this, scene_seed and the scene index: alike on every rank
 
 
 def scene_layout(options: SyntheticOptions, spec: Any) -> np.ndarray:
@@ -79,7 +79,7 @@ class SyntheticEnv:
             (options.obs_dim, options.num_actions)).astype(np.float32)
         self._scene = scene_layout(options, spec) if S else np.zeros(self.num_envs, np.int64)
         if S:
-            self._scene_projection = np.stack([np.random.default_rng([SCENE_SEED, s]).standard_normal(
+            self._scene_projection = np.stack([np.random.default_rng([SCENE_SEED, options.scene_seed, s]).standard_normal(
                 (options.obs_dim, options.num_actions)).astype(np.float32) for s in range(S)])
             self._one_hot = np.eye(S, dtype=np.float32)[self._scene]
             self.scenes = tuple(f"scene{s}" for s in range(S))  # ddppo.envs.base.declared_scenes

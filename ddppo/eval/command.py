@@ -58,6 +58,7 @@ from ddppo.config import Config, ConfigError, get_key, load_config
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator, result_name
 from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
+from ddppo.rollout.scenes import metric_key
 from ddppo.envs.registry import section_for
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,9 @@ class Outputs:
             for name, count in result.get("non_finite", {}).items():
                 self.tb.add_scalar(f"eval/{name}_non_finite", count, step)
             self.tb.add_scalar("eval/episodes", result["num_episodes"], step)
+            for scene, metrics in result.get("scenes", {}).items():  # eval/scene/<name>/<metric>
+                for name, s in metrics.items():
+                    self.tb.add_scalar(f"eval/scene/{metric_key(scene)}/{name}", s["mean"], step)
             self.tb.flush()
         return path
 
@@ -161,6 +165,9 @@ def format_result(result: dict[str, Any], json_path: Path) -> str:
         lo, hi = s["ci95"]
         ci = f"[{lo:8.3f}, {hi:8.3f}]" if lo is not None else " " * 20
         lines.append(f"  {name:<17s}{s['mean']:9.3f}  95% CI {ci}  n={s['count']}")
+    for scene, metrics in result.get("scenes", {}).items():
+        lines.append(f"  scene {scene}: " + ", ".join(f"{k} {v['mean']:.3f}" for k, v in metrics.items()
+                                                      if k in ("success", "spl", "reward", "episode_share")))
     bad = result.get("non_finite", {})  # results written before it was counted have none
     if bad:
         lines.append("  non-finite values left out: " + ", ".join(f"{k} in {n} episode(s)" for k, n in bad.items()))

@@ -23,7 +23,8 @@ from ddppo import signals
 from ddppo.config import Config, get_key
 from ddppo.distributed import DistContext, rank_seed
 from ddppo.eval.probes import probe_for
-from ddppo.eval.stats import dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes
+from ddppo.eval.stats import (dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes,
+                              summarize_scenes)
 from ddppo.eval.loading import build_policy, load_weights
 from ddppo.rollout.acting import Actor, rank_env_spec
 from ddppo.eval.video import EpisodeRecorder
@@ -160,6 +161,7 @@ class Evaluator:
             "env": self.cfg.env.name, "mode": self.mode, "world_size": self.ctx.world_size,
             "deterministic": self.cfg.eval.deterministic, "settings": self.settings,
             "num_episodes": len(episodes), "metrics": summarize_episodes(episodes),
+            "scenes": summarize_scenes(episodes),
             "non_finite": non_finite_counts(episodes),
             "wall_time_s": round(time.monotonic() - started, 3), "videos": videos, "episodes": episodes,
         }
@@ -209,6 +211,8 @@ class Evaluator:
                 if counted:
                     episodes.append({"rank": self.ctx.rank, "env": i, "index": int(counts[i]), "episode": keys[i],
                                      "metrics": finite_or_none(metrics)})  # NaN/inf -> null: strict JSON
+                    if ep.scene is not None:
+                        episodes[-1]["scene"] = ep.scene
                 if recorder is not None:
                     recorder.end(i, _row(res.final_obs, i), metrics, counted,
                                  {"rank": self.ctx.rank, "env": i, "index": int(counts[i]), "episode": keys[i]})

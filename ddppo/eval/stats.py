@@ -78,6 +78,20 @@ def summarize_episodes(episodes: list[dict[str, Any]]) -> dict[str, dict[str, An
     return out
 
 
+def summarize_scenes(episodes: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per scene (the `scene` an episode reports, rollout/scenes.py), `summarize_episodes` of its episodes plus
+    its share of them; empty where no episode reports a scene."""
+    by_scene: dict[str, list[dict[str, Any]]] = {}
+    for ep in episodes:
+        if ep.get("scene") is not None:
+            by_scene.setdefault(str(ep["scene"]), []).append(ep)
+    total = sum(len(v) for v in by_scene.values())
+    return {name: {**summarize_episodes(eps), "episode_share": {"mean": len(eps) / total, "std": 0.0,
+                                                                 "count": len(eps), "ci95": [None, None],
+                                                                 "ci_method": "none"}}
+            for name, eps in sorted(by_scene.items())}
+
+
 def non_finite_counts(episodes: list[dict[str, Any]]) -> dict[str, int]:
     """Per reported metric with any, how many episodes report it with a value that is not a finite number."""
     counts = {name: _values(episodes, key)[1] for key, name, _, _ in _metric_keys(episodes)}

@@ -1,0 +1,196 @@
+"""Preemption bias (issue 44): per-scene success and throughput with straggler preemption off, on, and on with
+each correction, on the real trainer (2 gloo ranks under torchrun) and the real evaluator.
+
+    ddppo bench preemption-bias [--seeds 1 2 3 4 5] [--variants off on rank ...] [--steps 16384]
+                                [--out benchmarks/results/preemption_bias.json]
+
+The task: the synthetic env with 2 scenes, each its own reward mapping (a one-hot of the scene in the
+observation: one policy must learn a skill per scene), scene 1's steps 3x slower than scene 0's. Scenes are
+placed whole (`contiguous`): rank 0 plays the fast scene, rank 1 the slow one, so preemption
+(preemption.sync_frac=0.5: one finished rank of two cuts the other) cuts the slow scene's rollouts. Each run
+trains for --steps env steps, then `ddppo eval` plays --episodes greedy episodes on one rank holding both scenes:
+a scene's success is the fraction of its steps with the rewarded action (greedy accuracy).
+
+Figures per run: per-scene greedy success, the gap (fast - slow), each scene's share of the samples and of the
+gradient weight (train/scene/*, mean over the updates after the first), fps (env steps / wall time between the
+end of the first update and the last) and the run's wall time. Results are written after every run, and runs
+already in --out are kept and skipped (so an interrupted matrix resumes); --fresh starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ddppo.rundir import RunDir, atomic_write
+
+# the shared config of every variant (sleep-bound envs: two ranks fit on a shared 2-core machine)
+BASE = ["env.name=synthetic", "env.num_envs=8", "rollout.num_steps=32", "env.synthetic.num_scenes=2",
+        "env.synthetic.scene_step_factors=[1,3]", "env.synthetic.step_sleep_s=0.004", "env.synthetic.obs_dim=8",
+        "env.synthetic.num_actions=4", "env.synthetic.episode_length=32", "ppo.epochs=4", "ppo.num_mini_batch=2",
+        "ppo.lr=0.001", "ppo.gamma=0.5", "policy.hidden_size=32", "policy.rnn_type=none", "run.torch_threads=1",
+        "log.tensorboard=false", "log.interval_s=60", "log.window=4", "checkpoint.interval_updates=100000",
+        "dist.timeout_s=120", "dist.device=cpu", "preemption.sync_frac=0.5", "preemption.min_rollout_fraction=0.25",
+        "preemption.rank_weighting=false"]
+VARIANTS = {
+    "off": ["preemption.enabled=false"],
+    "on": [],
+    "rank": ["preemption.rank_weighting=true"],
+    "placement": ["env.synthetic.scene_placement=cost"],
+    "rank+placement": ["preemption.rank_weighting=true", "env.synthetic.scene_placement=cost"],
+    "variable": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost"],
+    "variable+two_sided": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost",
+                           "rollout.importance_weights_form=two_sided", "preemption.rank_weighting=true"],
+    "default": [],  # whatever the shipped defaults are (the rank_weighting=false of BASE removed)
+}
+SCENES = ("scene0", "scene1")  # fast, slow
+
+
+def child_env() -> dict[str, str]:
+    from ddppo.distributed.launch import without_launch_vars
+
+    env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def overrides(variant: str, seed: int, steps: int) -> list[str]:
+    base = [o for o in BASE if not (variant == "default" and o.startswith("preemption.rank_weighting"))]
+    return [*base, *VARIANTS[variant], f"run.seed={seed}", f"env.synthetic.scene_seed={seed}",
+            f"run.total_env_steps={steps}"]
+
+
+def run_one(work: Path, variant: str, seed: int, steps: int, episodes: int, timeout_s: float) -> dict:
+    """Train (torchrun, 2 ranks) then evaluate greedily; the run's figures."""
+    run_dir = work / f"{variant}-{seed}"
+    empty = work / "empty.yaml"
+    empty.write_text("{}\n")
+    torchrun = Path(sys.executable).parent / "torchrun"
+    head = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    cmd = [*head, "--standalone", "--nproc_per_node=2", "-m", "ddppo", "train", str(empty), f"run.dir={run_dir}",
+           *overrides(variant, seed, steps)]
+    log = run_dir.with_name(run_dir.name + ".log")
+    start = time.monotonic()
+    with open(log, "w") as f:
+        proc = subprocess.run(cmd, env=child_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed (rc={proc.returncode}); log: {log}")
+        train_s = time.monotonic() - start
+        ev = [sys.executable, "-m", "ddppo", "eval", str(run_dir), f"eval.num_episodes={episodes}",
+              "log.tensorboard=false"]
+        proc = subprocess.run(ev, env=child_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(ev)} failed (rc={proc.returncode}); log: {log}")
+    rows = RunDir(run_dir).metrics()
+    result = json.loads(sorted((run_dir / "eval").glob("ckpt-*.json"))[-1].read_text())
+    return summarize_run(rows, result, train_s)
+
+
+def summarize_run(rows: list[dict], result: dict, train_s: float) -> dict:
+    first, last = rows[0], rows[-1]
+    later = rows[1:] or rows
+    fps = (last["env_steps"] - first["env_steps"]) / max(last["wall_time"] - first["wall_time"], 1e-9)
+    out = {"fps": fps, "train_s": train_s, "updates": len(rows), "env_steps": last["env_steps"],
+           "steps_fraction_min_mean": statistics.mean(r["preempt/steps_fraction_min"] for r in later),
+           "scenes": {}}
+    for scene in SCENES:
+        ev = result["scenes"].get(scene, {})
+        share = [r.get(f"train/scene/{scene}/sample_share") for r in later]
+        weight = [r.get(f"train/scene/{scene}/weight_share") for r in later]
+        out["scenes"][scene] = {
+            "success": ev.get("success", {}).get("mean"),
+            "episodes": ev.get("success", {}).get("count"),
+            "sample_share": statistics.mean(v for v in share if v is not None),
+            "weight_share": statistics.mean(v for v in weight if v is not None),
+            "train_success": last.get(f"train/scene/{scene}/success"),
+        }
+    s = out["scenes"]
+    out["gap"] = s["scene0"]["success"] - s["scene1"]["success"]
+    return out
+
+
+def aggregate(runs: dict[str, dict[str, dict]]) -> dict[str, dict]:
+    """Per variant: mean gap, per-scene mean success, shares, fps (medians for fps) over its seeds."""
+    out = {}
+    for variant, by_seed in runs.items():
+        rs = list(by_seed.values())
+        if not rs:
+            continue
+        out[variant] = {
+            "seeds": len(rs), "gap_mean": statistics.mean(r["gap"] for r in rs),
+            "fps_median": statistics.median(r["fps"] for r in rs), "fps_mean": statistics.mean(r["fps"] for r in rs),
+            **{f"{sc}_{k}": statistics.mean(r["scenes"][sc][k] for r in rs)
+               for sc in SCENES for k in ("success", "sample_share", "weight_share")},
+        }
+    off, on = out.get("off"), out.get("on")
+    for variant, a in out.items():
+        if off and on:
+            a["gap_minus_off"] = a["gap_mean"] - off["gap_mean"]
+            gain = on["fps_median"] - off["fps_median"]
+            a["fps_gain_fraction"] = (a["fps_median"] - off["fps_median"]) / gain if gain else None
+    return out
+
+
+def table(report: dict) -> str:
+    lines = [f"{'variant':<20} {'seed':>4} {'fast ok':>8} {'slow ok':>8} {'gap':>7} {'slow samples':>12} "
+             f"{'slow weight':>11} {'fps':>7} {'train s':>7}"]
+    for variant, by_seed in report["runs"].items():
+        for seed, r in sorted(by_seed.items(), key=lambda kv: int(kv[0])):
+            f, s = r["scenes"]["scene0"], r["scenes"]["scene1"]
+            lines.append(f"{variant:<20} {seed:>4} {f['success']:>8.3f} {s['success']:>8.3f} {r['gap']:>7.3f} "
+                         f"{s['sample_share']:>12.3f} {s['weight_share']:>11.3f} {r['fps']:>7.0f} {r['train_s']:>7.1f}")
+    lines.append("")
+    lines.append(f"{'variant':<20} {'seeds':>5} {'gap':>7} {'gap-off':>8} {'fps':>7} {'of gain':>8}")
+    for variant, a in report["summary"].items():
+        frac = a.get("fps_gain_fraction")
+        lines.append(f"{variant:<20} {a['seeds']:>5} {a['gap_mean']:>7.3f} {a.get('gap_minus_off', 0):>8.3f} "
+                     f"{a['fps_median']:>7.0f} {'' if frac is None else f'{frac:.2f}':>8}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddppo bench preemption-bias", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--variants", nargs="+", default=[v for v in VARIANTS if v != "default"],
+                        choices=list(VARIANTS), help="default: all but `default` (the shipped defaults)")
+    parser.add_argument("--steps", type=int, default=16384, help="env steps per training run (both ranks)")
+    parser.add_argument("--episodes", type=int, default=128, help="greedy evaluation episodes per run")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per training run")
+    parser.add_argument("--out", default="results/preemption_bias.json", help="JSON output (resumed if present)")
+    parser.add_argument("--fresh", action="store_true", help="ignore the runs already in --out")
+    args = parser.parse_args(argv)
+
+    out = Path(args.out)
+    report = json.loads(out.read_text()) if out.exists() and not args.fresh else {}
+    runs = report.setdefault("runs", {})
+    report.update({"base": BASE, "variants": {v: VARIANTS[v] for v in args.variants}, "steps": args.steps,
+                   "episodes": args.episodes})
+    work = Path(tempfile.mkdtemp(prefix="ddppo-preemption-bias-"))
+    for seed in args.seeds:  # interleaved: every variant of a seed back to back, so the machine's load hits all
+        for variant in args.variants:
+            if str(seed) in runs.get(variant, {}):
+                continue
+            try:
+                r = run_one(work, variant, seed, args.steps, args.episodes, args.timeout)
+            except (RuntimeError, subprocess.TimeoutExpired) as err:
+                sys.stderr.write(f"preemption-bias: {variant} seed {seed}: {err}\n")
+                continue
+            runs.setdefault(variant, {})[str(seed)] = r
+            report["summary"] = aggregate(runs)
+            report["load_average"] = os.getloadavg()[0]
+            report["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(out, json.dumps(report, indent=2) + "\n")
+            sys.stdout.write(f"{variant} seed {seed}: gap {r['gap']:.3f}, fps {r['fps']:.0f}, "
+                             f"{r['train_s']:.0f} s\n")
+            sys.stdout.flush()
+    report["summary"] = aggregate(runs)
+    sys.stdout.write(table(report) + f"JSON: {out}\n")
+    return 0
