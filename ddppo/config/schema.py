@@ -120,8 +120,8 @@ class RolloutConfig:
     importance_weights_form: str = field(default="one_sided",
                                          metadata=doc("variable, with importance_weights: one_sided (habitat-baselines "
                                                       "VER: min(1, (num_steps + 1) / (steps + 1)), only fast envs are "
-                                                      "pulled down, slow envs stay under-weighted) | two_sided (the "
-                                                      "same ratio clamped to [f, 1 / f], f = preemption."
+                                                      "pulled down, slow envs stay under-weighted) | two_sided "
+                                                      "(num_steps / steps clamped to [f, 1 / f], f = preemption."
                                                       "min_rollout_fraction, then scaled to mean 1 over the rank's "
                                                       "samples: slow envs are raised as well, every env's share of "
                                                       "the rank's gradient is near equal)",

@@ -18,9 +18,9 @@ Two rules decide how close this is to habitat-baselines' VER:
   terms (T = num_steps, L_n = env n's steps; VER's buffer counts each env's bootstrap step among its samples,
   our storage holds it apart, hence the +1 on both sides), a mean over all valid samples as in VER.
   These one-sided weights only pull fast envs down: a slow env (L_n < T) keeps weight 1, so its samples, and
-  its scene, stay under-weighted. `rollout.importance_weights_form=two_sided` (issue 44) clamps the same ratio
-  to [f, 1 / f] (f = preemption.min_rollout_fraction) and scales the weights to mean 1 over the rank's valid
-  samples: within the cap every env's total weight is the same, and the rank's total weight is its sample
+  its scene, stay under-weighted. `rollout.importance_weights_form=two_sided` (issue 44) clamps T / L_n to
+  [f, 1 / f] (f = preemption.min_rollout_fraction; no +1: the aim is exactly equal env totals) and scales the
+  weights to mean 1 over the rank's valid samples: within the cap every env's total weight is the same, and the rank's total weight is its sample
   count, so the rank-level weighting (preemption.rank_weighting) composes with it unchanged.
 
 What carries from one rollout to the next, per env: the current observation, episode-start flag and the
@@ -57,10 +57,10 @@ def importance_weights(lengths: torch.Tensor, num_steps: int) -> torch.Tensor:
 
 
 def two_sided_weights(lengths: torch.Tensor, num_steps: int, floor: float) -> torch.Tensor:
-    """(T + 1) / (L_n + 1) clamped to [floor, 1 / floor], scaled so that sum_n(w_n * L_n) = sum_n(L_n) (mean 1
-    over the rank's samples; all 1 when no env stepped)."""
+    """T / L_n clamped to [floor, 1 / floor], scaled so that sum_n(w_n * L_n) = sum_n(L_n) (mean 1 over the
+    rank's samples; all 1 when no env stepped). Within the clamp every env's total weight w_n * L_n is the same."""
     L = lengths.double()
-    w = ((num_steps + 1) / (L + 1)).clamp(min=floor, max=1.0 / floor)
+    w = (num_steps / L.clamp(min=1.0)).clamp(min=floor, max=1.0 / floor)
     weighted = float((w * L).sum())
     return (w * (float(L.sum()) / weighted) if weighted > 0 else torch.ones_like(w)).float()
 
