@@ -83,8 +83,9 @@ def run_one(work: Path, variant: str, seed: int, steps: int, episodes: int, time
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed (rc={proc.returncode}); log: {log}")
         train_s = time.monotonic() - start
+        # evaluation steps the envs in this process: the training's rollout mode does not apply
         ev = [sys.executable, "-m", "ddppo", "eval", str(run_dir), f"eval.num_episodes={episodes}",
-              "log.tensorboard=false"]
+              "log.tensorboard=false", "rollout.mode=fixed", "env.num_workers=0"]
         proc = subprocess.run(ev, env=child_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(ev)} failed (rc={proc.returncode}); log: {log}")

@@ -28,7 +28,8 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
 from ddppo.envs.fields import section_problems
-from ddppo.envs.scenes.dataset import Episode, EpisodeIterator, partition, read_partition, resolve_scene
+from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, partition, read_partition, resolve_scene,
+                                       scene_name)
 from ddppo.envs.scenes.gridsim import layout_path_for
 from ddppo.envs.scenes.backends import make_simulator
 from ddppo.envs.scenes.interface import ACTIONS, SimSettings
@@ -87,12 +88,15 @@ class HabitatPointNavEnv:
         self.num_envs = spec.num_envs
         group, groups = group_of(spec)
         if episodes is None:
-            episodes = read_partition(options.dataset, groups, group, list(options.scenes), self.num_envs)
+            episodes = read_partition(options.dataset, groups, group, list(options.scenes), self.num_envs,
+                                      options.episode_split)
         else:
             episodes = [episodes[k] for k in partition(episodes, groups, group)]
         self._episodes = episodes
         parts = env_partition(episodes, self.num_envs)
         scene_of = [ep.scene_id for ep in episodes]
+        self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
+        self.env_scenes: list[str | None] = [None] * self.num_envs  # the scene each env plays (after a reset)
         self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
         gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
         self._tasks: list[PointNavTask] = []
@@ -117,6 +121,7 @@ class HabitatPointNavEnv:
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
         k = next(self._iters[i])
         ep = self._episodes[k]
+        self.env_scenes[i] = scene_name(ep.scene_id)
         return self._tasks[i].reset(ep, k, resolve_scene(ep.scene_id, self.opt.scenes_dir))
 
     def _stack(self, rows: list[dict[str, np.ndarray]]) -> Obs:
@@ -137,7 +142,7 @@ class HabitatPointNavEnv:
             reward[i], terminated[i], truncated[i] = r, term, trunc
             final_rows.append(obs)
             if metrics is not None:
-                finished.append(EpisodeInfo(env_index=i, metrics=metrics))
+                finished.append(EpisodeInfo(env_index=i, metrics=metrics, scene=self.env_scenes[i]))
                 obs = self._start_next(i)
             obs_rows.append(obs)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
 from ddppo.envs.fields import section_problems
-from ddppo.envs.scenes.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition
+from ddppo.envs.scenes.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition, scene_name
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -103,8 +103,9 @@ def check_scenes(episodes: list[Any], data_path: str) -> None:
                            f"dataset {data_path!r} (check env.habitat_lab.scenes_dir)")
 
 
-def load_share(api: Api, cfg: Any, spec: Any) -> tuple[Any, list[Any]]:
-    """(the dataset holding this group's episodes, this group's episodes ordered by scene)."""
+def load_share(api: Api, cfg: Any, spec: Any, split: str = "scenes") -> tuple[Any, list[Any]]:
+    """(the dataset holding this group's episodes, this group's episodes ordered by scene); `split`:
+    env.habitat_lab.episode_split (dataset.group_runs)."""
     check_dataset(api, cfg)
     group, groups = group_of(spec)
     scenes = api.scenes_to_load(cfg)
@@ -113,7 +114,7 @@ def load_share(api: Api, cfg: Any, spec: Any) -> tuple[Any, list[Any]]:
     counted = episodes_by_scene(api, cfg, scenes)
     if counted is not None:  # every scene's episodes known: deal them so no env replays while others go unused
         dataset, by_scene = counted
-        runs = group_runs([len(by_scene[s]) for s in scenes], groups, group, spec.num_envs)
+        runs = group_runs([len(by_scene[s]) for s in scenes], groups, group, spec.num_envs, split)
         episodes = [ep for s, a, b in runs for ep in by_scene[scenes[s]][a:b]]
         log.info("%s: rank %d worker %d plays %d episodes of scenes %s", api.label, spec.rank,
                  int(getattr(spec, "worker_index", 0)), len(episodes), sorted({scenes[s] for s, _, _ in runs}))
@@ -175,13 +176,14 @@ class HabitatLabVecEnv:
         self.api = api if api is not None else Api()
         self.num_envs = spec.num_envs
         cfg = configured(self.api, options, spec)
-        dataset, self._episodes = load_share(self.api, cfg, spec)
+        dataset, self._episodes = load_share(self.api, cfg, spec, options.episode_split)
         if self.num_envs > len(self._episodes):
             log.warning("only %d episodes for %d envs: some envs replay the same episodes in one pass",
                         len(self._episodes), self.num_envs)
         parts = [partition(self._episodes, self.num_envs, i) for i in range(self.num_envs)]
         check_scenes([self._episodes[k] for part in parts for k in part], str(self.api.get(cfg, "data_path")))
         scene_of = [ep.scene_id for ep in self._episodes]
+        self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
         self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
         self._envs: list[Any] = []
         try:
@@ -275,7 +277,7 @@ class HabitatLabVecEnv:
             final_rows.append(obs)
             if done:
                 terminated[i], truncated[i] = ended, not ended
-                finished.append(EpisodeInfo(i, self._episode_metrics(i, metrics)))
+                finished.append(EpisodeInfo(i, self._episode_metrics(i, metrics), _scene_of(env)))
                 obs = self._start_next(i)
             obs_rows.append(obs)
         self.episodes_done += len(finished)
@@ -342,3 +344,10 @@ class HabitatLabVecEnv:
 def make_habitat_lab(options: HabitatLabOptions, spec: EnvSpec) -> HabitatLabVecEnv:
     """Registry factory for env.name=habitat_lab (in-process: the registry builds num_workers > 0 itself)."""
     return HabitatLabVecEnv(options, spec)
+
+
+def _scene_of(env: Any) -> str | None:
+    """The scene name of the episode `env` (a habitat.Env) plays, None if it cannot tell."""
+    episode = getattr(env, "current_episode", None)
+    scene = getattr(episode, "scene_id", None)
+    return scene_name(str(scene)) if scene else None

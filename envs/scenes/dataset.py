@@ -129,7 +129,8 @@ def read_episodes(path: str) -> list[Episode]:
     return episodes if episodes is not None else [ep for f in files for ep in _parse(f)]
 
 
-def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), num_envs: int = 1) -> list[Episode]:
+def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), num_envs: int = 1,
+                   split: str = "scenes") -> list[Episode]:
     """The episodes of worker group `group` of `groups` (disjoint groups that cover the dataset), each group
     holding `num_envs` envs.
 
@@ -152,7 +153,7 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), n
             raise EnvError(f"dataset {path!r} has no content file for env.habitat.scenes={list(scenes)}")
     if _countable(files):
         parsed = [filter_scenes(_parse(f), list(scenes)) for f in files]
-        mine = [ep for s, a, b in group_runs([len(p) for p in parsed], groups, group, num_envs)
+        mine = [ep for s, a, b in group_runs([len(p) for p in parsed], groups, group, num_envs, split)
                 for ep in parsed[s][a:b]]
         if not mine:
             raise EnvError(f"dataset {path!r} has no episodes")
@@ -203,17 +204,42 @@ def balanced_runs(counts: list[int], groups: int) -> list[list[Run]]:
     return out
 
 
-def group_runs(counts: list[int], groups: int, group: int, num_envs: int) -> list[Run]:
+EPISODE_SPLITS = ("scenes", "episodes")
+
+
+def group_runs(counts: list[int], groups: int, group: int, num_envs: int, split: str = "scenes") -> list[Run]:
     """The runs of episodes group `group` of `groups` plays, given every scene's episode count (the same answer in
     every group). Scenes are dealt out whole (`scene_wise_runs`: each group reads only its own scene files) unless
     that leaves some group fewer episodes than its `num_envs` envs, whose envs would replay episodes while others
     go unused, or gives two groups the same episode (a scene with fewer episodes than the groups mapped to it): then the episodes are cut evenly over the groups (`balanced_runs`), so no env replays an episode
-    whenever the episodes are at least the env slots (groups x num_envs)."""
+    whenever the episodes are at least the env slots (groups x num_envs).
+
+    Every group's envs step alike, so a scene's share of the experience is the mean over groups of its share of
+    each group's episodes: dealt out whole, a scene holding 1% of the episodes alone in a group gets that group's
+    whole share (issue 44: counts [1000, 10] over 2 groups, 50% each). `split="episodes"` (env.habitat.
+    episode_split) always cuts evenly, so every scene's share of the experience follows its share of the episodes
+    (within one episode per group); `experience_shares` computes both."""
+    if split not in EPISODE_SPLITS:
+        raise ValueError(f"split={split!r}: use one of {', '.join(EPISODE_SPLITS)}")
+    if split == "episodes":
+        return balanced_runs(counts, groups)[group]
     wise = scene_wise_runs(counts, groups)
     sizes = [sum(b - a for _, a, b in runs) for runs in wise]
     if min(sizes) >= num_envs and sum(sizes) == sum(counts):  # (a scene with fewer episodes than its groups: shared)
         return wise[group]
     return balanced_runs(counts, groups)[group]
+
+
+def experience_shares(counts: list[int], groups: int, num_envs: int, split: str = "scenes") -> list[float]:
+    """Each scene's share of the experience when every group's envs step alike and play their group's episodes in
+    turn (the mean over groups of the scene's share of the group's episodes)."""
+    shares = [0.0] * len(counts)
+    for group in range(groups):
+        runs = group_runs(counts, groups, group, num_envs, split)
+        size = sum(b - a for _, a, b in runs)
+        for s, a, b in runs:
+            shares[s] += (b - a) / size / groups
+    return shares
 
 
 def _countable(files: list[str]) -> bool:

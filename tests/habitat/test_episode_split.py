@@ -130,3 +130,13 @@ def test_large_split_folders_are_dealt_out_by_files_alone(split_folders, monkeyp
     with caplog.at_level(logging.WARNING):
         env_partition(parts[0], 12)
     assert "some envs replay" in caplog.text
+
+
+def test_the_episode_split_gives_each_scene_its_share_of_the_experience():
+    """Issue 44: episode counts [1000, 10] over 2 groups x 4 envs. Dealt out whole, each scene gets half the
+    experience; env.habitat.episode_split=episodes gives each its share of the episodes."""
+    from ddppo.envs.scenes.dataset import experience_shares
+
+    assert experience_shares([1000, 10], 2, 4) == pytest.approx([0.5, 0.5])
+    assert experience_shares([1000, 10], 2, 4, "episodes") == pytest.approx([1000 / 1010, 10 / 1010], abs=1e-3)
+    assert experience_shares([30, 20, 10], 6, 2, "episodes") == pytest.approx([0.5, 1 / 3, 1 / 6], abs=1e-3)

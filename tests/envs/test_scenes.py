@@ -1,0 +1,73 @@
+"""Scenes (issue 44): placement by cost, the synthetic env's scenes, and what an episode reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ddppo.envs.base import EnvSpec, declared_scenes, env_scenes
+from ddppo.envs.options import SyntheticOptions
+from ddppo.envs.placement import group_costs, place_scenes
+from ddppo.envs.synthetic import SyntheticEnv
+
+
+def test_contiguous_placement_deals_whole_scenes_in_order():
+    assert place_scenes([4, 4], [1.0, 3.0], 2) == [[0, 0, 0, 0], [1, 1, 1, 1]]
+
+
+def test_cost_placement_spreads_slow_scenes_so_ranks_cost_alike():
+    costs = [1.0, 3.0]
+    contiguous, by_cost = place_scenes([4, 4], costs, 2), place_scenes([4, 4], costs, 2, "cost")
+    assert group_costs(contiguous, costs) == [4.0, 12.0]
+    assert group_costs(by_cost, costs) == [8.0, 8.0]
+    assert sorted(s for g in by_cost for s in g) == [0] * 4 + [1] * 4  # every scene keeps its slots
+
+
+def test_cost_placement_of_uneven_scenes():
+    costs = [5.0, 1.0, 1.0, 1.0]
+    placed = place_scenes([2, 2, 2, 2], costs, 4, "cost")
+    loads = group_costs(placed, costs)
+    assert max(loads) - min(loads) <= 4.0  # each slow slot on its own group, the cheap ones beside them
+    assert [len(g) for g in placed] == [2, 2, 2, 2]
+
+
+def test_an_unknown_placement_is_refused():
+    with pytest.raises(ValueError, match="placement='random'"):
+        place_scenes([1], [1.0], 1, "random")
+
+
+def _env(rank: int, placement: str = "contiguous", world: int = 2, **kw) -> SyntheticEnv:
+    opts = SyntheticOptions(num_scenes=2, scene_step_factors=[1, 3], scene_placement=placement, **kw)
+    return SyntheticEnv(opts, EnvSpec(num_envs=4, seed=rank, rank=rank, world_size=world))
+
+
+def test_synthetic_scenes_are_placed_declared_and_reported():
+    a, b = _env(0), _env(1)
+    assert declared_scenes(a) == ("scene0", "scene1")
+    assert env_scenes(a) == ["scene0"] * 4 and env_scenes(b) == ["scene1"] * 4
+    assert env_scenes(_env(0, "cost")) == ["scene0", "scene0", "scene1", "scene1"]
+    obs = a.reset()
+    assert obs["obs"].shape == (4, 8 + 2) and (obs["obs"][:, -2:] == [1, 0]).all()  # the scene's one-hot last
+    for _ in range(31):
+        a.step(a.best_actions({"obs": a._obs}))
+    res = a.step(a.best_actions({"obs": a._obs}))
+    assert [e.scene for e in res.episodes] == ["scene0"] * 4
+    assert all(e.metrics["success"] == 1.0 for e in res.episodes)  # the optimal policy earns every step
+
+
+def test_scenes_have_their_own_mapping_the_same_on_every_rank():
+    a, b = _env(0, "cost"), _env(1, "cost")
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    one_hot = np.eye(2, dtype=np.float32)[[0, 0, 1, 1]]
+    obs = {"obs": np.concatenate([x, one_hot], axis=1)}
+    assert (a.best_actions(obs) == b.best_actions(obs)).all()  # rank-independent scenes
+    # the same noise in both scenes: scene 0 (envs 0, 1) and scene 1 (envs 2, 3) reward different actions somewhere
+    rewarded = [a.best_actions({"obs": np.concatenate([np.repeat(x[i:i + 1], 4, 0), one_hot], axis=1)})
+                for i in range(4)]
+    assert any(r[0] != r[2] for r in rewarded)
+
+
+def test_without_scenes_the_env_is_unchanged():
+    env = SyntheticEnv(SyntheticOptions(), EnvSpec(num_envs=2, seed=0))
+    assert declared_scenes(env) == () and env_scenes(env) == [None, None]
+    assert env.reset()["obs"].shape == (2, 8)

@@ -1,0 +1,82 @@
+"""Per-scene statistics (rollout/scenes.py), the rank weight and the two-sided in-rank weights (issue 44)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ddppo.config import PreemptionConfig
+from ddppo.envs.base import EpisodeInfo
+from ddppo.eval.stats import summarize_scenes
+from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.scenes import SceneTally, metric_key, scene_scalars
+from ddppo.rollout.variable import importance_weights, two_sided_weights
+from testutil import gloo_context
+
+
+class _Envs:
+    def __init__(self, scenes):
+        self.num_envs, self.env_scenes = len(scenes), scenes
+
+
+def test_samples_and_weights_go_to_each_envs_scene():
+    tally = SceneTally(("a", "b"), _Envs(["a", "b", "b", None]))
+    table = tally.zeros()
+    tally.add_samples(table, np.array([8.0, 2.0, 2.0, 5.0]), np.array([1.0, 2.0, 2.0, 1.0]), 3.0)
+    assert table[:, 0].tolist() == [8.0, 4.0]  # the env of no known scene is not counted
+    assert table[:, 1].tolist() == [24.0, 24.0]
+
+
+def test_an_env_takes_the_scene_of_its_latest_finished_episode():
+    tally = SceneTally(("a", "b"), _Envs(["a", "a"]))
+    table = tally.zeros()
+    tally.add_episodes([EpisodeInfo(1, {"return": 2.0, "success": 1.0, "spl": 0.5}, "b"),
+                        EpisodeInfo(0, {"return": 1.0, "success": 0.0}, "a"),
+                        EpisodeInfo(0, {"return": 1.0}, "unknown")], table)
+    assert table[1, 2] == 1 and table[1, 3] == 1.0 and table[1, 5] == 0.5 and table[0, 2] == 1
+    tally.add_samples(table, np.array([4.0, 4.0]), None, 1.0)
+    assert table[:, 0].tolist() == [0.0, 4.0]  # env 0's last episode was of an undeclared scene: not counted
+
+
+def test_scene_scalars_shares_and_outcomes():
+    table = np.zeros((2, 8))
+    table[:, 0] = [30, 10]
+    table[:, 1] = [30, 30]
+    table[0, 2:5] = [4, 3, 4]
+    out = scene_scalars(("fast", "slow/1"), table)
+    assert out["train/scene/fast/sample_share"] == 0.75 and out["train/scene/slow_1/weight_share"] == 0.5
+    assert out["train/scene/fast/success"] == 0.75 and "train/scene/slow_1/success" not in out
+    assert out["train/scene_weight_share_min"] == 0.5 and out["train/scene_success_min"] == 0.75
+    assert scene_scalars((), np.zeros((0, 8))) == {}
+    assert metric_key("data/x.glb") == "data_x.glb"
+
+
+def test_the_rank_weight_is_bounded_and_an_option():
+    ctx = gloo_context()
+    try:
+        on = Preemption(PreemptionConfig(min_rollout_fraction=0.25, rank_weighting=True), ctx, 8)
+        off = Preemption(PreemptionConfig(min_rollout_fraction=0.25, rank_weighting=False), ctx, 8)
+    finally:
+        ctx.close()
+    assert [on.rank_weight(s) for s in (8, 4, 2, 1, 0)] == [1.0, 2.0, 4.0, 4.0, 4.0]
+    assert off.rank_weight(2) == 1.0
+
+
+def test_two_sided_weights_equalise_env_totals_within_the_cap():
+    L = torch.tensor([14, 14, 2, 2])
+    w = two_sided_weights(L, 8, 0.25).double()
+    assert (w * L).tolist() == pytest.approx([8.0] * 4)  # every env's total alike, mean 1 over the samples
+    one = importance_weights(L, 8).double() * L
+    assert one[2] < one[0]  # VER's one-sided weights leave the slow envs under-weighted
+    capped = two_sided_weights(torch.tensor([8, 1]), 8, 0.25).double() * torch.tensor([8.0, 1.0])
+    assert capped[1] / capped[0] == pytest.approx(0.5)  # 4 (the cap) x 1 step against 1 x 8 steps
+    assert two_sided_weights(torch.tensor([0, 0]), 8, 0.25).tolist() == [1.0, 1.0]
+
+
+def test_eval_summarises_each_scene():
+    eps = [{"metrics": {"success": 1.0}, "scene": "a"}, {"metrics": {"success": 0.0}, "scene": "a"},
+           {"metrics": {"success": 1.0}, "scene": "b"}, {"metrics": {"success": 1.0}}]
+    out = summarize_scenes(eps)
+    assert out["a"]["success"]["mean"] == 0.5 and out["b"]["episode_share"]["mean"] == pytest.approx(1 / 3)
+    assert summarize_scenes([{"metrics": {"success": 1.0}}]) == {}
