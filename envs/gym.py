@@ -22,6 +22,11 @@ only counters (episodes finished, resets done) and `restores_state` is False:
 after `load_state_dict` the caller starts fresh episodes with `reset(seed=...)`
 (the trainer passes the resumed update index), seeded from (seed, resets done,
 that seed), so a resumed run does not replay the episodes it already saw.
+
+Scenes (per-scene statistics, ddppo/rollout/scenes.py): a gymnasium env names the scene it plays with the attribute
+`scene_id` of its unwrapped env (habitat's name for it), read at construction and after each episode ends (the next
+episode's scene); it may declare every scene it can visit with an attribute `scenes` (a list of names). Envs
+without `scene_id` have no scenes.
 """
 
 from __future__ import annotations
@@ -80,6 +85,10 @@ class GymVecEnv:
         self._len = np.zeros(self.num_envs, np.int64)
         self._episodes = 0
         self._resets = 0
+        self._scene = _scene_ids(self._env, self.num_envs)  # the scene each env plays (None: the env names none)
+        self.env_scenes = list(self._scene)  # ddppo.envs.base.env_scenes
+        self.scenes = tuple(sorted({str(x) for x in self._scene if x is not None}
+                                   | set(_declared(self._env))))  # ddppo.envs.base.declared_scenes
 
     def reset(self, seed: int | None = None) -> Obs:
         entropy = [int(self._seed), self._resets] + ([] if seed is None else [RESEED, int(seed)])
@@ -115,7 +124,9 @@ class GymVecEnv:
                     final_obs[k][i] = row[k][0]
                 metrics = {"return": float(self._ret[i]), "length": float(self._len[i])}
                 metrics.update(_info_metrics(infos.get("final_info", {}), int(i), self.episode_metrics))
-                episodes.append(EpisodeInfo(int(i), metrics))
+                episodes.append(EpisodeInfo(int(i), metrics, self._scene[i]))
+            if self.scenes:  # autoreset has started the next episodes: their scenes
+                self._scene = _scene_ids(self._env, self.num_envs)
             self._episodes += len(episodes)
             self._ret[done] = 0.0
             self._len[done] = 0
@@ -198,6 +209,27 @@ def _info_metrics(final_info: dict[str, Any], i: int, keys: tuple[str, ...]) -> 
         except (TypeError, ValueError):
             continue
     return out
+
+
+SCENE_ATTR = "scene_id"
+
+
+def _scene_ids(env: Any, n: int) -> list[str | None]:
+    """Each env's `scene_id` attribute (of its unwrapped env; None where it has none)."""
+    if isinstance(env, SyncEnvs):
+        values = [getattr(e.unwrapped, SCENE_ATTR, None) for e in env.envs]
+    else:
+        try:
+            values = list(env.get_attr(SCENE_ATTR))
+        except Exception:  # gymnasium's workers raise whatever the env does for a missing attribute
+            values = [None] * n
+    return [None if v is None else str(v) for v in values]
+
+
+def _declared(env: Any) -> list[str]:
+    """The scene names the first env declares it may visit (attribute `scenes` of its unwrapped env)."""
+    first = env.envs[0].unwrapped if isinstance(env, SyncEnvs) else None
+    return [str(x) for x in (getattr(first, "scenes", None) or [])]
 
 
 def _batch_of_one(obs: Any) -> Any:

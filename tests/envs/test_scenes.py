@@ -71,3 +71,51 @@ def test_without_scenes_the_env_is_unchanged():
     env = SyntheticEnv(SyntheticOptions(), EnvSpec(num_envs=2, seed=0))
     assert declared_scenes(env) == () and env_scenes(env) == [None, None]
     assert env.reset()["obs"].shape == (2, 8)
+
+
+class _SceneEnv:
+    """A gymnasium env of 2-step episodes that alternates its scene ("a", "b") at every reset."""
+
+    def __new__(cls):
+        import gymnasium
+
+        class SceneEnv(gymnasium.Env):
+            observation_space = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
+            action_space = gymnasium.spaces.Discrete(2)
+            scenes = ["a", "b", "c"]
+
+            def __init__(self):
+                self.scene_id, self._resets, self._t = "a", 0, 0
+
+            def reset(self, seed=None, options=None):
+                super().reset(seed=seed)
+                self.scene_id = "ab"[self._resets % 2]
+                self._resets += 1
+                self._t = 0
+                return np.zeros(2, np.float32), {}
+
+            def step(self, action):
+                self._t += 1
+                return np.zeros(2, np.float32), 1.0, self._t >= 2, False, {}
+
+        return SceneEnv()
+
+
+def test_a_gym_env_names_its_scenes_with_scene_id():
+    import gymnasium
+
+    from ddppo.envs.gym import make_gym
+    from ddppo.envs.options import GymOptions
+
+    gymnasium.register("DdppoSceneTest-v0", entry_point=_SceneEnv)
+    env = make_gym("DdppoSceneTest-v0", GymOptions(), EnvSpec(num_envs=2, seed=0))
+    assert declared_scenes(env) == ("a", "b", "c")
+    env.reset()
+    assert env_scenes(env) == ["a", "a"]  # read at construction
+    env.step(np.zeros(2, np.int64))
+    res = env.step(np.zeros(2, np.int64))
+    assert [e.scene for e in res.episodes] == ["a", "a"]  # the finished episodes' scene, not the next one's
+    env.step(np.zeros(2, np.int64))
+    res = env.step(np.zeros(2, np.int64))
+    assert [e.scene for e in res.episodes] == ["b", "b"]
+    env.close()
