@@ -8,6 +8,10 @@ Definitions (what the numbers are):
 - learning curves: each run's metric against env_steps, linearly interpolated onto a common grid that spans
   the steps every run of the variant has reached; the line is the mean over the runs, the band mean +- std.
 
+Per-scene columns (issue 44) are added when the runs report scenes (train/scene/*, ddppo/rollout/scenes.py): the
+spread over scenes (train/scene_success_min, train/scene_weight_share_min / _max), and each scene's success and
+gradient weight share where there are at most SCENE_COLUMN_LIMIT scenes.
+
 Writes SWEEP_DIR/summary/: summary.md (the table printed on stdout), summary.csv (per variant), runs.csv (per
 run), curves.png (every metric, one panel each) and one PNG per metric (train_reward.png, ...).
 """
@@ -29,6 +33,9 @@ from ddppo.sweep import runs as disk
 from ddppo.sweep.spec import SweepError
 
 DEFAULT_METRICS = ("train/reward", "train/success", "train/spl")
+SCENE_SPREAD = ("train/scene_success_min", "train/scene_success_max", "train/scene_weight_share_min",
+                "train/scene_weight_share_max")
+SCENE_COLUMN_LIMIT = 4
 CURVE_POINTS = 200
 
 
@@ -92,6 +99,20 @@ def collect(sweep_dir: Path, metrics: Sequence[str]) -> tuple[dict, list[RunResu
             final={m: final_value(records, m) for m in metrics},
             curves={m: _curve(records, m) for m in metrics}))
     return manifest, results
+
+
+def scene_columns(sweep_dir: Path) -> list[str]:
+    """The per-scene columns the sweep's runs report (see the module docstring), [] where none has scenes."""
+    manifest = disk.read_manifest(sweep_dir) or {}
+    keys: set[str] = set()
+    for entry in manifest.get("runs", []):
+        records = disk.read_metrics(Path(sweep_dir) / entry["run_dir"])
+        if records:
+            keys.update(k for k in records[-1] if k.startswith("train/scene"))
+    scenes = sorted({k.split("/")[2] for k in keys if k.startswith("train/scene/")})
+    per_scene = [f"train/scene/{n}/{m}" for n in scenes for m in ("success", "weight_share")
+                 if f"train/scene/{n}/{m}" in keys] if len(scenes) <= SCENE_COLUMN_LIMIT else []
+    return [m for m in SCENE_SPREAD if m in keys] + per_scene
 
 
 def aggregate(results: Sequence[RunResult], metrics: Sequence[str]) -> list[VariantRow]:
@@ -264,6 +285,7 @@ def summarize(sweep_dir: str | Path, metrics: Sequence[str] = DEFAULT_METRICS, s
     sort = sort or metrics[0]
     if sort not in metrics:
         metrics.append(sort)
+    metrics += [m for m in scene_columns(sweep_dir) if m not in metrics]
     manifest, results = collect(sweep_dir, metrics)
     rows = sort_rows(aggregate(results, metrics), sort, ascending)
     counts = Counter(r.status for r in results)

@@ -153,3 +153,23 @@ def test_single_logged_point_is_drawn_and_rate_bands_stay_in_range(tmp_path):
     assert min(c.get_paths()[0].vertices[:, 1].min() for c in ax.collections) < 0  # rewards are not clipped
     plt.close(fig)
     assert all(p.stat().st_size > 0 for p in plot(rows, ["train/success"], tmp_path, "t"))
+
+
+def test_runs_with_scenes_get_per_scene_columns(tmp_path):
+    d = tmp_path / "scenes"
+    entries = []
+    for seed, slow in ((0, 0.5), (1, 0.7)):
+        run_dir = d / "runs" / f"s{seed}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(f"run:\n  total_env_steps: {TARGET}\n")
+        record = {"update": 1, "env_steps": TARGET, "train/reward": 1.0, "train/scene_success_min": slow,
+                  "train/scene_weight_share_min": 0.3, "train/scene/fast/success": 0.9,
+                  "train/scene/slow/success": slow, "train/scene/fast/weight_share": 0.7,
+                  "train/scene/slow/weight_share": 0.3}
+        (run_dir / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+        entries.append({"name": f"s{seed}", "variant": "v", "seed": seed, "run_dir": f"runs/s{seed}"})
+    write_json(d / "sweep.json", {"name": "scenes", "runs": entries})
+    text, _ = summarize(d, plots=False)
+    header = [line for line in text.splitlines() if line.startswith("| variant")][0]
+    assert "train/scene_success_min" in header and "train/scene/slow/weight_share" in header
+    assert "0.6 ± 0.14" in text  # the slow scene's success over the two seeds
