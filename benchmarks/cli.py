@@ -31,6 +31,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "mujoco": ("mujoco", "ddppo vs stable-baselines3 (RL Zoo or CleanRL settings) on gymnasium MuJoCo tasks"),
     "preemption-bias": ("preemption_bias", "per-scene success and fps with preemption off, on and on with each "
                                            "correction (issue 44), 2 ranks, scenes of different speeds"),
+    "preemption-sim": ("preemption_sim", "8-256 simulated ranks with heavy-tailed scene step times: throughput and "
+                                         "the slow scenes' share against sync_frac, with and without the corrections"),
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),

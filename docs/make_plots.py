@@ -258,6 +258,76 @@ def continuous_control_hopper_20(plt, out: Path) -> Path:
     return _hopper_mean_bands(plt, runs, sides, out / "continuous_control_hopper_20_seeds.png")
 
 
+def preemption_scaling(plt, out: Path) -> Path:
+    """The rank simulation (benchmarks/preemption_sim.py): scaling efficiency against ranks (left) and the slowest
+    quarter of the scenes' share of the gradient over its intended share against sync_frac at 128 ranks (right)."""
+    cases = _load("preemption_sim.json")["cases"]
+    paper = _load("preemption_sim.json")["paper"]
+    sigmas = sorted({c["sigma"] for c in cases})
+    fig, axes = plt.subplots(len(sigmas), 2, figsize=(11, 3.6 * len(sigmas)), squeeze=False)
+    styles = {("contiguous", 0.6): ("tab:orange", "-"), ("contiguous", 1.0): ("tab:orange", ":"),
+              ("cost", 0.6): ("tab:blue", "-"), ("cost", 1.0): ("tab:blue", ":")}
+    for row, sigma in zip(axes, sigmas):
+        mine = [c for c in cases if c["sigma"] == sigma]
+        for (placement, frac), (color, ls) in styles.items():
+            pts = sorted((c["ranks"], c["efficiency"]) for c in mine
+                         if c["placement"] == placement and c["sync_frac"] == frac)
+            row[0].plot([p[0] for p in pts], [p[1] for p in pts], color=color, ls=ls, marker="o", ms=3,
+                        label=f"placement={placement}, sync_frac={frac}")
+        row[0].plot([paper["gpus"]], [paper["efficiency"]], "k*", ms=10, label="DD-PPO paper (107x / 128 GPUs)")
+        row[0].set_xscale("log", base=2)
+        row[0].set_ylim(0, 1.05)
+        row[0].set_xlabel("ranks")
+        row[0].set_ylabel("scaling efficiency")
+        row[0].set_title(f"scene step times log-normal, sigma {sigma}", fontsize=10)
+        row[0].legend(fontsize=7)
+        for placement, color in (("contiguous", "tab:orange"), ("cost", "tab:blue")):
+            pts = sorted((c["sync_frac"], c["slow_sample_ratio"], c["slow_weight_ratio"]) for c in mine
+                         if c["placement"] == placement and c["ranks"] == 128)
+            row[1].plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker="o", ms=3,
+                        label=f"{placement}: samples (no correction)")
+            row[1].plot([p[0] for p in pts], [p[2] for p in pts], color=color, ls="--",
+                        label=f"{placement}: with rank weighting")
+        row[1].axhline(1.0, color="gray", lw=0.8)
+        row[1].set_ylim(0, 1.1)
+        row[1].set_xlabel("preemption.sync_frac (128 ranks)")
+        row[1].set_ylabel("slowest 25% of scenes: share / intended")
+        row[1].legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "preemption_scaling.png"
+    fig.savefig(path, dpi=110, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
+def preemption_bias(plt, out: Path) -> Path:
+    """`ddppo bench preemption-bias`: per variant, each seed's greedy success of the fast and the slow scene, and
+    the median fps."""
+    data = _load("preemption_bias.json")
+    variants = [v for v in data["runs"] if data["runs"][v]]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for i, v in enumerate(variants):
+        runs = list(data["runs"][v].values())
+        for j, (scene, color) in enumerate((("scene0", "tab:blue"), ("scene1", "tab:red"))):
+            ys = [r["scenes"][scene]["success"] for r in runs]
+            xs = [i + (j - 0.5) * 0.25] * len(ys)
+            ax.plot(xs, ys, "o", color=color, ms=4, alpha=0.7, label=("fast scene" if j == 0 else "slow scene")
+                    if i == 0 else None)
+            ax.plot([xs[0] - 0.1, xs[0] + 0.1], [sum(ys) / len(ys)] * 2, color=color, lw=2)
+        bx.bar(i, data["summary"][v]["fps_median"], color="tab:gray")
+    for a in (ax, bx):
+        a.set_xticks(range(len(variants)))
+        a.set_xticklabels(variants, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("greedy success (per seed; bar: mean)")
+    ax.legend(fontsize=8)
+    bx.set_ylabel("env steps / s (median over seeds)")
+    fig.tight_layout()
+    path = out / "preemption_bias.png"
+    fig.savefig(path, dpi=110, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -268,7 +338,8 @@ def make_all(out: Path = OUT) -> list[Path]:
     return [learning_curves(plt, out), learning_curves_03(plt, out), throughput_bars(plt, out),
             throughput_bars_03(plt, out), habitat_lab_03_tasks(plt, out), gridnav_rates(plt, out),
             continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
-            continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out)]
+            continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out),
+            preemption_scaling(plt, out), preemption_bias(plt, out)]
 
 
 if __name__ == "__main__":
