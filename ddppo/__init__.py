@@ -43,7 +43,8 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
             storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
-            episode_metrics.py (which episode metrics train/* aggregates, fixed at start)
+            episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
+            samples, gradient weight and outcomes: train/scene/*)
 advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
             gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
