@@ -13,7 +13,9 @@ a scene's success is the fraction of its steps with the rewarded action (greedy 
 
 Figures per run: per-scene greedy success, the gap (fast - slow), each scene's share of the samples and of the
 gradient weight (train/scene/*, mean over the updates after the first), fps (env steps / wall time between the
-end of the first update and the last) and the run's wall time. Results are written after every run, and runs
+end of the first update and the last), collection fps (env steps / the updates' time less their learning phases:
+the rate preemption changes, less exposed to the machine's load than the learner's CPU time) and the run's wall
+time. Results are written after every run, and runs
 already in --out are kept and skipped (so an interrupted matrix resumes); --fresh starts over.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -51,6 +54,8 @@ VARIANTS = {
     "default": [],  # whatever the shipped defaults are (the rank_weighting=false of BASE removed)
 }
 SCENES = ("scene0", "scene1")  # fast, slow
+# phases of an update that are learning, not collection (their slowest rank's seconds, perf/<phase>_s_max)
+LEARNING = ("gae", "reference_forward", "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
 
 
 def child_env() -> dict[str, str]:
@@ -98,7 +103,10 @@ def summarize_run(rows: list[dict], result: dict, train_s: float) -> dict:
     first, last = rows[0], rows[-1]
     later = rows[1:] or rows
     fps = (last["env_steps"] - first["env_steps"]) / max(last["wall_time"] - first["wall_time"], 1e-9)
-    out = {"fps": fps, "train_s": train_s, "updates": len(rows), "env_steps": last["env_steps"],
+    collect_s = sum(r["perf/update_s"] - sum(r.get(f"perf/{p}_s_max", 0.0) for p in LEARNING) for r in later)
+    collected = sum(b["env_steps"] - a["env_steps"] for a, b in zip(rows, rows[1:])) if len(rows) > 1 else 0
+    out = {"fps": fps, "collect_fps": collected / max(collect_s, 1e-9), "train_s": train_s, "updates": len(rows),
+           "env_steps": last["env_steps"],
            "steps_fraction_min_mean": statistics.mean(r["preempt/steps_fraction_min"] for r in later),
            "scenes": {}}
     for scene in SCENES:
@@ -127,6 +135,8 @@ def aggregate(runs: dict[str, dict[str, dict]]) -> dict[str, dict]:
         out[variant] = {
             "seeds": len(rs), "gap_mean": statistics.mean(r["gap"] for r in rs),
             "fps_median": statistics.median(r["fps"] for r in rs), "fps_mean": statistics.mean(r["fps"] for r in rs),
+            "collect_fps_median": statistics.median(r.get("collect_fps", math.nan) for r in rs),
+            "steps_fraction_min": statistics.mean(r["steps_fraction_min_mean"] for r in rs),
             **{f"{sc}_{k}": statistics.mean(r["scenes"][sc][k] for r in rs)
                for sc in SCENES for k in ("success", "sample_share", "weight_share")},
         }
@@ -134,8 +144,9 @@ def aggregate(runs: dict[str, dict[str, dict]]) -> dict[str, dict]:
     for variant, a in out.items():
         if off and on:
             a["gap_minus_off"] = a["gap_mean"] - off["gap_mean"]
-            gain = on["fps_median"] - off["fps_median"]
-            a["fps_gain_fraction"] = (a["fps_median"] - off["fps_median"]) / gain if gain else None
+            for key in ("fps", "collect_fps"):
+                gain = on[f"{key}_median"] - off[f"{key}_median"]
+                a[f"{key}_gain_fraction"] = (a[f"{key}_median"] - off[f"{key}_median"]) / gain if gain else None
     return out
 
 
@@ -148,11 +159,13 @@ def table(report: dict) -> str:
             lines.append(f"{variant:<20} {seed:>4} {f['success']:>8.3f} {s['success']:>8.3f} {r['gap']:>7.3f} "
                          f"{s['sample_share']:>12.3f} {s['weight_share']:>11.3f} {r['fps']:>7.0f} {r['train_s']:>7.1f}")
     lines.append("")
-    lines.append(f"{'variant':<20} {'seeds':>5} {'gap':>7} {'gap-off':>8} {'fps':>7} {'of gain':>8}")
+    lines.append(f"{'variant':<20} {'seeds':>5} {'gap':>7} {'gap-off':>8} {'fps':>7} {'of gain':>8} "
+                 f"{'collect fps':>11} {'of gain':>8}")
     for variant, a in report["summary"].items():
-        frac = a.get("fps_gain_fraction")
+        fracs = [a.get(f"{k}_gain_fraction") for k in ("fps", "collect_fps")]
+        cells = ["" if f is None else f"{f:.2f}" for f in fracs]
         lines.append(f"{variant:<20} {a['seeds']:>5} {a['gap_mean']:>7.3f} {a.get('gap_minus_off', 0):>8.3f} "
-                     f"{a['fps_median']:>7.0f} {'' if frac is None else f'{frac:.2f}':>8}")
+                     f"{a['fps_median']:>7.0f} {cells[0]:>8} {a['collect_fps_median']:>11.0f} {cells[1]:>8}")
     return "\n".join(lines) + "\n"
 
 
@@ -166,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per training run")
     parser.add_argument("--out", default="results/preemption_bias.json", help="JSON output (resumed if present)")
     parser.add_argument("--fresh", action="store_true", help="ignore the runs already in --out")
+    parser.add_argument("--rescan", nargs="+", default=[], metavar="WORK_DIR",
+                        help="recompute the figures of the runs kept in these work folders (a run's folder and its "
+                             "eval/), then exit")
     args = parser.parse_args(argv)
+    if args.rescan:
+        return rescan(args.rescan, Path(args.out))
 
     out = Path(args.out)
     report = json.loads(out.read_text()) if out.exists() and not args.fresh else {}
@@ -193,5 +211,23 @@ def main(argv: list[str] | None = None) -> int:
                              f"{r['train_s']:.0f} s\n")
             sys.stdout.flush()
     report["summary"] = aggregate(runs)
+    sys.stdout.write(table(report) + f"JSON: {out}\n")
+    return 0
+
+
+def rescan(work_dirs: list[str], out: Path) -> int:
+    """Figures recomputed from kept runs (`<variant>-<seed>/` with metrics.jsonl and eval/), into --out."""
+    report = json.loads(out.read_text())
+    for work in work_dirs:
+        for run_dir in sorted(Path(work).iterdir()):
+            results = sorted((run_dir / "eval").glob("ckpt-*.json")) if run_dir.is_dir() else []
+            variant, _, seed = run_dir.name.rpartition("-")
+            if not results or str(seed) not in report["runs"].get(variant, {}):
+                continue  # only the runs the report holds (a run that failed part way is not one)
+            old = report["runs"][variant][seed]
+            report["runs"][variant][seed] = summarize_run(RunDir(run_dir).metrics(), json.loads(results[-1].read_text()),
+                                                          old["train_s"])
+    report["summary"] = aggregate(report["runs"])
+    atomic_write(out, json.dumps(report, indent=2) + "\n")
     sys.stdout.write(table(report) + f"JSON: {out}\n")
     return 0
