@@ -49,6 +49,8 @@ VARIANTS = {
     "placement": ["env.synthetic.scene_placement=cost"],
     "rank+placement": ["preemption.rank_weighting=true", "env.synthetic.scene_placement=cost"],
     "variable": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost"],
+    "variable+rank": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost",
+                      "preemption.rank_weighting=true"],
     "variable+two_sided": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost",
                            "rollout.importance_weights_form=two_sided", "preemption.rank_weighting=true"],
     "default": [],  # whatever the shipped defaults are (the rank_weighting=false of BASE removed)

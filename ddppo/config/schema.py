@@ -153,13 +153,14 @@ class PreemptionConfig:
     min_rollout_fraction: float = field(default=0.25,
                                         metadata=doc("...but never before collecting this fraction of "
                                                      "rollout.num_steps", gt=0, le=1))
-    rank_weighting: bool = field(default=False,
+    rank_weighting: bool = field(default=True,
                                  metadata=doc("weight each rank's samples by num_steps / its steps per env (at most "
                                               "1 / min_rollout_fraction) in the gradient, so a preempted rank's "
                                               "scenes keep the share of the gradient they would have without "
                                               "preemption (the exact form of what DDP's equal averaging of ranks "
-                                              "does); false = every sample of every rank counts alike, and a "
-                                              "preempted rank's scenes count less"))
+                                              "does; measured: docs/results/preemption-bias.md); false = every "
+                                              "sample of every rank counts alike, and a preempted rank's scenes "
+                                              "count less"))
     poll_interval_s: float = field(default=0.01,
                                    metadata=doc("start a read of the finished-ranks counter at most this often (reads "
                                                 "never block a step; 0 = a new one as soon as the last answered): "

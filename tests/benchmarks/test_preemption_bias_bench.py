@@ -20,11 +20,12 @@ def test_every_variant_runs_the_shared_config_with_its_own_switches():
 
 def test_aggregate_gap_and_share_of_the_throughput_gain():
     def run(gap, fps):
-        return {"gap": gap, "fps": fps, "scenes": {s: {"success": 0.5, "sample_share": 0.5, "weight_share": 0.5}
+        return {"gap": gap, "fps": fps, "collect_fps": 2 * fps, "steps_fraction_min_mean": 1.0, "scenes": {s: {"success": 0.5, "sample_share": 0.5, "weight_share": 0.5}
                                                    for s in ("scene0", "scene1")}}
     out = aggregate({"off": {"1": run(0.0, 100)}, "on": {"1": run(0.2, 200)}, "rank": {"1": run(0.01, 190)}})
     assert out["rank"]["gap_minus_off"] == pytest.approx(0.01)
     assert out["rank"]["fps_gain_fraction"] == pytest.approx(0.9)
+    assert out["rank"]["collect_fps_gain_fraction"] == pytest.approx(0.9)
 
 
 def test_the_simulation_cuts_slow_scenes_and_rank_weighting_restores_their_weight():
