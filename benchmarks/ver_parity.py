@@ -62,8 +62,10 @@ CASES["skewed-11"]["overrides"] = CASES["skewed-11.5"]["overrides"] = CASES["ske
 VARIANTS = {
     "fixed": ["rollout.mode=fixed"],
     "variable": ["rollout.mode=variable", "rollout.idle_envs=step", "rollout.importance_weights=false"],
-    "ver": ["rollout.mode=variable", "rollout.idle_envs=wait", "rollout.importance_weights=true"],
-    "weighted": ["rollout.mode=variable", "rollout.idle_envs=step", "rollout.importance_weights=true"],
+    "ver": ["rollout.mode=variable", "rollout.idle_envs=wait", "rollout.importance_weights=true",
+            "rollout.importance_weights_form=one_sided"],
+    "weighted": ["rollout.mode=variable", "rollout.idle_envs=step", "rollout.importance_weights=true",
+                 "rollout.importance_weights_form=one_sided"],
 }
 VARIANTS["per_minibatch"] = [*VARIANTS["weighted"], "rollout.variable_weighting=per_minibatch"]
 VARIANTS["per_sample"] = [*VARIANTS["weighted"], "rollout.variable_weighting=per_sample"]

@@ -117,14 +117,15 @@ class RolloutConfig:
                                      metadata=doc("variable: weight env n's samples by min(1, (num_steps + 1) / "
                                                   "(its steps + 1)) in the loss (habitat-baselines VER), so fast envs "
                                                   "do not dominate it"))
-    importance_weights_form: str = field(default="one_sided",
+    importance_weights_form: str = field(default="two_sided",
                                          metadata=doc("variable, with importance_weights: one_sided (habitat-baselines "
                                                       "VER: min(1, (num_steps + 1) / (steps + 1)), only fast envs are "
                                                       "pulled down, slow envs stay under-weighted) | two_sided "
                                                       "(num_steps / steps clamped to [f, 1 / f], f = preemption."
                                                       "min_rollout_fraction, then scaled to mean 1 over the rank's "
                                                       "samples: slow envs are raised as well, every env's share of "
-                                                      "the rank's gradient is near equal)",
+                                                      "the rank's gradient is near equal; the default, measured: "
+                                                      "docs/results/preemption-bias.md)",
                                                       choices=("one_sided", "two_sided")))
     variable_weighting: str = field(default="per_sample",
                                     metadata=doc("variable: how a sample's loss is normalised. per_sample "

@@ -52,7 +52,7 @@ def make():
 
     def build(idle_envs: str = "step", weighted: bool = False):
         cfg = RolloutConfig(num_steps=T, mode="variable", batch_wait_s=0.0, idle_envs=idle_envs,
-                            importance_weights=weighted)
+                            importance_weights=weighted, importance_weights_form="one_sided")  # VER's
         # a skewed spread of env speeds: segments of different lengths
         envs = make_vec_env("synthetic", {"step_sleep_s": 0.002, "step_sleep_sigma": 1.5, "episode_length": 5},
                             EnvSpec(num_envs=N, seed=0, num_workers=N))
