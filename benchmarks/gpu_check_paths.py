@@ -161,7 +161,7 @@ def habitat_paper_policy(e: Env) -> str:
     small = ["env.num_envs=2", "env.num_workers=0", "rollout.num_steps=16", "env.habitat.depth_width=32",
              "env.habitat.depth_height=32", "policy.hidden_size=32", "policy.resnet_base_width=8"] if e.dry else []
     run_dir, _ = trained(e, "habitat_paper", 1, "configs/pointnav_habitat.yaml", *habitat_data(e), *small,
-                         e.steps(3072, 32), "checkpoint.interval_updates=100000", *e.dev())
+                         e.steps(3072, 64), "checkpoint.interval_updates=100000", *e.dev())
     return phases(e, run_dir)
 
 
