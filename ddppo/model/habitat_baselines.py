@@ -185,17 +185,26 @@ def check_spaces(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.space
         raise ConfigError("policy.architecture=habitat_baselines needs " + "; ".join(problems))
 
 
+def habitat_baselines_parts(policy: Policy, net: nn.Module, num_actions: int, cfg: PolicyConfig,
+                            value_head: bool) -> None:
+    """What both habitat-baselines policies are made of, under habitat-baselines' module names (so their
+    checkpoints load as they are): `net`, then the `action_distribution` and `critic` heads on its features.
+    They skip Policy.__init__, whose modules (encoders, fuse, actor) are ddppo's; this is their constructor."""
+    nn.Module.__init__(policy)
+    policy.discrete, policy.hidden_size = True, cfg.hidden_size
+    policy.net = net
+    policy.action_distribution = Head("linear", cfg.hidden_size, num_actions, 0.01)
+    policy.critic = Head("fc", cfg.hidden_size, 1, 1.0) if value_head else None
+
+
 class HabitatBaselinesPolicy(Policy):
     """habitat-baselines' PointNavResNetPolicy behind ddppo's Policy interface (discrete actions)."""
 
     def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                  cfg: PolicyConfig, value_head: bool = True):
-        nn.Module.__init__(self)
         check_spaces(obs_space, action_space, cfg)
-        self.discrete, self.hidden_size = True, cfg.hidden_size
-        self.net = PointNavNet(obs_space, int(action_space.n), cfg)
-        self.action_distribution = Head("linear", cfg.hidden_size, int(action_space.n), 0.01)
-        self.critic = Head("fc", cfg.hidden_size, 1, 1.0) if value_head else None
+        habitat_baselines_parts(self, PointNavNet(obs_space, int(action_space.n), cfg), int(action_space.n), cfg,
+                                value_head)
 
     @property
     def core(self) -> RecurrentCore:

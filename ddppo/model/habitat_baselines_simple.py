@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ddppo.config import ConfigError, PolicyConfig
-from ddppo.model.habitat_baselines import GOAL_KEY, Head
+from ddppo.model.habitat_baselines import GOAL_KEY, habitat_baselines_parts
 from ddppo.model.policy import Policy, RecurrentCore
 
 IMAGE_KEYS = ("rgb", "depth")  # the only images SimpleCNN reads, in its channel order
@@ -95,12 +95,8 @@ class HabitatBaselinesSimplePolicy(Policy):
 
     def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                  cfg: PolicyConfig, value_head: bool = True):
-        nn.Module.__init__(self)
         check_spaces(obs_space, action_space, cfg)
-        self.discrete, self.hidden_size = True, cfg.hidden_size
-        self.net = SimpleNet(obs_space, cfg.hidden_size)
-        self.action_distribution = Head("linear", cfg.hidden_size, int(action_space.n), 0.01)
-        self.critic = Head("fc", cfg.hidden_size, 1, 1.0) if value_head else None
+        habitat_baselines_parts(self, SimpleNet(obs_space, cfg.hidden_size), int(action_space.n), cfg, value_head)
 
     @property
     def core(self) -> RecurrentCore:

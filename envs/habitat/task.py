@@ -57,13 +57,6 @@ class PointNavTask:
         self._position = np.zeros(3)
 
     # ---------------------------------------------------------------- observations
-    def observation_shapes(self) -> dict[str, tuple[tuple[int, ...], Any]]:
-        o = self.opt
-        shapes = {"depth": ((o.depth_height, o.depth_width, 1), np.float32), GOAL_KEY: ((2,), np.float32)}
-        if o.rgb:
-            shapes["rgb"] = ((o.rgb_height, o.rgb_width, 3), np.uint8)
-        return shapes
-
     def _observation(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         o = self.opt
         depth = np.clip(raw["depth"], o.min_depth, o.max_depth)
