@@ -51,7 +51,7 @@ def deterministic_lstm(e: Env) -> str:
 
 
 def overlap_learning(e: Env) -> str:
-    """rollout.overlap_learning on CUDA: the learner thread's stream hand-overs (ddppo/train/overlap.py). Two
+    """rollout.overlap_learning on CUDA: the learner thread's stream hand-overs (ddppo/train/overlap_learning.py). Two
     deterministic runs must end bit-identical (a missing wait between the streams shows as a difference or NaN),
     and cuDNN must not warn that the acting copy's LSTM weights are not one contiguous chunk."""
     args = [*GRID, e.steps(8192, 1024), "policy.rnn_type=lstm", "run.deterministic=true", "env.num_workers=2",

@@ -53,7 +53,7 @@ def _optimizer_tensors(optimizer: Any) -> dict[str, Any]:
 
 
 def run_digest(config: str, out_dir: str, overrides: list[str]) -> int:
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     cfg = load_config(config, overrides)
 
@@ -64,7 +64,7 @@ def run_digest(config: str, out_dir: str, overrides: list[str]) -> int:
             params = list(trainer.policy.parameters())
             row = {"rank": ctx.rank, "code": code, "backend": ctx.backend, "device": str(ctx.device),
                    "grad_devices": sorted({str(p.grad.device) for p in params if p.grad is not None}),
-                   "update": trainer.update, "model": digest(trainer.policy.state_dict()),
+                   "update": trainer.progress.update, "model": digest(trainer.policy.state_dict()),
                    "optimizer": digest(_optimizer_tensors(trainer.updater.optimizer))}
             atomic_write(Path(out_dir) / f"rank{ctx.rank}.json", json.dumps(row))
             return code
@@ -75,7 +75,7 @@ def run_digest(config: str, out_dir: str, overrides: list[str]) -> int:
 
 
 def _swap_timer(trainer: Any, timer: Timer) -> None:
-    trainer.timer = trainer.collector.timer = trainer.collector.actor.timer = timer
+    trainer.timer = trainer.phases.timer = trainer.collector.timer = trainer.collector.actor.timer = timer
 
 
 def _round(trainer: Any, update: int) -> float:
@@ -84,15 +84,15 @@ def _round(trainer: Any, update: int) -> float:
     for u in (update, update + 1):
         collected = trainer.collector.collect(u)
         trainer.ctx.rollout_barrier(collected.steps)
-        trainer.compute_advantages()
-        trainer.updater.update(trainer.storage, trainer.timer)
+        trainer.phases.advantages()
+        trainer.updater.update(trainer.collector.storage, trainer.timer)
         trainer.timer.pop()
         steps += collected.env_steps
     return steps / (time.perf_counter() - start)
 
 
 def run_timing(config: str, rounds: int, overrides: list[str]) -> int:
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     cfg = load_config(config, overrides)
 

@@ -165,7 +165,7 @@ def run_ddppo(task: str, seed: int, budget: int, extra: list[str], settings: str
     from ddppo.config import load_config
     from ddppo.config.loading import shipped_config
     from ddppo.distributed import init_distributed
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     run_dir = Path(f"/tmp/ddppo-bench-mujoco-{seed}-{time.time_ns()}")
     cfg = load_config(str(shipped_config("mujoco")),
@@ -182,7 +182,7 @@ def run_ddppo(task: str, seed: int, budget: int, extra: list[str], settings: str
             t0 = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - t0
-            steps = trainer.env_steps
+            steps = trainer.progress.env_steps
         finally:
             trainer.close()
     finally:
@@ -197,7 +197,7 @@ def _watch(trainer: Any, episodes: Episodes) -> None:
 
     def add_episodes(found: list, sums: Any, counts: Any) -> None:
         for e in found:
-            episodes.add(trainer.env_steps + collector.storage.step * collector.envs.num_envs,
+            episodes.add(trainer.progress.env_steps + collector.storage.step * collector.envs.num_envs,
                          float(e.metrics["return"]))
         add(found, sums, counts)
 

@@ -46,8 +46,8 @@ def _update(trainer: Any, update: int) -> tuple[int, dict[str, float], dict[str,
     t0 = time.perf_counter()
     collected = trainer.collector.collect(update)
     ctx.rollout_barrier(collected.steps)
-    trainer.compute_advantages()
-    result = trainer.updater.update(trainer.storage, trainer.timer)
+    trainer.phases.advantages()
+    result = trainer.updater.update(trainer.collector.storage, trainer.timer)
     local = StepStats(collected, result, 0, time.perf_counter() - t0, trainer.timer.pop())
     reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
     return collected.env_steps, reduced.perf, collected.diag
@@ -67,7 +67,7 @@ def _round(trainer: Any, first_update: int, updates: int, window: list, diags: l
 
 
 def compare(config: str, overrides: list[str], rounds: int, updates: int) -> dict[str, Any]:
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     out: dict[str, Any] = {"config": config, "overrides": overrides, "rounds": rounds, "updates_per_round": updates}
     ctx = init_distributed("gloo", "cpu", 60, 60, 0)
@@ -120,7 +120,7 @@ def _raw_fps(envs: Any, steps: int) -> float:
 def rollout_phase(config: str, overrides: list[str], rounds: int) -> dict[str, Any]:
     """Rollout-phase fps of fixed mode in lockstep and double-buffered, and raw stepping of the same envs,
     interleaved (issue 16's rollout/raw figure)."""
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     ctx = init_distributed("gloo", "cpu", 60, 60, 0)
     trainers: dict[str, Any] = {}

@@ -67,7 +67,7 @@ def run_ddppo(seed: int, budget: int, config: str) -> dict[str, Any]:
     from ddppo.config import load_config
     from ddppo.distributed import init_distributed
     from ddppo.rundir import RunDir
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     run_dir = Path(f"/tmp/ddppo-bench-sb3-{seed}-{time.time_ns()}")
     cfg = load_config(config, [f"run.seed={seed}", f"run.total_env_steps={budget}", f"run.dir={run_dir}",

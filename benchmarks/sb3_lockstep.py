@@ -54,7 +54,7 @@ def run_ddppo(task: str, settings: str, seed: int, updates: int, update_mode: st
     from ddppo.config import load_config
     from ddppo.config.loading import shipped_config
     from ddppo.distributed import init_distributed
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     n, minibatches = _sizes(task, settings, n_steps)
     cfg = load_config(str(shipped_config("mujoco")), mujoco.ddppo_overrides(task, settings) + [
@@ -73,7 +73,7 @@ def run_ddppo(task: str, settings: str, seed: int, updates: int, update_mode: st
             reset_seed = int(np.random.SeedSequence([int(gym_env._seed), 0]).generate_state(1)[0])
             lr_for = trainer.updater.set_lr_for
             trainer.updater.set_lr_for = lambda steps, total: lr_for(steps + n, total)  # SB3's schedule
-            learn = trainer.learn
+            learn = trainer.phases.learn
 
             def recording_learn(storage, timer, generator=None):
                 L = storage.step
@@ -87,7 +87,7 @@ def run_ddppo(task: str, settings: str, seed: int, updates: int, update_mode: st
                     raise _Done
                 return out
 
-            trainer.learn = recording_learn
+            trainer.phases.learn = recording_learn
             perms = np.random.RandomState(PERM_SEED)
             torch.manual_seed(ACTION_SEED)
             with mock.patch.object(torch, "randperm", lambda k, generator=None: torch.from_numpy(perms.permutation(k))):

@@ -41,15 +41,15 @@ def _update_fps(trainer, update: int, learn: bool) -> float:
     start = time.perf_counter()
     res = trainer.collector.collect(update)
     if learn:
-        trainer.compute_advantages()
-        trainer.updater.update(trainer.storage, trainer.timer)
+        trainer.phases.advantages()
+        trainer.updater.update(trainer.collector.storage, trainer.timer)
     return res.steps * trainer.envs.num_envs / (time.perf_counter() - start)
 
 
 def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, Any]:
     import tempfile
 
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     with tempfile.TemporaryDirectory(prefix="ddppo-bench-") as run_dir:
         cfg = load_config(config, [*overrides, f"run.dir={run_dir}", "log.tensorboard=false"])

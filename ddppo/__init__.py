@@ -48,10 +48,13 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
 advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
             gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
-train/      the training application: trainer.py (the loop, saved-state owners), resume.py (the run dir's config),
-            stats.py, bottleneck.py (report), metrics.py,
-            wandb_sink.py, learning.py (serial or overlapped learning, the strategy the loop calls),
-            overlap.py (rollout.overlap_learning: learner thread, acting copy, double buffer)
+train/      the training application: builder.py (every part assembled once from the config: the only place a
+            mode is decided), loop.py (the loop, which only iterates over those parts), progress.py (update, env
+            steps, window, KL coefficient: a saved-state owner of its own), phases.py (one update's phases:
+            collect, agree, learn, hand over), learning.py (serial learning and the protocol strategies follow),
+            overlap_learning.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
+            startup.py (run-directory start-up: stored config, claim, config.yaml), stats.py, bottleneck.py
+            (report), metrics.py (sinks), wandb_sink.py
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             loading.py (a checkpoint's policy as eval acts with it; ddppo.api.Agent loads through it too),
             probes.py, stats.py, video.py

@@ -1,5 +1,6 @@
-"""`ddppo train|config|eval|sweep|bench|export|rundir`: a thin entry point (sweep and export register themselves; bench
-lives outside the library, in `benchmarks/`, and registers itself through the `ddppo.commands` entry point).
+"""`ddppo train|config|eval|sweep|bench|export|rundir`: a thin entry point (the sweep and export parsers are added
+from their packages' cli modules; bench lives outside the library, in `benchmarks/`, and registers itself through the
+`ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
 signal during start-up is not lost. User errors (config, environment,

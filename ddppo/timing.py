@@ -32,7 +32,8 @@ OBS_TRANSFER = "obs_transfer"
 STORAGE = "storage"
 STRAGGLER_WAIT = "straggler_wait"
 # returns and learning (train/, ppo/)
-GAE = "gae"
+ADVANTAGE = "gae"  # the advantage estimate of ppo.advantage, GAE or GRPO (named perf/gae_s since GAE was the one)
+NORMALIZATION_SYNC = "normalization_sync"  # the normalisation statistics' all-gather and merge (normalize.*)
 REFERENCE_FORWARD = "reference_forward"
 LEARN_FORWARD_BACKWARD = "learn_forward_backward"
 ALLREDUCE = "allreduce"
@@ -41,8 +42,8 @@ LEARNER_WAIT = "learner_wait"  # rollout.overlap_learning: the main thread, coll
 LOG_CHECKPOINT = "log_checkpoint"
 
 # the order of the `perf/*` columns reduced across ranks
-PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, GAE, REFERENCE_FORWARD,
-          LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT, LOG_CHECKPOINT)
+PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, ADVANTAGE, NORMALIZATION_SYNC,
+          REFERENCE_FORWARD, LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT, LOG_CHECKPOINT)
 # the phases of rollout collection
 COLLECT = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE)
 

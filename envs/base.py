@@ -229,3 +229,11 @@ class EnvSpec:
     worker_timeout_s: float = 60.0  # a subprocess worker silent this long on a step/reset is reported as hung
     worker_start_timeout_s: float = 600.0  # the same for building the envs in a worker
     group_size: int = 1  # >1: envs run shared episodes in groups of this size (GRPO; see StepResult.idle)
+
+
+def rank_env_spec(ctx: Any, num_envs: int, seed: int, num_workers: int = 0, group_size: int = 1) -> EnvSpec:
+    """The environments of one rank of a run, the one place that says which a rank builds (training and
+    evaluation): `ctx` is its distributed context (rank, world_size, local_rank, device: the renderer's GPU)."""
+    return EnvSpec(num_envs=num_envs, seed=seed, num_workers=num_workers, rank=ctx.rank, world_size=ctx.world_size,
+                   local_rank=ctx.local_rank, gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
+                   group_size=group_size)

@@ -90,7 +90,7 @@ def gloo_context(rank: int = 0, world: int = 1, port: int = 0, seed: int = 0, ti
 def trainer_in_process(cfg) -> Iterator[Any]:
     """A Trainer for `cfg` in this process on a one-rank gloo context (resuming from its run dir, as `ddppo train`
     would); closed with its context afterwards."""
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     ctx = gloo_context(seed=cfg.run.seed)
     try:

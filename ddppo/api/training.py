@@ -53,7 +53,7 @@ def train(cfg: Config) -> int:
         return 0
 
     def body(ctx) -> int:
-        from ddppo.train.trainer import Trainer
+        from ddppo.train.builder import Trainer
 
         trainer = Trainer(cfg, ctx)
         try:

@@ -26,9 +26,10 @@ from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import (dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes,
                               summarize_scenes)
 from ddppo.eval.loading import build_policy, load_weights
-from ddppo.rollout.acting import Actor, rank_env_spec
+from ddppo.rollout.acting import Actor
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir, checkpoint_update
+from ddppo.envs.base import rank_env_spec
 from ddppo.envs.registry import make_vec_env
 
 log = logging.getLogger(__name__)

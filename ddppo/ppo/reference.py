@@ -9,7 +9,8 @@ over from one rollout to the next like the policy's.
 Adaptive beta (Schulman et al. 2017, "adaptive KL penalty"): once per update,
 beta *= rate when the measured mean KL > target_kl * tolerance, and beta /= rate
 when it is < target_kl / tolerance. The measured KL is the all-rank mean, so
-beta stays identical on every rank; it is saved in the checkpoint.
+beta stays identical on every rank; it is training progress (train/progress.py), saved in the checkpoint's
+counters: `adapt` takes this update's beta and returns the next.
 """
 
 from __future__ import annotations
@@ -46,11 +47,10 @@ class ReferencePolicy:
         self.policy.eval().requires_grad_(False)
         self.hidden = self.policy.initial_hidden(num_envs, device)
         self.cfg = cfg
-        self.beta = cfg.beta
 
     def state_dict(self) -> torch.Tensor:
         """This rank's recurrent state (the saved-state namespace "reference"; the adapted beta, the same on
-        every rank, is saved with the trainer's counters)."""
+        every rank, is training progress, saved with the counters)."""
         return self.hidden.cpu()
 
     def load_state_dict(self, state: torch.Tensor) -> None:
@@ -65,11 +65,11 @@ class ReferencePolicy:
                                                           storage.actions[:L])  # habitat_baselines: previous actions
         return params
 
-    def adapt(self, measured_kl: float) -> float:
-        """Adaptive beta from this update's mean KL; returns the beta for the next update."""
+    def adapt(self, beta: float, measured_kl: float) -> float:
+        """Adaptive beta: the next update's, from this update's `beta` and mean KL."""
         if self.cfg.adaptive and measured_kl == measured_kl:  # skip NaN
             if measured_kl > self.cfg.target_kl * self.cfg.tolerance:
-                self.beta *= self.cfg.rate
-            elif measured_kl < self.cfg.target_kl / self.cfg.tolerance:
-                self.beta /= self.cfg.rate
-        return self.beta
+                return beta * self.cfg.rate
+            if measured_kl < self.cfg.target_kl / self.cfg.tolerance:
+                return beta / self.cfg.rate
+        return beta

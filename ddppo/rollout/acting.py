@@ -9,7 +9,6 @@
 
 The `Actor` holds what carries from one step to the next (observation, start flags, recurrent state); the
 collector adds storage, preemption and truncation bootstraps around it, the evaluator episode quotas and videos.
-`rank_env_spec` is the one place that says which environments a rank builds.
 """
 
 from __future__ import annotations
@@ -25,14 +24,7 @@ from ddppo import timing
 from ddppo.model.policy import Policy
 from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
-from ddppo.envs.base import EnvError, EnvSpec, StepResult, VecEnv
-
-
-def rank_env_spec(ctx: Any, num_envs: int, seed: int, num_workers: int = 0, group_size: int = 1) -> EnvSpec:
-    """The environments of this rank (`ctx`: a DistContext): its rank, world and renderer device."""
-    return EnvSpec(num_envs=num_envs, seed=seed, num_workers=num_workers, rank=ctx.rank, world_size=ctx.world_size,
-                   local_rank=ctx.local_rank, gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
-                   group_size=group_size)
+from ddppo.envs.base import EnvError, StepResult, VecEnv
 
 
 def action_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray] | None:

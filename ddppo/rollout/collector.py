@@ -179,7 +179,7 @@ class RolloutCollector:
 
     # ------------------------------------------------------------------ collect
     def use_storage(self, storage: RolloutStorage) -> None:
-        """The storage the next rollouts go into (rollout.overlap_learning alternates two: train/overlap.py)."""
+        """The storage the next rollouts go into (rollout.overlap_learning alternates two: train/overlap_learning.py)."""
         self.storage = storage
 
     def collect(self, update: int) -> CollectResult:

@@ -22,7 +22,8 @@ from typing import Iterable, Mapping
 
 from ddppo import timing
 
-LEARN = (timing.GAE, timing.LEARN_FORWARD_BACKWARD, timing.OPTIMIZER)
+LEARN = (timing.ADVANTAGE, timing.LEARN_FORWARD_BACKWARD, timing.OPTIMIZER)
+COMMUNICATION = (timing.ALLREDUCE, timing.NORMALIZATION_SYNC)
 
 KNOBS = {
     "straggler-bound": "lower preemption.sync_frac (e.g. 0.6) so slow ranks are preempted; check the slow "
@@ -67,7 +68,7 @@ def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0,
     env = sum(_sum(p, (timing.ENV_STEP,)) for p in window) / total
     policy = sum(_sum(p, (timing.POLICY_FORWARD,)) for p in window) / total
     learn = sum(_sum(p, LEARN) for p in window) / total
-    comm = sum(_sum(p, (timing.ALLREDUCE,)) for p in window) / total
+    comm = sum(_sum(p, COMMUNICATION) for p in window) / total
     shares = {"straggler wait": wait, "env step": env, "policy forward": policy, "learning": learn,
               "all-reduce": comm}
     if overlapped:

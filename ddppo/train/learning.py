@@ -1,31 +1,69 @@
-"""How one update's collection and learning are arranged, chosen once from rollout.overlap_learning: the training
-loop calls `learning.step(trainer, update)` and never branches on the mode.
+"""How one update's collection and learning are arranged, chosen once from rollout.overlap_learning (by
+train/builder.py): the training loop calls `learning.step(update)` and never branches on the mode.
 
 - `SerialLearning` (the default): collect a rollout, then learn on it, on one thread.
-- `OverlapLearning` (train/overlap.py): learn on the rollout collected last while an acting copy collects the
-  next one.
+- `OverlapLearning` (train/overlap_learning.py): learn on the rollout collected last while an acting copy collects
+  the next one.
 
-Each `step` returns the update's (collected rollout, update result, learning rate, KL coefficient, phase timings);
-`overlapped` says whether the policy that acts lags one update behind the one that learns (what is saved and the
-bottleneck report depend on it); `close` waits for anything still running.
+A strategy arranges the phases of `UpdatePhases` (train/phases.py implements them): `collect` a rollout with its
+advantages, `agree` at the end-of-rollout sync, `learn` on a storage, `hand_over` what learning changed to the
+acting path. Each `step` returns the update's `Outcome`; `close` waits for anything still running.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple, Protocol
+
+import torch
+
+from ddppo.rollout.collector import CollectResult
+from ddppo.ppo.update import UpdateResult
+from ddppo.timing import Timer
+
+
+class UpdatePhases(Protocol):
+    """The phases of one update a learning strategy arranges (train/phases.py)."""
+
+    timer: Timer  # the main thread's phase timer
+
+    def collect(self, update: int, storage: Any) -> CollectResult:
+        """One rollout into `storage`, from where the last one left the envs, and its advantages (local)."""
+
+    def agree(self, collected: CollectResult) -> None:
+        """The end-of-rollout sync over the ranks and the normalisation statistics' merge (collectives)."""
+
+    def learn(self, storage: Any, timer: Timer, generator: torch.Generator | None = None
+              ) -> tuple[UpdateResult, float, float]:
+        """The PPO update on `storage` (collectives); (result, learning rate, KL coefficient)."""
+
+    def hand_over(self) -> None:
+        """After learning: what the acting path takes from it (the observation statistics merged at `agree`)."""
+
+
+class Outcome(NamedTuple):
+    """One update, as a learning strategy returns it to the loop."""
+
+    collected: CollectResult  # the rollout learned on
+    result: UpdateResult
+    lr: float
+    beta: float  # the KL coefficient the update used
+    timings: dict[str, float]  # the update's phase timings
 
 
 class SerialLearning:
     """Collect, then learn on the same storage; the observation statistics of a rollout apply after learning on
     it (normalize.obs)."""
 
-    overlapped = False
+    def __init__(self, phases: UpdatePhases, storage: Any):
+        self.phases, self.storage = phases, storage
 
-    def step(self, trainer: Any, update: int) -> tuple[Any, Any, float, float, dict]:
-        collected = trainer.collect_rollout(update)
-        result, lr, beta = trainer.learn(trainer.collector.storage, trainer.timer)
-        trainer.normalization.apply()
-        return collected, result, lr, beta, trainer.timer.pop()
+    def step(self, update: int) -> Outcome:
+        p = self.phases
+        collected = p.collect(update, self.storage)
+        p.agree(collected)
+        result, lr, beta = p.learn(self.storage, p.timer)
+        p.hand_over()
+        return Outcome(collected, result, lr, beta, p.timer.pop())
 
     def close(self) -> None:
         """Nothing runs between steps."""

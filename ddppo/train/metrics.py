@@ -104,19 +104,3 @@ class MetricsWriter:
             self.wandb.close()
             self.wandb = None
 
-
-def format_duration(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def progress_line(env_steps: int, total: int, fps: float, scalars: dict[str, float]) -> str:
-    """One console line: steps / total, windowed fps, reward, success, ETA."""
-    parts = [f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)", f"fps {fps:,.0f}"]
-    for tag, label in (("train/reward", "reward"), ("train/success", "success"), ("train/spl", "spl")):
-        if tag in scalars and math.isfinite(scalars[tag]):
-            parts.append(f"{label} {scalars[tag]:.3f}")
-    parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
-    return " | ".join(parts)

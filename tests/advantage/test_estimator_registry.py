@@ -65,11 +65,11 @@ def test_a_toy_estimator_is_one_module_one_registry_line_one_config_choice(tmp_p
                                    "checkpoint.interval_updates": 1})
     with trainer_in_process(cfg) as trainer:
         assert isinstance(trainer.advantage, ToyEstimator) and trainer.updater.advantage is trainer.advantage
-        assert trainer.train() == 0 and trainer.update == 2
+        assert trainer.train() == 0 and trainer.progress.update == 2
         assert (trainer.advantage.rollouts, trainer.advantage.normalised) == (2, 2)
     assert ckpt.load(tmp_path / "checkpoints" / "ckpt-2.pt")["rank_states"][0]["advantage"] == {"rollouts": 2}
     with trainer_in_process(cfg) as resumed:  # its saved state comes back, like any owner's
-        assert resumed.update == 2 and resumed.advantage.rollouts == 2
+        assert resumed.progress.update == 2 and resumed.advantage.rollouts == 2
 
 
 def test_the_registry_and_the_config_choices_agree():

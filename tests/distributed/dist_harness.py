@@ -269,7 +269,7 @@ def train_and_digest(rank: int, world: int, port: int, overrides: list[str], run
     train to the end, and report exit code, counters, per-rank seed and digests (initial and final model, Adam
     state, and the acting copy's model under rollout.overlap_learning)."""
     from ddppo.config import load_config
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
     from testutil import gloo_context
 
     cfg = load_config(None, [*overrides, f"run.dir={run_dir}"])
@@ -279,10 +279,10 @@ def train_and_digest(rank: int, world: int, port: int, overrides: list[str], run
         try:
             initial = digest(trainer.policy.state_dict())
             code = trainer.train()
-            out = {"code": code, "update": trainer.update, "env_steps": trainer.env_steps, "initial": initial,
-                   "model": digest(trainer.policy.state_dict()),
+            out = {"code": code, "update": trainer.progress.update, "env_steps": trainer.progress.env_steps,
+                   "initial": initial, "model": digest(trainer.policy.state_dict()),
                    "optimizer": digest(optimizer_tensors(trainer.updater.optimizer)), "seed": ctx.seed}
-            if trainer.learning.overlapped:
+            if cfg.rollout.overlap_learning:
                 out["acting"] = digest(trainer.learning.acting.state_dict())
             return out
         finally:

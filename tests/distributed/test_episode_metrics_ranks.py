@@ -37,7 +37,7 @@ class Scored:
 
 
 def scored_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
-    import ddppo.train.trainer as trainer_module
+    import ddppo.train.builder as trainer_module
     from ddppo.config import load_config
     from testutil import gloo_context
 

@@ -25,7 +25,7 @@ OVERRIDES = [f"env.name=gym:Pendulum-v1", f"env.num_envs={NUM_ENVS}", f"rollout.
 def worker(rank: int, world: int, port: int, run_dir: str, mode: str) -> dict:
     from ddppo.config import load_config
     from testutil import gloo_context
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}", f"normalize.update={mode}"])
     ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
@@ -36,7 +36,7 @@ def worker(rank: int, world: int, port: int, run_dir: str, mode: str) -> dict:
             code = trainer.train()
             norm = {k: v for k, v in trainer.policy.state_dict().items() if k.startswith("obs_norm.")}
             moments = trainer.normalization.rewards.moments
-            return {"code": code, "update": trainer.update, "first_obs": first_obs.tolist(), "obs": digest(norm),
+            return {"code": code, "update": trainer.progress.update, "first_obs": first_obs.tolist(), "obs": digest(norm),
                     "obs_count": float(norm["obs_norm.stats.state.count"]),
                     "returns": digest(dict(moments.state_dict())), "returns_count": float(moments.count),
                     "returns_moments": [float(moments.mean), float(moments.var), float(moments.count)],
@@ -78,7 +78,7 @@ def test_the_return_statistics_survive_a_resume_at_another_world_size(tmp_path: 
     more = f"run.total_env_steps={4 * NUM_ENVS * NUM_STEPS * UPDATES}"
     cfg = load_config(None, OVERRIDES + [f"run.dir={run_dir}", more])
     with trainer_in_process(cfg) as trainer:
-        assert trainer.update == UPDATES  # resumed, at world size 1
+        assert trainer.progress.update == UPDATES  # resumed, at world size 1
         moments = trainer.normalization.rewards.moments
         assert [float(moments.mean), float(moments.var), float(moments.count)] == r0["returns_moments"]
         assert not trainer.normalization.rewards.returns.any()  # per rank: fresh episodes, fresh returns

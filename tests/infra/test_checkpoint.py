@@ -1,5 +1,5 @@
 """Checkpoints (ddppo/checkpoint.py): atomic save, keep-last, weights_only round trip, broken files;
-and the run dir as the unit of resume (ddppo/train/resume.py)."""
+and the run dir as the unit of resume (ddppo/train/startup.py)."""
 
 import dataclasses
 import logging
@@ -251,32 +251,35 @@ class MainRank:
     is_main = True
 
 
-def test_prepare_run_dir_keeps_every_previous_config(tmp_path, tiny_config):
-    from ddppo.train.resume import prepare_run_dir
+def start_run_dir(cfg) -> None:
+    """What the builder does with the run dir at start-up: check the stored config, then (rank 0) write it."""
+    from ddppo.train.startup import check_run_dir, write_run_dir
 
+    write_run_dir(cfg, MainRank(), check_run_dir(cfg))
+
+
+def test_run_dir_start_up_keeps_every_previous_config(tmp_path, tiny_config):
     run = tmp_path / "run"
     base = tiny_config(run)
     cfgs = [dataclasses.replace(base, ppo=dataclasses.replace(base.ppo, lr=lr)) for lr in (1e-3, 2e-3, 3e-3)]
     for cfg in cfgs:  # three changes within the same second must not overwrite each other
-        prepare_run_dir(cfg, MainRank())
+        start_run_dir(cfg)
     assert yaml.safe_load((run / "config.yaml").read_text())["ppo"]["lr"] == 3e-3
     kept = sorted(run.glob("config.*.yaml"))
     assert len(kept) == 2
     assert sorted(yaml.safe_load(p.read_text())["ppo"]["lr"] for p in kept) == [1e-3, 2e-3]
 
 
-def test_prepare_run_dir_refuses_shape_change_only_after_training(tmp_path, tiny_config):
+def test_run_dir_start_up_refuses_shape_change_only_after_training(tmp_path, tiny_config):
     from ddppo.config import ConfigError
-    from ddppo.train.resume import prepare_run_dir
-
     run = tmp_path / "run"
-    prepare_run_dir(tiny_config(run), MainRank())
+    start_run_dir(tiny_config(run))
     # no checkpoint yet (a start that failed before the first one): a new shape is fine
-    prepare_run_dir(tiny_config(run, **{"policy.hidden_size": 48}), MainRank())
+    start_run_dir(tiny_config(run, **{"policy.hidden_size": 48}))
     ckpt.save(run, 1, payload(), keep_last=1)
     before = (run / "config.yaml").read_text()
     with pytest.raises(ConfigError, match=r"policy\.hidden_size: 48 -> 64"):
-        prepare_run_dir(tiny_config(run, **{"policy.hidden_size": 64}), MainRank())
+        start_run_dir(tiny_config(run, **{"policy.hidden_size": 64}))
     assert (run / "config.yaml").read_text() == before
 
 

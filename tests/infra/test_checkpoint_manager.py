@@ -101,8 +101,8 @@ def test_a_format1_checkpoint_loads_and_resumes_to_the_same_weights(tmp_path, ad
     shutil.copy(source, tmp_path / "checkpoints" / "ckpt-1.pt")
     after = torch.load(FIXTURES / f"checkpoint_format1_{advantage}_update2.pt", weights_only=True)
     with trainer_in_process(cfg) as trainer:
-        assert (trainer.update, trainer.env_steps) == (1, 64)
-        assert trainer.train() == 0 and trainer.update == 2
+        assert (trainer.progress.update, trainer.progress.env_steps) == (1, 64)
+        assert trainer.train() == 0 and trainer.progress.update == 2
         model = trainer.policy.state_dict()
     assert set(model) == set(after["model"])
     # Bit for bit only under the torch and the CPU kernels that wrote the fixture: the AVX2 and AVX512 kernels of
@@ -150,7 +150,7 @@ def test_saved_reward_scaler_state_goes_to_its_owners(tmp_path, layout):
     cfg = dataclasses.replace(stored, run=dataclasses.replace(stored.run, dir=str(tmp_path)),
                               normalize=dataclasses.replace(stored.normalize, reward="on"))
     with trainer_in_process(cfg) as trainer:
-        assert trainer.update == 1
+        assert trainer.progress.update == 1
         scaler = trainer.normalization.rewards
         assert (float(scaler.moments.mean), float(scaler.moments.var), float(scaler.moments.count)) == (
             0.25, 9.0, 640.0)

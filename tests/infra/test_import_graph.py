@@ -186,6 +186,26 @@ def test_layers_run_one_way():
     assert not layer_violations(project_graph())
 
 
+# what the training builder assembles: the loop sees each through an interface of its own (train/loop.py)
+CONCRETE_PARTS = ("ddppo.envs", "ddppo.model", "ddppo.rollout", "ddppo.normalization", "ddppo.advantage", "ddppo.ppo",
+                  "ddppo.checkpoint", "ddppo.rundir", "ddppo.eval", "ddppo.train.builder", "ddppo.train.phases",
+                  "ddppo.train.learning", "ddppo.train.overlap_learning", "ddppo.train.progress",
+                  "ddppo.train.metrics", "ddppo.train.wandb_sink", "ddppo.train.startup", "ddppo.train.bottleneck")
+
+
+def concrete_imports(graph: dict[str, set[str]], module: str) -> list[str]:
+    return sorted(t for t in graph[module] if any(t == c or t.startswith(c + ".") for c in CONCRETE_PARTS))
+
+
+def test_the_loop_imports_no_concrete_part():
+    """train/loop.py only iterates over what train/builder.py made: it imports none of the parts."""
+    graph = project_graph()
+    assert concrete_imports(graph, "ddppo.train.loop") == []
+    assert "ddppo.train.loop" in graph["ddppo.train.builder"]  # the builder hands the parts to it
+    assert concrete_imports({"ddppo.train.loop": {"ddppo.rollout.collector", "ddppo.timing"}}, "ddppo.train.loop") == [
+        "ddppo.rollout.collector"]
+
+
 @pytest.mark.parametrize("graph, cycle", [
     ({"ddppo.envs.a": {"ddppo.envs.b"}, "ddppo.envs.b": {"ddppo.envs.c"}, "ddppo.envs.c": {"ddppo.envs.a"}}, True),
     ({"ddppo.envs.a": {"ddppo.envs.b"}, "ddppo.envs.b": {"ddppo.envs.c"}, "ddppo.envs.c": set()}, False),
@@ -195,8 +215,8 @@ def test_the_cycle_check_can_fail(graph, cycle):
 
 
 def test_the_layer_check_can_fail():
-    graph = {"ddppo.rollout.collector": {"ddppo.train.trainer", "ddppo.model.policy", "ddppo.config"},
-             "ddppo.train.trainer": {"ddppo.eval.runner"}, "ddppo.config": {"ddppo.envs.registry"},
+    graph = {"ddppo.rollout.collector": {"ddppo.train.builder", "ddppo.model.policy", "ddppo.config"},
+             "ddppo.train.builder": {"ddppo.eval.runner"}, "ddppo.config": {"ddppo.envs.registry"},
              "ddppo.cli": {"ddppo.benchmarks.throughput"},
              "ddppo.interop.habitat_checkpoint": {"ddppo.model.habitat_baselines", "ddppo.export.habitat_baselines"},
              "ddppo.export.habitat_baselines": {"ddppo.model.habitat_baselines", "ddppo.eval.command"}}
@@ -205,8 +225,8 @@ def test_the_layer_check_can_fail():
         "ddppo.export.habitat_baselines (export) imports ddppo.eval.command (eval)",
         "ddppo.interop.habitat_checkpoint (infrastructure) imports ddppo.export.habitat_baselines (export)",
         "ddppo.interop.habitat_checkpoint (infrastructure) imports ddppo.model.habitat_baselines (model)",
-        "ddppo.rollout.collector (rollout) imports ddppo.train.trainer (train)",
-        "ddppo.train.trainer (train) imports ddppo.eval.runner (eval)",
+        "ddppo.rollout.collector (rollout) imports ddppo.train.builder (train)",
+        "ddppo.train.builder (train) imports ddppo.eval.runner (eval)",
     ]
 
 

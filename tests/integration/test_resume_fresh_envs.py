@@ -35,7 +35,7 @@ def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_
     assert res.returncode == 0, res
     cfg = load_config(CARTPOLE, [f"run.dir={run}", *GYM, "run.total_env_steps=192"])
     with trainer_in_process(cfg) as trainer:
-        assert trainer.update == 2
+        assert trainer.progress.update == 2
         col = trainer.collector
         actual = np.array([e.unwrapped.state for e in trainer.envs._env.envs], np.float32)
         np.testing.assert_array_equal(col.obs["state"].numpy(), actual)  # the state the envs are in
@@ -46,7 +46,7 @@ def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_
         run_start.close()
         assert not np.isclose(first, actual).all(axis=1).any()  # no env replays its run-start episode
         assert trainer.train() == 0
-        assert torch.equal(trainer.storage.episode_start[0], torch.ones(4))
+        assert torch.equal(trainer.collector.storage.episode_start[0], torch.ones(4))
     assert [r["update"] for r in _rows(run)] == [1, 2, 3]
 
 

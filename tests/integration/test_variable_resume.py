@@ -20,12 +20,12 @@ def test_variable_mode_resumes_mid_run(tmp_path, cli, caplog):
     assert res.returncode == 0, res
     cfg = load_config(GRIDNAV, [f"run.dir={run}", *VARIABLE, "run.total_env_steps=128"])
     with trainer_in_process(cfg) as trainer:
-        assert (trainer.update, trainer.env_steps) == (2, 64)
+        assert (trainer.progress.update, trainer.progress.env_steps) == (2, 64)
         assert "fresh episodes" not in caplog.text and "does not fit" not in caplog.text, caplog.text
         unstored = trainer.collector.unstored  # the saved steps that were in flight
         pending = trainer.collector.pending["action"].clone()
         assert trainer.train() == 0
-        assert (trainer.update, trainer.env_steps) == (4, 128)
+        assert (trainer.progress.update, trainer.progress.env_steps) == (4, 128)
     assert all(w.result.obs["obs"].shape == (w.hi - w.lo, 8) for w in unstored)
     assert pending.shape == (4,)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

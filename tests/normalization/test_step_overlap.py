@@ -19,7 +19,7 @@ SETTINGS = {"normalize.obs": "on", "normalize.update": "step", "env.num_envs": N
 def test_every_observation_is_counted_with_and_without_overlap(tmp_path, tiny_config, overlap):
     cfg = tiny_config(tmp_path / "run", **SETTINGS, **{"rollout.overlap": overlap})
     with trainer_in_process(cfg) as trainer:
-        assert trainer.train() == 0 and trainer.update == 1
+        assert trainer.train() == 0 and trainer.progress.update == 1
         count = float(trainer.policy.obs_norm.stats["depth"].count)
         stored = trainer.collector.storage.obs["depth"][1:NUM_STEPS + 1]
     assert count == NUM_ENVS * (NUM_STEPS + 1)  # the first observation after reset and every step's

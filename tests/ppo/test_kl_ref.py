@@ -56,18 +56,17 @@ def test_loss_adds_beta_times_masked_mean_kl():
 def _reference(tmp_path, **kw) -> ReferencePolicy:
     ref = ReferencePolicy.__new__(ReferencePolicy)
     ref.cfg = KLRefConfig(checkpoint="x", **kw)
-    ref.beta = ref.cfg.beta
     return ref
 
 
 def test_adaptive_beta_rises_falls_and_holds(tmp_path):
     ref = _reference(tmp_path, beta=0.1, target_kl=0.01, tolerance=1.5, rate=2.0)
-    assert ref.adapt(0.02) == pytest.approx(0.2)  # 0.02 > 0.015: raise
-    assert ref.adapt(0.012) == pytest.approx(0.2)  # inside [0.00667, 0.015]: hold
-    assert ref.adapt(0.001) == pytest.approx(0.1)  # below: lower
-    assert ref.adapt(float("nan")) == pytest.approx(0.1)
+    assert ref.adapt(0.1, 0.02) == pytest.approx(0.2)  # 0.02 > 0.015: raise
+    assert ref.adapt(0.2, 0.012) == pytest.approx(0.2)  # inside [0.00667, 0.015]: hold
+    assert ref.adapt(0.2, 0.001) == pytest.approx(0.1)  # below: lower
+    assert ref.adapt(0.1, float("nan")) == pytest.approx(0.1)
 
 
 def test_fixed_beta_never_moves(tmp_path):
     ref = _reference(tmp_path, beta=0.3, adaptive=False)
-    assert ref.adapt(10.0) == 0.3 and ref.adapt(0.0) == 0.3
+    assert ref.adapt(0.3, 10.0) == 0.3 and ref.adapt(0.3, 0.0) == 0.3

@@ -45,7 +45,7 @@ def nonfinite_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
     (B) resume, NaN rewards on rank 1 from update 5 on, ppo.max_skipped_updates=2 -> stop at update 6."""
     from ddppo.config import load_config
     from testutil import gloo_context
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     records = _Records()
     logger = logging.getLogger("ddppo")
@@ -70,7 +70,7 @@ def nonfinite_worker(rank: int, world: int, port: int, run_dir: str) -> dict:
             finally:
                 trainer.close()
             opt = trainer.updater.optimizer.state_dict()["state"]
-            out[name] = {"rc": rc, "update": trainer.update,
+            out[name] = {"rc": rc, "update": trainer.progress.update,
                          "digest": dist_harness.digest(trainer.policy.state_dict()),
                          "adam_steps": sorted({float(s["step"]) for s in opt.values()})}
     finally:

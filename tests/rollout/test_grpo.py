@@ -96,7 +96,7 @@ def test_grpo_config_refusals():
 
 def test_no_value_parameters_in_grpo_mode(tmp_path):
     from testutil import gloo_context
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "gridnav.yaml", [f"run.dir={tmp_path}", "ppo.advantage=grpo", "env.num_envs=8",
                                                "ppo.group_size=4", "ppo.num_mini_batch=2", "log.tensorboard=false",

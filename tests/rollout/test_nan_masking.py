@@ -120,7 +120,7 @@ def test_variable_mode_training_a_nan_reward_makes_skipped_updates_only_where_it
 
     from ddppo.config import load_config
     from ddppo.distributed import init_distributed
-    from ddppo.train.trainer import Trainer
+    from ddppo.train.builder import Trainer
 
     overrides = [f"run.dir={tmp_path / 'run'}", "env.name=synthetic", "env.num_envs=4", "env.num_workers=4",
                  "rollout.mode=variable", "rollout.num_steps=8", "rollout.max_env_steps_factor=3",

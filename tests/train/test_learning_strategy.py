@@ -1,6 +1,6 @@
 """One training loop: how collection and learning are arranged (serial, or overlapped under
-rollout.overlap_learning) is a strategy chosen once, which `Trainer.train` calls; the loop itself never branches on
-the mode (ddppo/train/learning.py)."""
+rollout.overlap_learning) is a strategy chosen once by the builder, which the loop calls; the loop itself never
+branches on the mode (ddppo/train/learning.py, ddppo/train/loop.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from ddppo.config import load_config
 from ddppo.train.learning import SerialLearning
-from ddppo.train.overlap import OverlapLearning
-from ddppo.train.trainer import Trainer
+from ddppo.train.overlap_learning import OverlapLearning
+from ddppo.train import loop
 
 GRIDNAV = "configs/gridnav.yaml"
 MODE_NAMES = ("overlap", "overlap_learning", "overlapped", "OverlapLearning", "SerialLearning")
@@ -27,7 +27,7 @@ def names_in(source: str) -> set[str]:
 
 
 def test_the_loop_mentions_no_mode_and_calls_the_strategy():
-    found = names_in(inspect.getsource(Trainer.train))
+    found = names_in(inspect.getsource(loop))
     assert not found & set(MODE_NAMES), found & set(MODE_NAMES)
     assert {"learning", "step"} <= found
 
@@ -53,9 +53,9 @@ def test_the_strategy_is_chosen_once_and_called_every_update(tmp_path, overlap, 
                                 "dist.device=cpu", "log.tensorboard=false", "run.total_env_steps=192",
                                 f"rollout.overlap_learning={str(overlap).lower()}"])
     with trainer_in_process(cfg) as trainer:
-        assert type(trainer.learning) is kind and trainer.learning.overlapped == overlap
+        assert type(trainer.learning) is kind
         calls = []
         step = trainer.learning.step
-        trainer.learning.step = lambda t, update: calls.append(update) or step(t, update)
+        trainer.learning.step = lambda update: calls.append(update) or step(update)
         assert trainer.train() == 0
         assert calls == [1, 2, 3]

@@ -10,11 +10,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from ddppo.rundir import RunDir
 from ddppo.timing import Timer
-from ddppo.train.metrics import (
-    MetricsWriter,
-    format_duration,
-    progress_line,
-)
+from ddppo.train.loop import format_duration, progress_line
+from ddppo.train.metrics import MetricsWriter
 
 
 def scalars_for(update):

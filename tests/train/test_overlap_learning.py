@@ -94,10 +94,10 @@ def test_a_checkpoint_holds_no_collector_state_and_resume_starts_fresh_episodes(
     assert data["counters"]["env_steps"] == 128 and data["counters"]["update"] == 2
     assert "obs" not in data["rank_states"][0] and "rng" in data["rank_states"][0]
     with trainer_in_process(load_config(GRIDNAV, base + ["run.total_env_steps=256"])) as trainer:
-        assert (trainer.update, trainer.env_steps) == (2, 128)
+        assert (trainer.progress.update, trainer.progress.env_steps) == (2, 128)
         assert trainer.learning.ready is None
         assert trainer.train() == 0
-        assert (trainer.update, trainer.env_steps) == (4, 256)
+        assert (trainer.progress.update, trainer.progress.env_steps) == (4, 256)
 
 
 def test_two_runs_are_bit_identical(tmp_path):
@@ -118,7 +118,7 @@ def test_two_runs_are_bit_identical(tmp_path):
 
 def test_the_learner_thread_hands_back_its_result_or_its_error_and_runs_one_call_at_a_time():
     from ddppo.distributed import PeerLostError
-    from ddppo.train.overlap import LearnerThread
+    from ddppo.train.overlap_learning import LearnerThread
 
     learner = LearnerThread(torch.device("cpu"))
     learner.start(lambda a, b: (a + b, torch.get_num_threads()), 1, 2)
@@ -143,7 +143,7 @@ def test_the_acting_copy_flattens_its_recurrent_weights(monkeypatch, rnn):
     import numpy as np
 
     from ddppo.config import PolicyConfig
-    from ddppo.train.overlap import acting_copy
+    from ddppo.train.overlap_learning import acting_copy
 
     calls: list[int] = []
     real = torch.nn.RNNBase.flatten_parameters

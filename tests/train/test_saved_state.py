@@ -1,5 +1,6 @@
 """Saved state comes in symmetric pairs: what `state_dict` gives, `load_state_dict` takes back unchanged; and
-adding a piece of saved state is registering one owner (Trainer.saved_state_owners), nothing else."""
+adding a piece of saved state is registering one owner with the checkpoint manager (train/builder.py), nothing
+else; production saves through the manager these tests check."""
 
 import numpy as np
 import pytest
@@ -23,13 +24,13 @@ def same(a, b) -> bool:
 
 
 @pytest.mark.parametrize("advantage", ["gae", "grpo"])
-def test_trainer_state_dict_and_load_state_dict_are_exact_inverses(tmp_path, tiny_config, advantage):
+def test_saved_state_and_its_load_are_exact_inverses(tmp_path, tiny_config, advantage):
     extra = {"ppo.group_size": 4} if advantage == "grpo" else {}
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": advantage, **extra})
     with trainer_in_process(cfg) as trainer:
         trainer.collector.collect(1)  # somewhere mid-episode, with a carry of its own
-        trainer.compute_advantages()
-        state = trainer.state_dict()
+        trainer.phases.advantages()
+        state = trainer.checkpoints.state_dict()
         assert set(state) == {"model", "optimizer", "counters", "rank"}
         assert set(state["rank"]) == {"rng", "collector", "advantage"}
         state["counters"] = {"update": 7, "env_steps": 896, "skipped_in_a_row": 1, "kl_beta": 0.0,
@@ -37,8 +38,8 @@ def test_trainer_state_dict_and_load_state_dict_are_exact_inverses(tmp_path, tin
                              "episode_metrics": list(trainer.metric_names)}
         if advantage == "grpo":
             state["rank"]["advantage"] = torch.ones(2, 4)
-        trainer.load_state_dict(state)
-        assert same(trainer.state_dict(), state)
+        trainer.checkpoints.load_state_dict(state)
+        assert same(trainer.checkpoints.state_dict(), state)
 
 
 def test_a_saved_window_keeps_each_metric_in_its_named_column(tmp_path, tiny_config):
@@ -47,19 +48,19 @@ def test_a_saved_window_keeps_each_metric_in_its_named_column(tmp_path, tiny_con
     names (older) holds EPISODE_KEYS' columns."""
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false"})
     with trainer_in_process(cfg) as trainer:
-        state = trainer.state_dict()
+        state = trainer.checkpoints.state_dict()
         names = trainer.metric_names
         state["counters"] = {"update": 3, "env_steps": 96, "skipped_in_a_row": 0, "kl_beta": 0.0,
                              "window": [[np.array([5.0, 7.0, 1.0]), np.array([1.0, 2.0, 1.0]), 32, 0.1]],
                              "episode_metrics": ["success", "not_here", "return"]}
-        trainer.load_state_dict(state)
-        (sums, counts, _, _), = trainer.window
+        trainer.checkpoints.load_state_dict(state)
+        (sums, counts, _, _), = trainer.progress.window
         assert sums[names.index("success")] == 5.0 and sums[names.index("return")] == 1.0
         assert counts[names.index("success")] == 1.0 and counts.sum() == 2.0 and len(sums) == len(names)
         del state["counters"]["episode_metrics"]
         state["counters"]["window"] = [[np.arange(7.0), np.ones(7), 32, 0.1]]
-        trainer.load_state_dict(state)
-        assert trainer.window[0][0][names.index("spl")] == 3.0
+        trainer.checkpoints.load_state_dict(state)
+        assert trainer.progress.window[0][0][names.index("spl")] == 3.0
 
 
 def test_older_checkpoints_get_their_counter_defaults(tmp_path):
@@ -82,15 +83,15 @@ def test_format1_rank_records_are_read_as_namespaces():
 
 
 def test_production_saves_through_state_dict(tmp_path, tiny_config):
-    """What `_save` writes is `state_dict()`, namespace for namespace: the file's shared keys and this rank's
+    """What the manager's `save` writes is its `state_dict()`, namespace for namespace: the file's shared keys and this rank's
     entry of rank_states, nothing renamed or spread (format 1 spread the collector's keys over the record)."""
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": "grpo", "ppo.group_size": 4})
     with trainer_in_process(cfg) as trainer:
         trainer.collector.collect(1)
-        trainer.compute_advantages()
-        trainer.update = 1
-        trainer._save()
-        state = trainer.state_dict()
+        trainer.phases.advantages()
+        trainer.progress.update = 1
+        trainer.checkpoints.save(1)
+        state = trainer.checkpoints.state_dict()
     data = ckpt.load(tmp_path / "checkpoints" / "ckpt-1.pt")
     assert data["format"] == 2 and data["world_size"] == 1
     written = {**{k: data[k] for k in ("model", "optimizer", "counters")}, "rank": data["rank_states"][0]}
@@ -111,24 +112,26 @@ class TinyOwner:
 
 
 def test_adding_saved_state_is_registering_one_owner(tmp_path, tiny_config, monkeypatch):
-    """The one change: the owner in Trainer.saved_state_owners. The checkpoint carries it, resume restores it,
-    with ddppo/checkpoint/ untouched."""
-    from ddppo.train.trainer import Trainer
+    """The one change: the owner registered where the builder gives the checkpoint manager its owners. The
+    checkpoint carries it, resume restores it, with ddppo/checkpoint/ untouched."""
+    from ddppo.train.builder import Trainer
 
-    registered = Trainer.saved_state_owners
+    build_manager = Trainer._checkpoint_manager
     owners = []
 
-    def with_tiny(self):
+    def with_tiny(self, *args, **kwargs):
+        manager = build_manager(self, *args, **kwargs)
         owners.append(TinyOwner())
-        return {**registered(self), "tiny": owners[-1]}
+        manager.register("tiny", owners[-1])
+        return manager
 
-    monkeypatch.setattr(Trainer, "saved_state_owners", with_tiny)
+    monkeypatch.setattr(Trainer, "_checkpoint_manager", with_tiny)
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false"})
     with trainer_in_process(cfg) as trainer:
         owners[-1].count = 41
-        trainer.update = 1
-        trainer._save()
+        trainer.progress.update = 1
+        trainer.checkpoints.save(1)
     saved = ckpt.load(tmp_path / "checkpoints" / "ckpt-1.pt")["rank_states"][0]
     assert saved["tiny"] == {"count": 41}
     with trainer_in_process(cfg) as resumed:
-        assert resumed.update == 1 and owners[-1].count == 41
+        assert resumed.progress.update == 1 and owners[-1].count == 41

@@ -1,5 +1,6 @@
-"""The run directory's config at start-up: a shape change refused before anything is built, config.yaml written
-once start-up has succeeded (the previous one kept beside it when keys changed).
+"""Run-directory start-up, in the order train/builder.py calls it: a shape change refused before anything is built
+(`check_run_dir`), the run dir claimed by its one live writer (`claim_run_dir`), config.yaml written once
+start-up has succeeded (`write_run_dir`; the previous one kept beside it when keys changed).
 
 Which checkpoint a run resumes from, and what of it applies, is the checkpoint manager's
 (ddppo/checkpoint/manager.py), which holds the resume policy.
@@ -57,7 +58,3 @@ def write_run_dir(cfg: Config, ctx: DistContext, changed: list[str]) -> None:
             log.warning("config changed since the last run (%s); previous config kept as %s", ", ".join(changed),
                         kept.name)
 
-
-def prepare_run_dir(cfg: Config, ctx: DistContext) -> None:
-    """Check the run dir's stored config against this one (every rank); rank 0 writes config.yaml."""
-    write_run_dir(cfg, ctx, check_run_dir(cfg))

@@ -43,6 +43,7 @@ from ddppo import timing
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
+from ddppo.train.learning import Outcome, UpdatePhases
 
 
 def acting_copy(policy: Policy) -> Policy:
@@ -111,19 +112,18 @@ class LearnerThread:
 
 class OverlapLearning:
     """rollout.overlap_learning as the training loop's learning strategy (train/learning.py): the double buffer,
-    the acting copy and the learner thread.
+    the acting copy and the learner thread, ordering the same phases as SerialLearning (train/phases.py).
 
     `learning` is the storage the next update learns on (the rollout collected last); `collecting` the one the
     collector fills meanwhile; `ready` is the result of collecting `learning` (None: nothing collected yet,
-    at the start and after a resume, so the trainer collects one rollout first).
+    at the start and after a resume, so the first step collects one rollout first).
     """
 
-    overlapped = True
-
-    def __init__(self, policy: Policy, acting: Policy, learning: RolloutStorage, collecting: RolloutStorage,
-                 device: torch.device):
-        self.policy, self.acting = policy, acting
+    def __init__(self, phases: UpdatePhases, policy: Policy, acting: Policy, learning: RolloutStorage,
+                 collecting: RolloutStorage, device: torch.device, seed: int):
+        self.phases, self.policy, self.acting = phases, policy, acting
         self.learning, self.collecting = learning, collecting
+        self.device, self.seed = device, seed
         self.learner = LearnerThread(device)
         self.ready: Any = None
 
@@ -146,37 +146,35 @@ class OverlapLearning:
         """The rollout just collected is learned on next; the one just learned on is refilled."""
         self.learning, self.collecting = self.collecting, self.learning
 
-    def step(self, trainer: Any, update: int) -> tuple[Any, Any, float, float, dict]:
+    def step(self, update: int) -> Outcome:
         """Update `update` learns on the rollout collected last while the acting copy collects the next one; after
         the join, the next rollout's end-of-rollout sync, then the acting copy takes the new weights. The first
         call (and the first after a resume) collects its own rollout first, with the acting copy equal to the
-        policy. (collected, update result, learning rate, KL coefficient, phase timings), as SerialLearning."""
-        t = trainer
+        policy."""
+        p = self.phases
         if self.ready is None:
             self.refresh()
-            t.collector.use_storage(self.learning)
-            self.ready = t.collect_rollout(update)
+            self.ready = p.collect(update, self.learning)
+            p.agree(self.ready)
         collected, storage = self.ready, self.learning
-        learn_timer, generator = Timer(t.ctx.device), self.generator(t.ctx.seed, update)
-        self.learner.start(lambda: (*t.learn(storage, learn_timer, generator), learn_timer.pop()))
+        learn_timer, generator = Timer(self.device), self.generator(self.seed, update)
+        self.learner.start(lambda: (*p.learn(storage, learn_timer, generator), learn_timer.pop()))
         try:
-            t.collector.use_storage(self.collecting)
-            following = t.collector.collect(update + 1)
-            t.compute_advantages()  # with the acting copy's bootstrap value, like the stored values
+            following = p.collect(update + 1, self.collecting)  # advantages with the acting copy's bootstrap
         except BaseException:
             self.close()
             raise
-        with t.timer(timing.LEARNER_WAIT):
+        with p.timer(timing.LEARNER_WAIT):
             result, lr, beta, learn_timings = self.learner.join()
-        with t.timer(timing.STRAGGLER_WAIT):
-            t.ctx.rollout_barrier(following.steps)
+        p.agree(following)
+        p.hand_over()
         self.ready = following
         self.refresh()
         self.swap()
-        timings = t.timer.pop()
+        timings = p.timer.pop()
         for k, v in learn_timings.items():
             timings[k] = timings.get(k, 0.0) + v
-        return collected, result, lr, beta, timings
+        return Outcome(collected, result, lr, beta, timings)
 
     def close(self) -> None:
         """Wait for a learner call still running (an error on the main thread), dropping its outcome: the
