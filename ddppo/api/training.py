@@ -45,7 +45,7 @@ def train(cfg: Config) -> int:
     launch = read_launch()
     finished = RunDir(cfg.run.dir).finished_message(cfg.run.total_env_steps) if cfg.checkpoint.resume else None
     if finished:  # resuming would train nothing, and write nothing
-        from ddppo.train.resume import check_run_dir
+        from ddppo.train.startup import check_run_dir
 
         check_run_dir(cfg)  # a changed shape is refused all the same
         if launch.rank == 0:
