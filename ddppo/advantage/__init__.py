@@ -6,6 +6,8 @@ An estimator is one object with a small interface (`Estimator`):
                                         starts from), asked only by estimators that bootstrap)
     normalise(storage, ctx)             before the PPO epochs, on every rank, every update (a collective when the
                                         estimator normalises over ranks: the same decision on every rank)
+    minibatch(adv, valid)               each minibatch's advantages as the loss takes them (GAE: standardised on
+                                        this rank with ppo.normalize_advantage_per=minibatch)
     state_dict() / load_state_dict()    what it carries from one rollout to the next: the saved-state namespace
                                         "advantage" (per rank; restored only when the episodes continue)
 The storage keeps the buffers only; everything that computes advantages lives here: gae.py (GAE with the critic's
@@ -34,6 +36,8 @@ class Estimator(Protocol):
     def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None: ...
 
     def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None: ...
+
+    def minibatch(self, adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor: ...
 
     def state_dict(self) -> Any: ...
 

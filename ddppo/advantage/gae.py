@@ -94,6 +94,20 @@ def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContex
     adv.sub_(mean).div_(std + 1e-8)
 
 
+def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """(adv - mean) / (std + 1e-8) over this minibatch's valid samples on this rank (ppo.normalize_advantage_per=
+    minibatch, as SB3 and CleanRL; sample std, as torch's and numpy's defaults there differ: SB3 uses torch's).
+    No collective: each rank's minibatch is standardised on its own. `valid` None: every sample is valid."""
+    if valid is None:
+        return adv if adv.numel() < 2 else (adv - adv.mean()) / (adv.std() + 1e-8)
+    mask = valid > 0
+    n = int(mask.sum())
+    if n < 2:
+        return adv
+    picked = adv[mask]
+    return torch.where(mask, (adv - picked.mean()) / (picked.std() + 1e-8), adv)
+
+
 class GAE:
     """Generalised advantage estimation with the critic's bootstrap at each env's last valid step; advantages
     normalised over every rank when ppo.normalize_advantage. Carries nothing from one rollout to the next."""
@@ -102,6 +116,7 @@ class GAE:
         self.gamma, self.lam = ppo.gamma, ppo.gae_lambda
         # over the whole rollout of every rank; per minibatch (normalize_advantage_per=minibatch) the update does it
         self.normalize = ppo.normalize_advantage and ppo.normalize_advantage_per == "update"
+        self.per_minibatch = ppo.normalize_advantage and ppo.normalize_advantage_per == "minibatch"
 
     def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
         compute_returns(storage, bootstrap_value(), self.gamma, self.lam)
@@ -110,6 +125,11 @@ class GAE:
         if self.normalize:  # config-driven: the same on every rank
             L = storage.step
             normalize_advantages(storage.advantages[:L], storage.valid[:L], ctx)
+
+    def minibatch(self, adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """One minibatch's advantages as the PPO loss takes them: standardised on this rank with
+        ppo.normalize_advantage_per=minibatch (`minibatch_normalized`), else as they are."""
+        return minibatch_normalized(adv, valid) if self.per_minibatch else adv
 
     def state_dict(self) -> None:
         return None

@@ -65,6 +65,10 @@ class GRPO:
         self.group_size = ppo.group_size
         self.carry = torch.zeros(2, num_envs)  # partial returns and finished flags
 
+    def minibatch(self, adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """As they are: normalised within their group already."""
+        return adv
+
     def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
         L = storage.step
         adv, mask, self.carry = grpo_advantages(storage.rewards[:L].cpu(), storage.dones[:L].cpu(),

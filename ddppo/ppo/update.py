@@ -28,8 +28,9 @@ a skewed-speed env and gridnav (docs/results/ver-weighting.md), and the weightin
 
 Advantage normalisation over the rollout is the estimator's (ddppo/advantage/): `update` asks it once, before
 the epochs, on every rank (GAE with ppo.normalize_advantage_per=update: over every valid sample of every rank,
-one all-reduce). ppo.normalize_advantage_per=minibatch standardises each minibatch on its own rank instead (SB3,
-CleanRL), without a collective (`minibatch_normalized`).
+one all-reduce); each minibatch's advantages pass through the estimator's `minibatch` (GAE with
+ppo.normalize_advantage_per=minibatch standardises each minibatch on its own rank, as SB3 and CleanRL, without a
+collective).
 
 Empty minibatches: a minibatch with no valid sample on any rank makes no
 optimiser step (nor Adam step count); the learning rate follows the env-step
@@ -114,20 +115,6 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-    """(adv - mean) / (std + 1e-8) over this minibatch's valid samples on this rank (ppo.normalize_advantage_per=
-    minibatch, as SB3 and CleanRL; sample std, as torch's and numpy's defaults there differ: SB3 uses torch's).
-    No collective: each rank's minibatch is standardised on its own. `valid` None: every sample is valid."""
-    if valid is None:
-        return adv if adv.numel() < 2 else (adv - adv.mean()) / (adv.std() + 1e-8)
-    mask = valid > 0
-    n = int(mask.sum())
-    if n < 2:
-        return adv
-    picked = adv[mask]
-    return torch.where(mask, (adv - picked.mean()) / (picked.std() + 1e-8), adv)
-
-
 def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
     """Adam with the fused kernel (one kernel for every parameter, on CPU and CUDA) where this torch has
     it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step."""
@@ -209,9 +196,7 @@ class PPOUpdater:
             logp, entropy, values, params = self.policy.evaluate_with_params(
                 mb.obs, mb.hidden, mb.episode_start, mb.actions)
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
-            adv = mb.advantages
-            if cfg.normalize_advantage and cfg.critic and cfg.normalize_advantage_per == "minibatch":
-                adv = minibatch_normalized(adv, valid)
+            adv = self.advantage.minibatch(mb.advantages, valid)  # the estimator's per-minibatch normalisation
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
                            valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,

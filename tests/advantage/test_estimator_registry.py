@@ -43,6 +43,9 @@ class ToyEstimator:
         self.normalised += 1
         normalize_advantages(storage.advantages[: storage.step], storage.valid[: storage.step], ctx)
 
+    def minibatch(self, adv, valid):
+        return adv
+
     def state_dict(self):
         return {"rollouts": self.rollouts}
 

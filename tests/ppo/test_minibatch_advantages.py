@@ -3,7 +3,7 @@ CleanRL); padding (masked-out steps, possibly NaN) neither counts nor changes.""
 
 import torch
 
-from ddppo.ppo.update import minibatch_normalized
+from ddppo.advantage.gae import minibatch_normalized
 
 
 def test_valid_advantages_are_standardised_and_padding_is_left_alone():
