@@ -105,15 +105,13 @@ def test_a_format1_checkpoint_loads_and_resumes_to_the_same_weights(tmp_path, ad
         assert trainer.train() == 0 and trainer.progress.update == 2
         model = trainer.policy.state_dict()
     assert set(model) == set(after["model"])
-    # Bit for bit only under the torch and the CPU kernels that wrote the fixture: the AVX2 and AVX512 kernels of
-    # one torch sum in different orders (CI's machines have either), as does another torch.
-    same_kernels = (after["torch"], after["cpu_capability"]) == (
-        torch.__version__, torch.backends.cpu.get_cpu_capability())
+    # Equal to rounding, not bit for bit: the update's sums run in an order that depends on more than the torch
+    # version and the CPU capability the fixture records (this machine, AVX512 and the same torch as the fixture,
+    # differs by up to 1.5e-8). A reader that misfiled any namespace (counters, RNG, episodes, carry) moves the
+    # weights by orders of magnitude more. Bit-identical resume is the in-run resume tests' claim
+    # (tests/integration/test_deterministic_resume.py), where one machine writes and reads.
     for key, value in after["model"].items():
-        if same_kernels:
-            assert torch.equal(model[key], value), key
-        else:
-            torch.testing.assert_close(model[key], value, rtol=1e-4, atol=1e-5, msg=key)
+        torch.testing.assert_close(model[key], value, rtol=1e-5, atol=1e-6, msg=key)
     assert ckpt.load(tmp_path / "checkpoints" / "ckpt-2.pt")["format"] == 2
 
 
