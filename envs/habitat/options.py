@@ -9,10 +9,22 @@ success, forward 0.25 m, turns of 10 degrees.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ddppo.envs.fields import doc
 
 BACKENDS = ("habitat", "grid")
+
+
+def episode_split_field() -> Any:
+    """The field of env.habitat.episode_split and env.habitat_lab.episode_split: both environments deal their
+    episode files by one rule (envs/scenes/dataset.group_runs), described once."""
+    return dataclasses.field(default="scenes", metadata=doc(
+        "how the dataset's episodes are dealt to (rank, worker) groups: scenes (whole scenes per group where every "
+        "group still has an episode per env; each group reads only its scene files, but a scene's share of the "
+        "experience is its groups' share, whatever its share of the episodes) | episodes (every scene's episodes "
+        "cut evenly over the groups: a scene's share of the experience follows its share of the episodes; every "
+        "group reads every file)", choices=("scenes", "episodes")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,16 +38,7 @@ class HabitatOptions:
                                         metadata=doc("root that episodes' scene_id paths are relative to"))
     scenes: list = dataclasses.field(default_factory=list,
                                      metadata=doc("only episodes of these scene names (file stem); empty = all"))
-    episode_split: str = dataclasses.field(default="scenes",
-                                           metadata=doc("how the dataset's episodes are dealt to (rank, worker) "
-                                                        "groups: scenes (whole scenes per group where every group "
-                                                        "still has an episode per env; each group reads only its "
-                                                        "scene files, but a scene's share of the experience is its "
-                                                        "groups' share, whatever its share of the episodes) | "
-                                                        "episodes (every scene's episodes cut evenly over the "
-                                                        "groups: a scene's share of the experience follows its "
-                                                        "share of the episodes; every group reads every file)",
-                                                        choices=("scenes", "episodes")))
+    episode_split: str = episode_split_field()
     backend: str = dataclasses.field(default="habitat",
                                      metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's "
                                                   "floor plan, for tests)", choices=BACKENDS))

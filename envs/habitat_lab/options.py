@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ddppo.envs.fields import doc
+from ddppo.envs.habitat.options import episode_split_field
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,16 +37,7 @@ class HabitatLabOptions:
                                                             "key (ENVIRONMENT.MAX_EPISODE_STEPS / habitat.environment."
                                                             "max_episode_steps), after the overrides; 0 = the task "
                                                             "config's", ge=0, hint="0 = the task config's limit"))
-    episode_split: str = dataclasses.field(default="scenes",
-                                           metadata=doc("how the dataset's episodes are dealt to (rank, worker) "
-                                                        "groups: scenes (whole scenes per group where every group "
-                                                        "still has an episode per env; each group reads only its "
-                                                        "scene files, but a scene's share of the experience is its "
-                                                        "groups' share, whatever its share of the episodes) | "
-                                                        "episodes (every scene's episodes cut evenly over the "
-                                                        "groups: a scene's share of the experience follows its "
-                                                        "share of the episodes; every group reads every file)",
-                                                        choices=("scenes", "episodes")))
+    episode_split: str = episode_split_field()
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",
