@@ -17,3 +17,5 @@ class NeverStop:
 
     def rank_weight(self, steps_per_env):  # preemption.rank_weighting off
         return 1.0
+
+    min_steps = 1  # no floor under the variable mode's two-sided weights: nothing cuts a rollout here
