@@ -29,7 +29,7 @@ infrastructure   shared by every application; knows no training or evaluation lo
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on
     user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
-                    they register (policy architectures, encoders) as config choices
+                    they register (policy architectures, encoders, advantage estimators) as config choices
 normalization/  observation and reward normalisation, built once and handed to the policy and the collector:
             spaces.py (what `auto` resolves to), moments.py (running moments, the parallel-variance merge),
             observations.py (the statistics inside the policy), live.py (normalize.update=step on the acting
@@ -45,8 +45,9 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
             storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
             samples, gradient weight and outcomes: train/scene/*)
-advantage/  advantage estimation, chosen once from ppo.advantage (__init__.py: the interface and the registry):
-            gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO and its carry)
+advantage/  advantage estimation, chosen once from ppo.advantage: estimator.py (the interface, the decorator
+            registering an estimator as a ppo.advantage choice, the one the config names), gae.py (GAE, and
+            normalisation over every rank), grpo.py (critic-free GRPO, its carry and its config rules)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
 train/      the training application: builder.py (every part assembled once from the config: the only place a
             mode is decided), loop.py (the loop, which only iterates over those parts), progress.py (update, env

@@ -9,9 +9,11 @@ beside the user. Processes started afterwards (env workers by forkserver or spaw
 Registries: a `Registry` is a config field's live set of choices (`field(metadata=doc(..., choices=POLICIES))`):
 the built-in names are declared here, so validation, `--explain` and the reference know them before any model
 code is imported; the builders are registered by decorators (`ddppo.model.build.register_policy`,
-`register_encoder`). A value `module:name` imports `module` (from the working directory first) before `name`
-is looked up, so a stored config (a run directory's, a checkpoint's) finds the user's code again in `ddppo eval`,
-on resume and in `ddppo.api.Agent`.
+`register_encoder`, `ddppo.advantage.register_estimator`). Each registry names its home, the module that
+registers the built-in builders: the first lookup of a built-in imports it, so a lower layer (the config checks
+asking an advantage estimator for its rules) finds them without importing a layer above. A value `module:name`
+imports `module` (from the working directory first) before `name` is looked up, so a stored config (a run
+directory's, a checkpoint's) finds the user's code again in `ddppo eval`, on resume and in `ddppo.api.Agent`.
 """
 
 from __future__ import annotations
@@ -49,10 +51,11 @@ def import_user_module(module: str) -> Any:
 
 class Registry:
     """Names -> builders of one kind, the choices of the config key `key`. `in` and iteration give the names
-    (built-in first, then registered ones, in order); `problem(value)` says why a value is not one."""
+    (built-in first, then registered ones, in order); `problem(value)` says why a value is not one; `get(value)`
+    the builder, importing `home` (the module that registers the `builtin` ones) when it is not registered yet."""
 
-    def __init__(self, kind: str, key: str, builtin: tuple[str, ...], decorator: str):
-        self.kind, self.key, self.builtin, self.decorator = kind, key, builtin, decorator
+    def __init__(self, kind: str, key: str, builtin: tuple[str, ...], decorator: str, home: str):
+        self.kind, self.key, self.builtin, self.decorator, self.home = kind, key, builtin, decorator, home
         self._builders: dict[str, Callable[..., Any]] = {}
         self._extra: list[str] = []  # registered names that are not built in, in order
 
@@ -102,7 +105,13 @@ class Registry:
         problem = self.problem(value, key)
         if problem is not None:
             raise ValueError(problem)
-        return self._builders[self._name(value)]
+        name = self._name(value)
+        if name not in self._builders:  # a built-in name: its home registers it when imported
+            importlib.import_module(self.home)
+        if name not in self._builders:
+            raise ValueError(f"{key or self.key}={value!r}: the built-in {self.kind} {name!r} is not registered by "
+                             f"{self.home}")
+        return self._builders[name]
 
     def __contains__(self, value: object) -> bool:
         return self.problem(value) is None
@@ -118,9 +127,12 @@ def _origin(builder: Callable[..., Any]) -> str:
     return f"{getattr(builder, '__module__', '?')}.{getattr(builder, '__qualname__', '?')}"
 
 
-# policy.architecture: the whole network (ddppo/model/build.py registers the built-in ones)
+# policy.architecture: the whole network
 POLICIES = Registry("policy", "policy.architecture", ("ddppo", "habitat_baselines", "habitat_baselines_simple"),
-                    "@ddppo.model.build.register_policy(NAME)")
+                    "@ddppo.model.build.register_policy(NAME)", home="ddppo.model.build")
 # policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key
 ENCODERS = Registry("encoder", "policy.image_encoder", ("cnn", "resnet", "mlp"),
-                    "@ddppo.model.build.register_encoder(NAME)")
+                    "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+# ppo.advantage: the advantage estimator, a class that also states its needs (critic, env groups, config rules)
+ADVANTAGES = Registry("advantage estimator", "ppo.advantage", ("gae", "grpo"),
+                      "@ddppo.advantage.register_estimator(NAME)", home="ddppo.advantage")

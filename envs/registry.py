@@ -51,8 +51,8 @@ def section_for(name: str) -> str | None:
     return entry[2] if entry else None
 
 
-# environments that implement EnvSpec.group_size > 1, in-process; the config checks (ppo.advantage=grpo) refuse
-# the others, naming the keys, before anything starts
+# environments that implement EnvSpec.group_size > 1, in-process; GRPO's config rules (ddppo/advantage/grpo.py)
+# refuse the others, naming the keys, before anything starts
 GROUPED_EPISODES = ("gridnav",)
 
 

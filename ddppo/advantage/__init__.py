@@ -1,6 +1,11 @@
 """Advantage estimation, chosen once from the config (`ppo.advantage`, through `estimator_for`).
 
-An estimator is one object with a small interface (`Estimator`):
+An estimator is a class with a small interface (`estimator.Estimator`), registered under its `ppo.advantage`
+name with `@register_estimator(NAME)`. What it states about itself, read before anything is built:
+    critic                              whether it learns a value head (the policy gets one; returns bootstrap)
+    env_group_size(ppo)                 envs that share each episode (GRPO: ppo.group_size; else 1)
+    config_problems(cfg)                its config rules, reported by the config checks with every other problem
+What an instance does, built as cls(ppo_config, num_envs_of_this_rank):
     compute(storage, bootstrap_value)   after each rollout: fills storage.advantages, .returns and .loss_mask over
                                         the collected steps (`bootstrap_value()`: V(observation the next rollout
                                         starts from), asked only by estimators that bootstrap)
@@ -14,45 +19,17 @@ The storage keeps the buffers only; everything that computes advantages lives he
 bootstrap, and the advantage normalisation over every rank), grpo.py (critic-free GRPO: episode returns
 normalised within groups of envs, with the carry of the episodes still running).
 
-Adding an estimator is one module with such a class, one line in ESTIMATORS below, and one entry in
-`ddppo.config.schema.ADVANTAGES` (its name for `ppo.advantage`, and whether it learns a critic);
-tests/advantage/test_estimator_registry.py adds a toy one that way.
+The config holds only the name: `ppo.advantage`'s choices are the registry `ddppo.user_code.ADVANTAGES` (the
+built-in names are declared there; importing this package registers their classes, which the registry does on
+its first lookup of one). Adding a built-in estimator is one module here with a registered class, imported below,
+and its name in ADVANTAGES' built-in names; your own is a registered class in a module of your working directory,
+chosen with `ppo.advantage=MODULE:NAME` (docs/guides/objectives.md). tests/advantage/test_estimator_registry.py
+trains with a toy one that way.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from ddppo.advantage import gae, grpo  # noqa: F401  (registers the built-in estimators)
+from ddppo.advantage.estimator import Estimator, estimator_class, estimator_for, register_estimator
 
-import torch
-
-from ddppo.config import PPOConfig
-from ddppo.distributed import DistContext
-from ddppo.rollout.storage import RolloutStorage
-from ddppo.advantage.gae import GAE
-from ddppo.advantage.grpo import GRPO
-
-
-class Estimator(Protocol):
-    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None: ...
-
-    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None: ...
-
-    def minibatch(self, adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor: ...
-
-    def state_dict(self) -> Any: ...
-
-    def load_state_dict(self, state: Any) -> None: ...
-
-
-# ppo.advantage -> the estimator's class, built as cls(ppo_config, num_envs_of_this_rank)
-ESTIMATORS: dict[str, Callable[[PPOConfig, int], Estimator]] = {"gae": GAE, "grpo": GRPO}
-
-
-def estimator_for(ppo: PPOConfig, num_envs: int) -> Estimator:
-    """The estimator `ppo.advantage` names, for a rank with `num_envs` envs."""
-    try:
-        make = ESTIMATORS[ppo.advantage]
-    except KeyError:
-        raise ValueError(f"ppo.advantage={ppo.advantage!r} names no registered estimator "
-                         f"({', '.join(sorted(ESTIMATORS))}): ddppo/advantage/__init__.py ESTIMATORS") from None
-    return make(ppo, num_envs)
+__all__ = ["Estimator", "estimator_class", "estimator_for", "register_estimator"]

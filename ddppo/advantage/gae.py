@@ -15,7 +15,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ddppo.config import PPOConfig
+from ddppo.advantage.estimator import register_estimator
+from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
 from ddppo.rollout.storage import RolloutStorage
 
@@ -108,9 +109,20 @@ def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor | None) -> torch
     return torch.where(mask, (adv - picked.mean()) / (picked.std() + 1e-8), adv)
 
 
+@register_estimator("gae")
 class GAE:
     """Generalised advantage estimation with the critic's bootstrap at each env's last valid step; advantages
     normalised over every rank when ppo.normalize_advantage. Carries nothing from one rollout to the next."""
+
+    critic = True
+
+    @staticmethod
+    def env_group_size(ppo: PPOConfig) -> int:
+        return 1
+
+    @staticmethod
+    def config_problems(cfg: Config) -> list[str]:
+        return []
 
     def __init__(self, ppo: PPOConfig, num_envs: int):
         self.gamma, self.lam = ppo.gamma, ppo.gae_lambda

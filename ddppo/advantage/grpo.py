@@ -19,8 +19,10 @@ from typing import Callable
 
 import torch
 
-from ddppo.config import PPOConfig
+from ddppo.advantage.estimator import register_estimator
+from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
+from ddppo.envs.registry import GROUPED_EPISODES
 from ddppo.rollout.storage import RolloutStorage
 
 
@@ -56,10 +58,40 @@ def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tens
     return adv, mask, torch.stack([ret.float(), ended.float()])
 
 
+@register_estimator("grpo")
 class GRPO:
     """Group-relative advantages over whole episodes; episodes running at the rollout's end carry over (the
     carry is this estimator's saved state). No critic: nothing bootstraps, returns stay 0, and the advantages
     are normalised within their group already."""
+
+    critic = False
+
+    @staticmethod
+    def env_group_size(ppo: PPOConfig) -> int:
+        """ppo.group_size envs share each episode."""
+        return ppo.group_size
+
+    @staticmethod
+    def config_problems(cfg: Config) -> list[str]:
+        """Groups of at least 4 that tile each rank's envs, and envs that run grouped episodes, in-process and in
+        lockstep."""
+        p = []
+        if cfg.ppo.group_size < 4:
+            p.append(f"ppo.group_size={cfg.ppo.group_size} must be >= 4 with ppo.advantage=grpo: the within-group "
+                     f"mean and std of fewer returns are too noisy to be a baseline")
+        elif cfg.env.num_envs % cfg.ppo.group_size:
+            p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
+                     f"(groups never span ranks)")
+        if cfg.env.name not in GROUPED_EPISODES:
+            p.append(f"ppo.advantage=grpo needs grouped episodes, which env.name={cfg.env.name!r} does not run: use "
+                     f"env.name={' or '.join(GROUPED_EPISODES)}, or ppo.advantage=gae")
+        if cfg.env.num_workers > 0:
+            p.append(f"ppo.advantage=grpo needs in-process envs (a group's members step together; got "
+                     f"env.num_workers={cfg.env.num_workers}): set env.num_workers=0")
+        if cfg.rollout.mode == "variable":
+            p.append("rollout.mode=variable cannot run ppo.advantage=grpo: grouped episodes step in lockstep; "
+                     "use rollout.mode=fixed")
+        return p
 
     def __init__(self, ppo: PPOConfig, num_envs: int):
         self.group_size = ppo.group_size

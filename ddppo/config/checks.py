@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from ddppo.envs.fields import field_problems, rule_problems
-from ddppo.envs.registry import GROUPED_EPISODES, known_names, section_for
+from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
+from ddppo.user_code import ADVANTAGES
 
 
 def declared_problems(obj, prefix: str = "") -> list[str]:
@@ -42,36 +43,19 @@ def strategy_problems(r: RolloutConfig, num_workers: int) -> list[str]:
 
 def _rollout_mode_problems(cfg: Config) -> list[str]:
     """The rollout strategies' own limits, and what variable mode refuses because it assumes lockstep rollouts."""
-    r, p = cfg.rollout, strategy_problems(cfg.rollout, cfg.env.num_workers)
-    if r.mode != "variable":
-        return p
-    if cfg.ppo.advantage == "grpo":
-        p.append("rollout.mode=variable cannot run ppo.advantage=grpo: grouped episodes step in lockstep; "
-                 "use rollout.mode=fixed")
-    if cfg.ppo.kl_ref.checkpoint:
+    p = strategy_problems(cfg.rollout, cfg.env.num_workers)
+    if cfg.rollout.mode == "variable" and cfg.ppo.kl_ref.checkpoint:
         p.append("rollout.mode=variable cannot run ppo.kl_ref.checkpoint: the reference policy carries its recurrent "
                  "state across equal-length rollouts; use rollout.mode=fixed")
     return p
 
 
-def _grpo_problems(cfg: Config) -> list[str]:
-    """ppo.advantage=grpo needs grouped episodes, which only some envs run, and in-process only."""
-    if cfg.ppo.advantage != "grpo":
-        return []
-    p = []
-    if cfg.ppo.group_size < 4:
-        p.append(f"ppo.group_size={cfg.ppo.group_size} must be >= 4 with ppo.advantage=grpo: the within-group "
-                 f"mean and std of fewer returns are too noisy to be a baseline")
-    elif cfg.env.num_envs % cfg.ppo.group_size:
-        p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
-                 f"(groups never span ranks)")
-    if cfg.env.name not in GROUPED_EPISODES:
-        p.append(f"ppo.advantage=grpo needs grouped episodes, which env.name={cfg.env.name!r} does not run: use "
-                 f"env.name={' or '.join(GROUPED_EPISODES)}, or ppo.advantage=gae")
-    if cfg.env.num_workers > 0:
-        p.append(f"ppo.advantage=grpo needs in-process envs (a group's members step together; got "
-                 f"env.num_workers={cfg.env.num_workers}): set env.num_workers=0")
-    return p
+def _estimator_problems(cfg: Config) -> list[str]:
+    """The rules of the advantage estimator ppo.advantage names, its own (`config_problems`; the registry imports
+    the estimator's module, a layer above the config); none when the name itself is refused."""
+    if ADVANTAGES.problem(cfg.ppo.advantage, "ppo.advantage") is not None:
+        return []  # declared_problems names it
+    return list(ADVANTAGES.get(cfg.ppo.advantage, "ppo.advantage").config_problems(cfg))
 
 
 def _normalize_problems(cfg: Config) -> list[str]:
@@ -112,7 +96,7 @@ def problems(cfg: Config) -> list[str]:
     if kl.checkpoint and not (kl.beta >= 0 and kl.target_kl > 0 and kl.tolerance > 1 and kl.rate > 1):
         p.append(f"ppo.kl_ref: beta={kl.beta} must be >= 0, target_kl={kl.target_kl} > 0, "
                  f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
-    p.extend(_grpo_problems(cfg))
+    p.extend(_estimator_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
     if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":

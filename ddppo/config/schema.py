@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from ddppo.envs.fields import SHAPE, doc
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from ddppo.envs.registry import section_for
-from ddppo.user_code import ENCODERS, POLICIES
+from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES
 
 
 class ConfigError(ValueError):
@@ -182,11 +182,6 @@ class KLRefConfig:
     rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
 
 
-# ppo.advantage's choices: the estimators ddppo/advantage/ registers, and whether each learns a critic (a value
-# head, bootstrapped returns); an estimator added there is one line here
-ADVANTAGES = {"gae": True, "grpo": False}
-
-
 @dataclass(frozen=True)
 class PPOConfig:
     """The PPO objective and optimiser."""
@@ -224,21 +219,12 @@ class PPOConfig:
     kl_ref: KLRefConfig = field(default_factory=KLRefConfig, metadata=doc("KL penalty towards a reference policy"))
     advantage: str = field(default="gae",
                            metadata=doc("gae (critic + GAE) | grpo (critic-free: episode returns normalised within "
-                                        "groups)", shape=True, choices=tuple(ADVANTAGES)))
+                                        "groups) | MODULE:NAME (your own estimator, registered with "
+                                        "ddppo.advantage.register_estimator in MODULE, imported from the working "
+                                        "directory first: docs/guides/objectives.md)", shape=True,
+                                        choices=ADVANTAGES))
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
-
-    # ppo.advantage decided once: everything that differs between the two modes asks these
-    @property
-    def critic(self) -> bool:
-        """GAE: a value head, bootstrapped returns, advantages normalised over all ranks. GRPO has no critic and
-        its advantages are normalised within their group already."""
-        return ADVANTAGES[self.advantage]
-
-    @property
-    def env_group_size(self) -> int:
-        """Envs that share each episode: ppo.group_size under GRPO, else 1."""
-        return 1 if self.critic else self.group_size
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ class PPOUpdater:
                                           split=cfg.minibatch_split):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample, full, rank_weight)
         stats = acc.result()
-        if L > 0 and cfg.critic:
+        if L > 0 and self.advantage.critic:
             stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
                                                              storage.valid[:L])
         return UpdateResult(stats, skipped)

@@ -6,7 +6,8 @@ place a mode is decided (rollout.overlap_learning, normalisation, the advantage 
     normalisation built from the config and the spaces (ddppo.normalization); the policy and the collector take
                   their parts at construction
     policy        the learner's; under rollout.overlap_learning an acting copy acts for it
-    advantage     the estimator ppo.advantage names (ddppo.advantage)
+    advantage     the estimator ppo.advantage names (ddppo.advantage); its class, asked first, says whether the
+                  policy gets a value head and how many envs share each episode
     updater       the PPO update (ddppo.ppo), with the KL reference (ppo.kl_ref.checkpoint)
     collector     the rollout strategy rollout.mode / rollout.overlap name (ddppo.rollout.factory)
     learning      serial, or overlapped learning (train/learning.py, train/overlap_learning.py), over the phases of
@@ -32,7 +33,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo import watchdog
-from ddppo.advantage import estimator_for
+from ddppo.advantage import estimator_class
 from ddppo.checkpoint.manager import CheckpointManager
 from ddppo.config import Config
 from ddppo.distributed import DistContext
@@ -103,8 +104,9 @@ class Trainer:
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
         self.run_claim = claim_run_dir(cfg, ctx)  # one live writer: a second `ddppo train` here refuses (all ranks)
         try:
+            self.advantage_class = estimator_class(cfg.ppo)  # its needs shape the envs and the policy
             self.env_spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
-                                          group_size=cfg.ppo.env_group_size)
+                                          group_size=self.advantage_class.env_group_size(cfg.ppo))
             self.envs = make_vec_env(cfg.env.name, cfg.env_options, self.env_spec)
             try:
                 self._build()
@@ -122,9 +124,9 @@ class Trainer:
         np.random.seed(ctx.seed % 2**32)
         random.seed(ctx.seed)  # saved and restored with every checkpoint: seeded too, so runs repeat
         self.normalization = norm = build_normalization(cfg, *spaces, num_envs, ctx)
-        self.policy = make_policy(*spaces, cfg.policy, value_head=cfg.ppo.critic, obs_norm=norm.obs,
+        self.policy = make_policy(*spaces, cfg.policy, value_head=self.advantage_class.critic, obs_norm=norm.obs,
                                   normalize_inputs=norm.policy_normalizes).to(ctx.device)
-        self.advantage = estimator_for(cfg.ppo, num_envs)
+        self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
                                   advantage=self.advantage)
         self.reference = None

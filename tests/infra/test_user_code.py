@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import pytest
 
@@ -12,7 +13,7 @@ from ddppo.user_code import POLICIES, Registry, import_user_module, workdir_firs
 
 
 def fresh() -> Registry:
-    return Registry("policy", "policy.architecture", ("ddppo",), "@register_policy(NAME)")
+    return Registry("policy", "policy.architecture", ("ddppo",), "@register_policy(NAME)", home="ddppo.model.build")
 
 
 def test_registered_names_are_choices_in_order():
@@ -73,3 +74,24 @@ def test_workdir_first_once_and_import_errors(tmp_path, monkeypatch):
     (tmp_path / "raising_user_mod.py").write_text("raise RuntimeError('not today')\n")
     assert fresh().problem("raising_user_mod:x") == ("policy.architecture='raising_user_mod:x': importing "
                                                      "'raising_user_mod' failed: RuntimeError: not today")
+
+
+
+def test_a_built_in_builder_is_found_by_importing_the_registrys_home(tmp_path, monkeypatch):
+    """A lower layer asks for a built-in builder its own layer never imports (the config checks asking for an
+    advantage estimator's rules): the registry imports its home, the module that registers the built-in ones."""
+    reg = Registry("policy", "policy.architecture", ("ddppo",), "@register_policy(NAME)", home="home_builtins_mod")
+    holder = types.ModuleType("registry_holder_mod")
+    holder.REG = reg
+    monkeypatch.setitem(sys.modules, "registry_holder_mod", holder)
+    monkeypatch.delitem(sys.modules, "home_builtins_mod", raising=False)
+    monkeypatch.delitem(sys.modules, "empty_home_mod", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "home_builtins_mod.py").write_text(
+        "from registry_holder_mod import REG\nREG.register('ddppo')(lambda: 'built in')\n")
+    (tmp_path / "empty_home_mod.py").write_text("")
+    assert reg.problem("ddppo") is None and "home_builtins_mod" not in sys.modules  # a name alone imports nothing
+    assert reg.get("ddppo")() == "built in" and "home_builtins_mod" in sys.modules
+    lost = Registry("policy", "policy.architecture", ("ddppo",), "@register_policy(NAME)", home="empty_home_mod")
+    with pytest.raises(ValueError, match="the built-in policy 'ddppo' is not registered by empty_home_mod"):
+        lost.get("ddppo")
