@@ -1,9 +1,10 @@
 """Option dataclasses, one per environment family (the `env.<section>` config keys).
 
 Kept free of heavy imports: `ddppo.config` builds its schema from these. Frozen, like the rest of the config.
-Each field's choices and range are in its metadata (envs/fields.py `doc`), where `ddppo config --explain`
-shows them and the config checks (or `section_problems`, for an env built directly) refuse what is outside
-them; a `problems()` method holds only rules across fields (key names relative to the section).
+Each field's choices, range, item check and whether it is required are in its metadata (envs/fields.py `doc`),
+where `ddppo config --explain` shows them and the config checks (or `section_problems`, for an env built
+directly) refuse what is outside them; a `problems()` method holds only rules across fields (key names relative
+to the section).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ class GridNavOptions:
     success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful STOP"))
 
 
+def _episode_metric_problem(item: object) -> str | None:
+    """None for an info key ddppo does not count itself."""
+    if isinstance(item, str) and item and item not in ("return", "length"):
+        return None
+    return "must be info keys other than return and length (ddppo counts those itself)"
+
+
 @dataclasses.dataclass(frozen=True)
 class GymOptions:
     """Any gymnasium environment id, each env made by gymnasium.make (env.name: gym:<id>)."""
@@ -69,12 +77,7 @@ class GymOptions:
     episode_metrics: list = dataclasses.field(default_factory=list,
                                               metadata=doc("info keys whose numbers at an episode's last step are "
                                                            "episode metrics (train/<key>, ddppo eval's <key>), e.g. "
-                                                           "[success]"))
-
-    def problems(self) -> list[str]:
-        bad = [k for k in self.episode_metrics if not isinstance(k, str) or not k or k in ("return", "length")]
-        return [f"episode_metrics={list(self.episode_metrics)}: each must be an info key other than return and "
-                f"length (ddppo counts those itself); got {bad}"] if bad else []
+                                                           "[success]", each=_episode_metric_problem))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import field_problems, rule_problems
+from ddppo.envs.fields import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
 from ddppo.user_code import ADVANTAGES
@@ -92,10 +92,6 @@ def _normalize_problems(cfg: Config) -> list[str]:
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p = declared_problems(cfg)
-    kl = cfg.ppo.kl_ref
-    if kl.checkpoint and not (kl.beta >= 0 and kl.target_kl > 0 and kl.tolerance > 1 and kl.rate > 1):
-        p.append(f"ppo.kl_ref: beta={kl.beta} must be >= 0, target_kl={kl.target_kl} > 0, "
-                 f"tolerance={kl.tolerance} > 1 and rate={kl.rate} > 1")
     p.extend(_estimator_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
@@ -117,5 +113,6 @@ def problems(cfg: Config) -> list[str]:
     if section is None:
         p.append(f"env.name={cfg.env.name!r} is not a known environment; use one of {', '.join(known_names())}")
     else:
-        p.extend(f"env.{section}.{msg}" for msg in rule_problems(getattr(cfg.env, section)))
+        options = getattr(cfg.env, section)  # the chosen environment's: what it requires, its rules across fields
+        p.extend(f"env.{section}.{msg}" for msg in required_problems(options) + rule_problems(options))
     return p

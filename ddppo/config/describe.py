@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import BOUNDS, CHOICES, SHAPE, fmt
+from ddppo.envs.fields import BOUNDS, CHOICES, REQUIRED, SHAPE, fmt
+from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, ConfigError, fields_of, get_key
 
 
@@ -32,6 +33,8 @@ def explain(key: str, cfg: Config | None = None) -> str:
             out.append(f"    one of: {', '.join(map(str, f.metadata[CHOICES]))}")
         if f.metadata.get(BOUNDS):
             out.append(f"    range: {describe_bounds(f.metadata[BOUNDS])}")
+        if f.metadata.get(REQUIRED):
+            out.append(f"    {describe_required(k, f.metadata[REQUIRED])}")
         if f.metadata.get(SHAPE):
             out.append("    shape: changing it changes the model; a resume with another value is refused")
     return "\n".join(out) + "\n"
@@ -41,6 +44,14 @@ def describe_bounds(bounds: dict) -> str:
     """{"gt": 0, "le": 1} -> "> 0 and <= 1"."""
     ops = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
     return " and ".join(f"{ops[name]} {fmt(value)}" for name, value in bounds.items())
+
+
+def describe_required(key: str, names: str) -> str:
+    """"required once env.name=habitat_lab: must name ..." for a required option of an environment's section."""
+    section = key.split(".")[1] if key.startswith("env.") and key.count(".") == 2 else None
+    chosen = [n for n in known_names() if section is not None and section_for(n) == section]
+    once = f" once env.name={' or '.join(chosen)}" if chosen else ""
+    return f"required{once}: must name {names}"
 
 
 MARKDOWN_HEAD = """# Configuration reference
@@ -64,7 +75,7 @@ def markdown() -> str:
             continue
         doc = " ".join((cls.__doc__ or "").split())
         out.append(f"\n## `{prefix[:-1]}`\n\n{_cell(doc)}\n\n| key | type | default | meaning |\n|---|---|---|---|")
-        out.extend(f"| `{key}` | `{f.type}` | `{_default(f)!r}` | {_meaning(f)} |" for key, f in rows)
+        out.extend(f"| `{key}` | `{f.type}` | `{_default(f)!r}` | {_meaning(key, f)} |" for key, f in rows)
     return "\n".join(out) + "\n"
 
 
@@ -85,13 +96,16 @@ def _sections(cls: type, prefix: str):
             yield from _sections(type(f.default_factory()), f"{prefix}{f.name}.")
 
 
-def _meaning(f: dataclasses.Field) -> str:
+def _meaning(key: str, f: dataclasses.Field) -> str:
     text = _cell(f.metadata.get("help", ""))
     parts = [text + ("" if not text or text.endswith(".") else ".")]
     if f.metadata.get(CHOICES):
         parts.append("One of: " + ", ".join(f"`{c}`" for c in f.metadata[CHOICES]) + ".")
     if f.metadata.get(BOUNDS):
         parts.append(f"Range: {_cell(describe_bounds(f.metadata[BOUNDS]))}.")
+    if f.metadata.get(REQUIRED):
+        required = _cell(describe_required(key, f.metadata[REQUIRED]))
+        parts.append(required[0].upper() + required[1:] + ".")
     if f.metadata.get(SHAPE):
         parts.append("**shape**")
     return " ".join(parts)

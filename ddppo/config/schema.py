@@ -173,13 +173,13 @@ class KLRefConfig:
     """A KL(pi || pi_ref) penalty towards a frozen reference policy (fine-tuning)."""
 
     checkpoint: str = field(default="", metadata=doc("checkpoint of the reference policy (\"\" = no KL term)"))
-    beta: float = field(default=0.1, metadata=doc("initial KL coefficient"))
+    beta: float = field(default=0.1, metadata=doc("initial KL coefficient", ge=0))
     adaptive: bool = field(default=True, metadata=doc("adapt beta once per update towards target_kl"))
-    target_kl: float = field(default=0.01, metadata=doc("adaptive: the KL per update that beta aims for"))
+    target_kl: float = field(default=0.01, metadata=doc("adaptive: the KL per update that beta aims for", gt=0))
     tolerance: float = field(default=1.5,
                              metadata=doc("adaptive: raise beta when KL > target*tolerance, lower it when KL < "
-                                          "target/tolerance"))
-    rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by"))
+                                          "target/tolerance", gt=1))
+    rate: float = field(default=2.0, metadata=doc("adaptive: factor beta is multiplied or divided by", gt=1))
 
 
 @dataclass(frozen=True)

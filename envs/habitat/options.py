@@ -16,6 +16,11 @@ from ddppo.envs.fields import doc
 BACKENDS = ("habitat", "grid")
 
 
+def _scene_name_problem(item: object) -> str | None:
+    """None for a scene name: a non-empty string (a scene file's stem)."""
+    return None if isinstance(item, str) and item else "must be scene names, non-empty strings (e.g. [gen_000])"
+
+
 def episode_split_field() -> Any:
     """The field of env.habitat.episode_split and env.habitat_lab.episode_split: both environments deal their
     episode files by one rule (envs/scenes/dataset.group_runs), described once."""
@@ -33,11 +38,15 @@ class HabitatOptions:
 
     dataset: str = dataclasses.field(default="",
                                      metadata=doc("PointNav episodes: a .json.gz file, or a folder with "
-                                                  "content/*.json.gz (habitat format)"))
+                                                  "content/*.json.gz (habitat format)",
+                                                  required="a PointNav .json.gz file or a folder with "
+                                                           "content/*.json.gz (make one with `python -m "
+                                                           "ddppo.envs.scenes.episode_gen`)"))
     scenes_dir: str = dataclasses.field(default="data/scene_datasets",
                                         metadata=doc("root that episodes' scene_id paths are relative to"))
     scenes: list = dataclasses.field(default_factory=list,
-                                     metadata=doc("only episodes of these scene names (file stem); empty = all"))
+                                     metadata=doc("only episodes of these scene names (file stem); empty = all",
+                                                  each=_scene_name_problem))
     episode_split: str = episode_split_field()
     backend: str = dataclasses.field(default="habitat",
                                      metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's "
@@ -80,14 +89,7 @@ class HabitatOptions:
                                                         hint="-2 = local GPU, -1 = CPU rendering"))
 
     def problems(self) -> list[str]:
-        """What the field metadata cannot say: the rule across min_depth and max_depth, and the values needed once
-        env.name=habitat_pointnav (this section's ranges hold whichever environment is chosen)."""
-        p = []
-        if not self.dataset:
-            p.append("dataset='' must name a PointNav .json.gz file or a folder with content/*.json.gz "
-                     "(make one with `python -m ddppo.envs.scenes.episode_gen`)")
+        """What one field's metadata cannot say: the rule across min_depth and max_depth."""
         if not self.min_depth < self.max_depth:
-            p.append(f"min_depth={self.min_depth}, max_depth={self.max_depth}: need 0 <= min_depth < max_depth")
-        if not all(isinstance(s, str) and s for s in self.scenes):
-            p.append(f"scenes={list(self.scenes)} must be a list of scene names (e.g. [gen_000])")
-        return p
+            return [f"min_depth={self.min_depth}, max_depth={self.max_depth}: need 0 <= min_depth < max_depth"]
+        return []

@@ -13,6 +13,17 @@ from ddppo.envs.fields import doc
 from ddppo.envs.habitat.options import episode_split_field
 
 
+def _override_problem(item: object) -> str | None:
+    """None for KEY=VALUE, or Hydra's deletion ~KEY (habitat-lab 0.3.x: drop an action or a measure of the task
+    config)."""
+    if isinstance(item, str) and item.startswith("~"):
+        ok = len(item) > 1 and not item.startswith("~=")
+    else:
+        ok = isinstance(item, str) and "=" in item and not item.startswith("=")
+    return None if ok else ("must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30; with 0.3.x also Hydra's ~KEY, "
+                            "which deletes a key or defaults entry)")
+
+
 @dataclasses.dataclass(frozen=True)
 class HabitatLabOptions:
     """Any habitat-lab task (see envs/habitat_lab/)."""
@@ -23,12 +34,14 @@ class HabitatLabOptions:
                                                  "Hydra config, a path or one under habitat/config, e.g. "
                                                  "benchmark/nav/pointnav/pointnav_habitat_test.yaml); on 0.3.x a "
                                                  "file X.yaml with X_v03.yaml beside it means X_v03.yaml (the shipped "
-                                                 "configs/habitat_lab/*_gen_task.yaml have such twins)"))
+                                                 "configs/habitat_lab/*_gen_task.yaml have such twins)",
+                                                 required="a habitat-lab task config file (e.g. "
+                                                          "configs/habitat_lab/pointnav_gen_task.yaml)"))
     overrides: list = dataclasses.field(default_factory=list,
                                         metadata=doc("habitat-lab config overrides, KEY=VALUE each, in the keys of "
                                                      "the installed version (0.2.x: SIMULATOR.AGENT_0.SENSORS="
                                                      "[DEPTH_SENSOR]; 0.3.x: habitat.environment.max_episode_steps="
-                                                     "200, or Hydra's ~KEY to delete a key)"))
+                                                     "200, or Hydra's ~KEY to delete a key)", each=_override_problem))
     dataset: str = dataclasses.field(default="",
                                      metadata=doc("the dataset's data path with {split} (DATASET.DATA_PATH / "
                                                   "habitat.dataset.data_path); empty = the task config's"))
@@ -45,7 +58,7 @@ class HabitatLabOptions:
                                                          "('' = none)"))
     success_measure: str = dataclasses.field(default="success",
                                              metadata=doc("measure that is 1 on success (rewarded at the episode's "
-                                                          "end)"))
+                                                          "end)", required="a measure (e.g. success)"))
     slack_reward: float = dataclasses.field(default=-0.01, metadata=doc("reward added every step"))
     success_reward: float = dataclasses.field(default=2.5, metadata=doc("reward for a successful episode"))
     failed_stop_reward: float = dataclasses.field(default=0.0,
@@ -59,26 +72,3 @@ class HabitatLabOptions:
                                                         "rank's GPU when training on CUDA, else -1; -1 = software "
                                                         "(required on CPU for habitat-sim 0.2.2); N = CUDA device N",
                                                         ge=-2, hint="-2 = local GPU, -1 = CPU rendering"))
-
-    def problems(self) -> list[str]:
-        """What the field metadata cannot say: the values needed once env.name=habitat_lab, and the overrides'
-        form."""
-        p = []
-        if not self.config:
-            p.append("config='' must name a habitat-lab task config file (e.g. configs/habitat_lab/pointnav_gen_task.yaml)")
-        bad = [o for o in self.overrides if not _override_form(o)]
-        if bad:
-            p.append(f"overrides={bad} must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30; with 0.3.x also "
-                     "Hydra's ~KEY, which deletes a key or defaults entry)")
-        if not self.success_measure:
-            p.append("success_measure='' must name a measure (e.g. success)")
-        return p
-
-
-def _override_form(item: object) -> bool:
-    """KEY=VALUE, or Hydra's deletion ~KEY (habitat-lab 0.3.x: drop an action or a measure of the task config)."""
-    if not isinstance(item, str):
-        return False
-    if item.startswith("~"):
-        return len(item) > 1 and not item.startswith("~=")
-    return "=" in item and not item.startswith("=")

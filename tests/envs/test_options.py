@@ -6,6 +6,7 @@ field cannot say; sections frozen, like the rest of the config."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -45,6 +46,52 @@ def test_each_moved_rule_is_refused_in_one_line_naming_the_key(section, key, val
     assert message in str(err.value) and "\n" not in str(err.value)
     built = OPTION_SECTIONS[section](**{**VALID.get(section, {}), key: value})  # an env built without the config
     assert section_problems(built) == [message[len(f"env.{section}."):]]
+
+
+# (section, field, a list value, the message the config refuses it with): one-field rules on each item of a list,
+# that problems() held; like ranges, they hold whichever environment is chosen
+ITEM_RULES = [
+    ("habitat", "scenes", ["gen_000", ""], "env.habitat.scenes=[''] must be scene names, non-empty strings (e.g. "
+                                           "[gen_000])"),
+    ("habitat_lab", "overrides", ["A.B=1", "NOEQUALS", "~"],
+     "env.habitat_lab.overrides=['NOEQUALS', '~'] must be KEY=VALUE strings (e.g. SIMULATOR.TURN_ANGLE=30; with "
+     "0.3.x also Hydra's ~KEY, which deletes a key or defaults entry)"),
+    ("gym", "episode_metrics", ["success", "return"], "env.gym.episode_metrics=['return'] must be info keys other "
+                                                      "than return and length (ddppo counts those itself)"),
+]
+
+
+@pytest.mark.parametrize("section, key, value, message", ITEM_RULES, ids=[f"{s}.{k}" for s, k, *_ in ITEM_RULES])
+def test_each_item_rule_is_refused_in_one_line_naming_the_items(section, key, value, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [f"env.{section}.{key}={json.dumps(value)}"])
+    assert message in str(err.value) and "\n" not in str(err.value)
+    built = OPTION_SECTIONS[section](**{**VALID.get(section, {}), key: value})
+    assert section_problems(built) == [message[len(f"env.{section}."):]] and rule_problems(built) == []
+
+
+# (env.name, section, required field, the message once that environment is chosen): values problems() required
+REQUIRED_OPTIONS = [
+    ("habitat_pointnav", "habitat", "dataset", "env.habitat.dataset='' must name a PointNav .json.gz file or a folder "
+                                               "with content/*.json.gz (make one with `python -m "
+                                               "ddppo.envs.scenes.episode_gen`)"),
+    ("habitat_lab", "habitat_lab", "config", "env.habitat_lab.config='' must name a habitat-lab task config file "
+                                             "(e.g. configs/habitat_lab/pointnav_gen_task.yaml)"),
+    ("habitat_lab", "habitat_lab", "success_measure", "env.habitat_lab.success_measure='' must name a measure "
+                                                      "(e.g. success)"),
+]
+
+
+@pytest.mark.parametrize("name, section, key, message", REQUIRED_OPTIONS, ids=[f"{s}.{k}" for _, s, k, _ in
+                                                                              REQUIRED_OPTIONS])
+def test_a_required_option_is_refused_once_its_environment_is_chosen(name, section, key, message):
+    empty = f"env.{section}.{key}=''"
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [f"env.name={name}", empty])
+    assert message in str(err.value)
+    load_config(None, [empty])  # not while another environment is chosen
+    built = OPTION_SECTIONS[section](**{**VALID.get(section, {}), key: ""})
+    assert section_problems(built) == [message[len(f"env.{section}."):]] and rule_problems(built) == []
 
 
 def violating(f: dataclasses.Field):
@@ -90,6 +137,8 @@ def test_explain_shows_an_env_sections_choices_and_ranges(capsys):
     assert "env.gym.vectorization_mode: str = 'sync'\n" in out and "    one of: sync, async\n" in out
     assert main(["config", "--explain", "env.habitat.hfov"]) == 0
     assert "    range: > 0 and < 180\n" in capsys.readouterr().out
+    assert main(["config", "--explain", "env.habitat_lab.success_measure"]) == 0
+    assert "    required once env.name=habitat_lab: must name a measure (e.g. success)\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("section", sorted(OPTION_SECTIONS))

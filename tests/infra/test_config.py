@@ -58,6 +58,8 @@ OVERRIDE_ERRORS = [
     (["rollout.mode=variable", "env.num_workers=4", "ppo.advantage=grpo"], ["rollout.mode=variable", "grpo"]),
     (["rollout.mode=variable", "env.num_workers=4", "ppo.kl_ref.checkpoint=x.pt"], ["ppo.kl_ref.checkpoint"]),
     (["rollout.max_env_steps_factor=0.5"], ["rollout.max_env_steps_factor=0.5", ">= 1"]),
+    (["ppo.kl_ref.tolerance=1"], ["ppo.kl_ref.tolerance=1.0 must be > 1"]),  # ranges hold with or without a
+    (["ppo.kl_ref.beta=-0.5", "ppo.kl_ref.checkpoint=x.pt"], ["ppo.kl_ref.beta=-0.5 must be >= 0"]),  # checkpoint
 ]
 
 
