@@ -1,1 +1,5 @@
-"""Environments for ddppo. Never imports `ddppo`."""
+"""Environments for ddppo. Never imports `ddppo`.
+
+field_metadata.py holds the config's field metadata and its validation idiom (`doc`, `section_problems`): here,
+below both, because the environments' option sections and ddppo's config sections declare their fields with it.
+"""

@@ -36,7 +36,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from ddppo.envs.fields import section_problems
+from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
 from ddppo.envs.options import GridNavOptions
 

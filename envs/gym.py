@@ -40,7 +40,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from ddppo.envs.fields import section_problems
+from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.options import GymOptions
 
 

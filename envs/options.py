@@ -1,17 +1,17 @@
 """Option dataclasses, one per environment family (the `env.<section>` config keys).
 
 Kept free of heavy imports: `ddppo.config` builds its schema from these. Frozen, like the rest of the config.
-Each field's choices, range, item check and whether it is required are in its metadata (envs/fields.py `doc`),
-where `ddppo config --explain` shows them and the config checks (or `section_problems`, for an env built
-directly) refuse what is outside them; a `problems()` method holds only rules across fields (key names relative
-to the section).
+Each field's choices, range, item check and whether it is required are in its metadata
+(envs/field_metadata.py `doc`), where `ddppo config --explain` shows them and the config checks (or
+`section_problems`, for an env built directly) refuse what is outside them; a `problems()` method holds only
+rules across fields (key names relative to the section).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import doc
+from ddppo.envs.field_metadata import doc
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 

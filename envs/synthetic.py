@@ -33,7 +33,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from ddppo.envs.fields import section_problems
+from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.options import SyntheticOptions
 from ddppo.envs.placement import place_scenes
 

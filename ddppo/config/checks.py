@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import field_problems, required_problems, rule_problems
+from ddppo.envs.field_metadata import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
 from ddppo.user_code import ADVANTAGES

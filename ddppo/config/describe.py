@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.fields import BOUNDS, CHOICES, REQUIRED, SHAPE, fmt
+from ddppo.envs.field_metadata import BOUNDS, CHOICES, REQUIRED, SHAPE, fmt
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, ConfigError, fields_of, get_key
 

@@ -1,5 +1,5 @@
-"""The config schema: one frozen dataclass per section; each field's help, shape flag, allowed values
-and range live in its metadata (envs/fields.py `doc`), the one source for validation and `--explain`."""
+"""The config schema: one frozen dataclass per section; each field's help, shape flag, allowed values and range
+live in its metadata (envs/field_metadata.py `doc`), the one source for validation and `--explain`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ddppo.envs.fields import SHAPE, doc
+from ddppo.envs.field_metadata import SHAPE, doc
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from ddppo.envs.registry import section_for
 from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES

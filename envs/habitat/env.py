@@ -27,7 +27,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.fields import section_problems
+from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, partition, read_partition, resolve_scene,
                                        scene_name)
 from ddppo.envs.scenes.gridsim import layout_path_for

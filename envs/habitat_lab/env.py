@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
-from ddppo.envs.fields import section_problems
+from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.scenes.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition, scene_name
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions

@@ -1,7 +1,7 @@
 """The env option sections (envs/options.py, envs/habitat/options.py, envs/habitat_lab/options.py) use the config's
-one validation idiom: each field's choices and range in its metadata (envs/fields.py), shown by `ddppo config
---explain` and refused by the config checks and by an environment built directly; `problems()` only for what one
-field cannot say; sections frozen, like the rest of the config."""
+one validation idiom: each field's choices, range, item check and whether it is required in its metadata
+(envs/field_metadata.py), shown by `ddppo config --explain` and refused by the config checks and by an environment
+built directly; `problems()` only for what one field cannot say; sections frozen, like the rest of the config."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from ddppo.cli import main
 from ddppo.config import ConfigError, load_config
-from ddppo.envs.fields import BOUNDS, CHOICES, rule_problems, section_problems
+from ddppo.envs.field_metadata import BOUNDS, CHOICES, rule_problems, section_problems
 from ddppo.envs.registry import OPTION_SECTIONS
 
 # a valid section of each kind: the values an environment needs once it is the one chosen

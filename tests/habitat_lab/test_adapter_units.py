@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.fields import section_problems
+from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.habitat_lab.env import scene_share
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
