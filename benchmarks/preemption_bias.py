@@ -144,12 +144,51 @@ def aggregate(runs: dict[str, dict[str, dict]]) -> dict[str, dict]:
         }
     off, on = out.get("off"), out.get("on")
     for variant, a in out.items():
-        if off and on:
+        if off:
             a["gap_minus_off"] = a["gap_mean"] - off["gap_mean"]
+            a.update(paired_gap(runs[variant], runs["off"]))
+        if off and on:
             for key in ("fps", "collect_fps"):
                 gain = on[f"{key}_median"] - off[f"{key}_median"]
                 a[f"{key}_gain_fraction"] = (a[f"{key}_median"] - off[f"{key}_median"]) / gain if gain else None
     return out
+
+
+def paired_gap(runs: dict[str, dict], off: dict[str, dict]) -> dict:
+    """The gap minus no preemption's, seed by seed (a seed fixes the policy's start and the scenes' mappings, so
+    pairing takes out what the seeds share): mean and standard error over the seeds both have run."""
+    diffs = [runs[s]["gap"] - off[s]["gap"] for s in runs if s in off]
+    if not diffs:
+        return {}
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
+    return {"paired_seeds": len(diffs), "gap_minus_off_paired": statistics.mean(diffs), "gap_minus_off_se": se}
+
+
+def markdown(report: dict) -> str:
+    """The results page's two tables (docs/results/preemption-bias.md): per variant, then per seed."""
+    head = ("| variant | seeds | fast scene success | slow scene success | gap, mean [min, max] | gap - off's gap, "
+            "paired (s.e.) | slow scene's samples | its gradient weight | fps | of the gain | collection fps | "
+            "of the gain |")
+    lines = [head, "| --- |" + " ---: |" * 11]
+    for variant, a in report["summary"].items():
+        gaps = [r["gap"] for r in report["runs"][variant].values()]
+        frac = [a.get(f"{k}_gain_fraction") for k in ("fps", "collect_fps")]
+        paired = (f"{a['gap_minus_off_paired']:+.3f} ({a['gap_minus_off_se']:.3f})"
+                  if a.get("paired_seeds", 0) > 1 and variant != "off" else "0")
+        lines.append(f"| `{variant}` | {a['seeds']} | {a['scene0_success']:.3f} | {a['scene1_success']:.3f} | "
+                     f"{a['gap_mean']:+.3f} [{min(gaps):+.3f}, {max(gaps):+.3f}] | {paired} | "
+                     f"{a['scene1_sample_share']:.3f} | {a['scene1_weight_share']:.3f} | {a['fps_median']:,.0f} | "
+                     + " | ".join("" if f is None else f"{f:.2f}" for f in frac[:1]) + f" | "
+                     f"{a['collect_fps_median']:,.0f} | " + ("" if frac[1] is None else f"{frac[1]:.2f}") + " |")
+    lines += ["", "| variant | seed | fast scene | slow scene | gap | slow scene's samples | its weight | fps | "
+                  "collection fps | training s |", "| --- |" + " ---: |" * 9]
+    for variant, by_seed in report["runs"].items():
+        for seed, r in sorted(by_seed.items(), key=lambda kv: int(kv[0])):
+            f, sl = r["scenes"]["scene0"], r["scenes"]["scene1"]
+            lines.append(f"| `{variant}` | {seed} | {f['success']:.3f} | {sl['success']:.3f} | {r['gap']:+.3f} | "
+                         f"{sl['sample_share']:.3f} | {sl['weight_share']:.3f} | {r['fps']:,.0f} | "
+                         f"{r['collect_fps']:,.0f} | {r['train_s']:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def table(report: dict) -> str:
@@ -161,12 +200,13 @@ def table(report: dict) -> str:
             lines.append(f"{variant:<20} {seed:>4} {f['success']:>8.3f} {s['success']:>8.3f} {r['gap']:>7.3f} "
                          f"{s['sample_share']:>12.3f} {s['weight_share']:>11.3f} {r['fps']:>7.0f} {r['train_s']:>7.1f}")
     lines.append("")
-    lines.append(f"{'variant':<20} {'seeds':>5} {'gap':>7} {'gap-off':>8} {'fps':>7} {'of gain':>8} "
-                 f"{'collect fps':>11} {'of gain':>8}")
+    lines.append(f"{'variant':<20} {'seeds':>5} {'gap':>7} {'gap-off':>8} {'paired':>7} {'s.e.':>6} {'fps':>7} "
+                 f"{'of gain':>8} {'collect fps':>11} {'of gain':>8}")
     for variant, a in report["summary"].items():
         fracs = [a.get(f"{k}_gain_fraction") for k in ("fps", "collect_fps")]
         cells = ["" if f is None else f"{f:.2f}" for f in fracs]
         lines.append(f"{variant:<20} {a['seeds']:>5} {a['gap_mean']:>7.3f} {a.get('gap_minus_off', 0):>8.3f} "
+                     f"{a.get('gap_minus_off_paired', 0):>7.3f} {a.get('gap_minus_off_se', math.nan):>6.3f} "
                      f"{a['fps_median']:>7.0f} {cells[0]:>8} {a['collect_fps_median']:>11.0f} {cells[1]:>8}")
     return "\n".join(lines) + "\n"
 
@@ -184,7 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rescan", nargs="+", default=[], metavar="WORK_DIR",
                         help="recompute the figures of the runs kept in these work folders (a run's folder and its "
                              "eval/), then exit")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print --out's tables as the results page's markdown, then exit")
     args = parser.parse_args(argv)
+    if args.markdown:
+        report = json.loads(Path(args.out).read_text())
+        report["summary"] = aggregate(report["runs"])
+        sys.stdout.write(markdown(report))
+        return 0
     if args.rescan:
         return rescan(args.rescan, Path(args.out))
 
