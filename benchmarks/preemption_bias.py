@@ -3,6 +3,7 @@ each correction, on the real trainer (2 gloo ranks under torchrun) and the real 
 
     ddppo bench preemption-bias [--seeds 1 2 3 4 5] [--variants off on rank ...] [--steps 16384]
                                 [--out benchmarks/results/preemption_bias.json]
+    ddppo bench preemption-bias --out FILE --markdown      # the results page's tables from FILE
 
 The task: the synthetic env with 2 scenes, each its own reward mapping (a one-hot of the scene in the
 observation: one policy must learn a skill per scene), scene 1's steps 3x slower than scene 0's. Scenes are
