@@ -55,7 +55,12 @@ def _estimator_problems(cfg: Config) -> list[str]:
     the estimator's module, a layer above the config); none when the name itself is refused."""
     if ADVANTAGES.problem(cfg.ppo.advantage, "ppo.advantage") is not None:
         return []  # declared_problems names it
-    return list(ADVANTAGES.get(cfg.ppo.advantage, "ppo.advantage").config_problems(cfg))
+    estimator = ADVANTAGES.get(cfg.ppo.advantage, "ppo.advantage")
+    try:
+        return list(estimator.config_problems(cfg))
+    except Exception as err:  # a user's estimator failed on the config: its error, in one line, as a problem
+        return [f"ppo.advantage={cfg.ppo.advantage!r}: its config_problems raised {type(err).__name__}: {err} "
+                f"(fix the estimator's config_problems in its module)"]
 
 
 def _normalize_problems(cfg: Config) -> list[str]:

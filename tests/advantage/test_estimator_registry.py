@@ -40,6 +40,8 @@ class ToyEstimator:
 
     @staticmethod
     def config_problems(cfg):
+        if cfg.ppo.gamma == 0.5:
+            raise KeyError("no rule for gamma 0.5")
         if cfg.ppo.gamma < 1:
             return []
         return [f"ppo.gamma={cfg.ppo.gamma} must be < 1 with ppo.advantage={cfg.ppo.advantage}: the toy "
@@ -163,3 +165,10 @@ def test_grpo_states_its_own_rules(overrides, message):
     with pytest.raises(ConfigError) as err:
         load_config(None, ["ppo.advantage=grpo", "env.num_envs=8", "ppo.group_size=4", *overrides])
     assert message in str(err.value)
+
+
+def test_a_users_estimator_whose_rules_fail_is_one_config_error_line(workdir):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["ppo.advantage=toy_adv_mod:toy", "ppo.gamma=0.5"])
+    assert ("ppo.advantage='toy_adv_mod:toy': its config_problems raised KeyError: 'no rule for gamma 0.5'"
+            in str(err.value))
