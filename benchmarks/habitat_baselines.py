@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from ddppo.benchmarks import hb_config, hb_config03, report
-from ddppo.config import ConfigError, load_config
+from ddppo.config import load_config
+from ddppo.errors import ConfigError
 
 log = logging.getLogger(__name__)
 # the default case's policy: habitat-baselines' PointNavBaselinePolicy as it ships (hidden 512, one GRU layer)

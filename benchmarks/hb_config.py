@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.interop.habitat_checkpoint import POLICY_NAMES
 from ddppo.model.habitat_baselines import backbone_name
 

@@ -27,7 +27,7 @@ infrastructure   shared by every application; knows no training or evaluation lo
     signals.py      SLURM/torchrun signals -> save, requeue, agree on exit
     watchdog.py     the per-update watchdog (faulthandler's timer: stacks and exit 1 past dist.update_timeout_s)
     timing.py       phase names (defined once) and the phase timer
-    errors.py       errors a user can act on
+    errors.py       errors a user can act on: every class of them, and the kinds and labels the CLI reports
     user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
                     they register (policy architectures, encoders, advantage estimators) as config choices
 normalization/  observation and reward normalisation, built once and handed to the policy and the collector:

@@ -3,8 +3,8 @@ from their packages' cli modules; bench lives outside the library, in `benchmark
 `ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
-signal during start-up is not lost. User errors (config, environment,
-checkpoint) print one message and exit 2, without a traceback.
+signal during start-up is not lost. User errors (the kinds of ddppo/errors.py: config, environment,
+checkpoint, launcher) print one line and exit 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
 
 log = logging.getLogger("ddppo")
 
-EXIT_USER_ERROR = 2
 
 
 def _setup_logging(level: str, rank: int) -> None:
@@ -93,7 +92,8 @@ def plugin_commands() -> dict:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from ddppo.config import ConfigError, explain, help_keys, load_config, to_yaml
+    from ddppo.config import explain, help_keys, load_config, to_yaml
+    from ddppo.errors import ConfigError
     from ddppo.config.describe import markdown
 
     if args.help_keys or args.markdown:
@@ -129,7 +129,8 @@ def _shipped_list() -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from ddppo import configs
     from ddppo.api.training import train
-    from ddppo.config import ConfigError, load_config
+    from ddppo.config import load_config
+    from ddppo.errors import ConfigError
     from ddppo.distributed import read_launch
 
     if args.config is None:
@@ -177,10 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     SIGTERM is short."""
     user_code.workdir_first()  # `ddppo ...` finds the user's modules beside them, as `python -m ddppo ...` does
     args = parse_args(argv)
-    from ddppo.errors import CheckpointError
-    from ddppo.config import ConfigError
-    from ddppo.distributed.launch import LaunchError
     from ddppo.envs.base import EnvError, env_failure
+    from ddppo.errors import EXIT_USER_ERROR, user_error_kinds, user_error_label
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
                 "export": export_cli.run, "rundir": cmd_rundir, **{name: cmd.run for name, cmd in plugin_commands().items()}}
@@ -192,10 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             if failure is None:
                 raise
             raise failure from None
-    except (ConfigError, EnvError, CheckpointError, LaunchError) as err:
-        kinds = ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"),
-                 (LaunchError, "launcher error"))
-        kind = next(name for cls, name in kinds if isinstance(err, cls))
+    except tuple(cls for cls, _ in user_error_kinds()) as err:
+        kind = user_error_label(err)
         first, details = str(err), ""
         if isinstance(err, EnvError):
             first, _, details = first.partition("\n")

@@ -74,7 +74,7 @@ class Agent:
             action_space: the action space the policy was built on (read like `observation_space`).
 
         Raises:
-            ddppo.config.ConfigError: the config is invalid, or names a module that cannot be imported.
+            ddppo.errors.ConfigError: the config is invalid, or names a module that cannot be imported.
             ddppo.errors.CheckpointError: no checkpoint, an unreadable one, or one that does not fit the config.
         """
         user_code.workdir_first()  # as the `ddppo` command: the user's modules beside them are found

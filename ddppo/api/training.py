@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ddppo import user_code
-from ddppo.config import Config, ConfigError
+from ddppo.config import Config
+from ddppo.errors import ConfigError
 from ddppo.config import load_config as _load
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,7 @@ def load_config(config: str | Path | None, overrides: Sequence[str] = ()) -> Con
     """The validated, frozen config of `config` (a YAML file, or a shipped config's name such as "gridnav";
     None: the schema's defaults) with `overrides` (`["ppo.lr=1e-4", "run.dir=runs/a"]`) applied, as
     `ddppo train CONFIG OVERRIDES...` builds it. A changed copy: `dataclasses.replace(cfg.ppo, lr=1e-4)` is
-    not checked; pass overrides instead. Raises ddppo.config.ConfigError naming the key, value and fix."""
+    not checked; pass overrides instead. Raises ddppo.errors.ConfigError naming the key, value and fix."""
     user_code.workdir_first()  # `policy.architecture=MODULE:NAME` imports MODULE as the command would
     return _load(config, list(overrides))
 
@@ -29,9 +30,9 @@ def train(cfg: Config) -> int:
 
     Returns 0 when training reached run.total_env_steps (or run.time_budget_s), else the exit code `ddppo
     train` would have; a run dir whose run is already finished trains nothing and writes nothing (one warning
-    says so, and how to train more). Raises ddppo.config.ConfigError (a run directory that cannot be written, a config the
-    machine has no memory for), ddppo.envs.base.EnvError, ddppo.errors.CheckpointError. Logging goes through
-    `logging` (logger "ddppo"): configure it to see progress lines."""
+    says so, and how to train more). Raises the user errors of ddppo.errors: ConfigError (a run directory that cannot
+    be written, a config the machine has no memory for), EnvError (ddppo.envs.base), CheckpointError, LaunchError.
+    Logging goes through `logging` (logger "ddppo"): configure it to see progress lines."""
     import psutil
 
     from ddppo.config.sizes import memory_problem

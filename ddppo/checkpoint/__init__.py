@@ -7,7 +7,6 @@ This module re-exports the names callers use as `from ddppo import checkpoint as
 
 from __future__ import annotations
 
-from ddppo.errors import CheckpointError
 from ddppo.checkpoint.fits import (ACTION_KEYS, ENV_LAYOUT_KEYS, check_fits, foreign, setting_changes, shape_changes,
                                    stored_config, tensor_problems)
 from ddppo.checkpoint.format import (COUNTER_DEFAULTS, FILE_KEYS, FORMAT, READABLE, all_finite, checkpoint_dir,
@@ -17,7 +16,7 @@ from ddppo.checkpoint.format import (COUNTER_DEFAULTS, FILE_KEYS, FORMAT, READAB
 from ddppo.checkpoint.rng import RngState, rng_state, set_rng_state
 
 __all__ = [
-    "ACTION_KEYS", "COUNTER_DEFAULTS", "CheckpointError", "ENV_LAYOUT_KEYS", "FILE_KEYS", "FORMAT", "READABLE",
+    "ACTION_KEYS", "COUNTER_DEFAULTS", "ENV_LAYOUT_KEYS", "FILE_KEYS", "FORMAT", "READABLE",
     "RngState", "all_finite", "check_fits", "checkpoint_dir", "counters_of", "file_contents", "foreign",
     "format1_namespaces", "from_bytes", "from_storable", "list_checkpoints", "load", "newest_valid", "payload",
     "rng_state", "save", "set_rng_state", "setting_changes", "shape_changes", "stored_config", "tensor_problems",

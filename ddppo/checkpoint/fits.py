@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddppo.config import SHAPE_KEYS, Config, ConfigError, diff_keys, from_yaml_text, get_key
+from ddppo.config import SHAPE_KEYS, Config, diff_keys, from_yaml_text, get_key
+from ddppo.errors import ConfigError
 from ddppo.interop.foreign import ForeignCheckpoint
 
 # Keys that may differ from the checkpoint's without changing the model: the per-rank environment layout

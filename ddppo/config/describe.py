@@ -7,7 +7,8 @@ import dataclasses
 
 from ddppo.envs.field_metadata import BOUNDS, CHOICES, REQUIRED, SHAPE, fmt
 from ddppo.envs.registry import known_names, section_for
-from ddppo.config.schema import Config, ConfigError, fields_of, get_key
+from ddppo.config.schema import Config, fields_of, get_key
+from ddppo.errors import ConfigError
 
 
 def help_keys() -> str:

@@ -14,7 +14,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ddppo import configs
 from ddppo.config.checks import problems
-from ddppo.config.schema import Config, ConfigError
+from ddppo.config.schema import Config
+from ddppo.errors import ConfigError
 
 
 def _schema() -> DictConfig:

@@ -13,10 +13,6 @@ from ddppo.envs.registry import section_for
 from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES
 
 
-class ConfigError(ValueError):
-    """A config problem the user can fix; the message names key, value and fix."""
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Where the run lives and how long it lasts."""

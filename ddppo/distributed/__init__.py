@@ -26,9 +26,9 @@ use).
 
 from ddppo.distributed.context import DistContext, PeerLostError, PendingRead, rank_seed
 from ddppo.distributed.cuda import choose_device
-from ddppo.distributed.launch import Launch, LaunchError, expand_first_host, read_launch, without_launch_vars
+from ddppo.distributed.launch import Launch, expand_first_host, read_launch, without_launch_vars
 from ddppo.distributed.startup import init_distributed, run_in_process_group, torch_threads
 
-__all__ = ["DistContext", "Launch", "LaunchError", "PeerLostError", "PendingRead", "choose_device", "expand_first_host",
+__all__ = ["DistContext", "Launch", "PeerLostError", "PendingRead", "choose_device", "expand_first_host",
            "init_distributed", "rank_seed", "read_launch", "run_in_process_group", "torch_threads",
            "without_launch_vars"]

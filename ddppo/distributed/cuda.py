@@ -32,7 +32,7 @@ from typing import Any, Mapping, MutableMapping, Sequence
 
 import torch
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.distributed.launch import Launch, launcher_injected
 from ddppo.distributed.torch_env import ASYNC_ERROR_HANDLING, BLOCKING_WAIT, check_nccl_env, cvar_bool
 

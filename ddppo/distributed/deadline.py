@@ -93,12 +93,10 @@ def arm_exit(rank: int, timeout_s: float, code: int, why: str) -> None:
 
 def exit_code(err: BaseException) -> int:
     """The code the CLI ends a rank with for `err` (2 for a user error, 130 for Ctrl-C, else 1)."""
-    from ddppo.config import ConfigError
-    from ddppo.distributed.launch import LaunchError
-    from ddppo.errors import CheckpointError
+    from ddppo.errors import EXIT_USER_ERROR, user_error_label
 
-    if isinstance(err, (ConfigError, CheckpointError, LaunchError)):
-        return 2
+    if user_error_label(err) is not None:
+        return EXIT_USER_ERROR
     if isinstance(err, KeyboardInterrupt):
         return 130
     if isinstance(err, SystemExit):

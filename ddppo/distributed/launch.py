@@ -2,7 +2,7 @@
 launcher variables a child process must not inherit.
 
 Read by the distributed context (rendezvous), the sweep launcher and the benchmarks; imports nothing of ddppo
-but the port rule (port.py).
+but the port rule (port.py) and its error's class (ddppo/errors.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ddppo.distributed.port import job_port
+from ddppo.errors import LaunchError
 
 # Every variable by which torchrun or srun tells a process which rank of which job it is. A child started as
 # its own job (a sweep run, a benchmark, a test's CLI run) must not inherit them, or it would join its parent's
@@ -82,10 +83,6 @@ def expand_first_host(nodelist: str) -> str:
     if not host or "[" in host or "]" in host:
         raise ValueError(f"cannot parse SLURM_JOB_NODELIST={nodelist!r}")
     return host
-
-
-class LaunchError(ValueError):
-    """A launcher variable that cannot describe this process (one line naming it, its value and the fix)."""
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None = None, low: int = 0, high: int | None = None,

@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 import ddppo.distributed.generation as generation
 from ddppo import signals
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.distributed.launch import Launch
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 
 BOOL_ON = ("y", "yes", "1", "t", "true")
 BOOL_OFF = ("n", "no", "0", "f", "false")

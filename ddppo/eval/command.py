@@ -54,7 +54,8 @@ from typing import Any, TextIO
 
 from ddppo import checkpoint as ckpt
 from ddppo import signals
-from ddppo.config import Config, ConfigError, get_key, load_config
+from ddppo.config import Config, get_key, load_config
+from ddppo.errors import CheckpointError, ConfigError
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator, result_name
 from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
@@ -196,7 +197,7 @@ class Selector:
         if self.req.checkpoint not in ("latest", "all"):
             path = Path(self.req.checkpoint)
             if not path.is_file():
-                raise ckpt.CheckpointError(f"checkpoint {str(path)!r} does not exist")
+                raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
             return [path]
         if self.req.checkpoint == "all":
             return found
@@ -221,8 +222,8 @@ class Selector:
                 return ("eval", str(path))
         if not self.req.watch or self.explicit:
             if not candidates and not self.handled:
-                raise ckpt.CheckpointError(f"no checkpoints in {str(self.run_dir.checkpoint_dir)!r}; train "
-                                           f"first, or pass --watch to wait for them")
+                raise CheckpointError(f"no checkpoints in {str(self.run_dir.checkpoint_dir)!r}; train "
+                                      f"first, or pass --watch to wait for them")
             return ("stop", "")
         last = self.run_dir.last_metrics()
         if self.run_dir.is_finished(last or {}, self.cfg.run.total_env_steps):
@@ -271,7 +272,7 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
     try:
         while True:
             try:
-                decision = ctx.decide_on_main(selector.next if selector else None, (ConfigError, ckpt.CheckpointError))
+                decision = ctx.decide_on_main(selector.next if selector else None, (ConfigError, CheckpointError))
             finally:
                 if selector is not None and out is not None:
                     for stored, path in selector.skipped:
@@ -292,7 +293,7 @@ def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = No
                          evaluator.mode, ctx.world_size, "greedy" if cfg.eval.deterministic else "sampled")
             try:
                 result = evaluator.evaluate(Path(decision[1]), req.video)
-            except ckpt.CheckpointError as err:
+            except CheckpointError as err:
                 if req.checkpoint not in ("latest", "all"):
                     raise
                 log.warning("skipping an unreadable checkpoint: %s", err)  # the same decision on every rank

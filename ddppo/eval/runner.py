@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.errors import CheckpointError
 from ddppo import signals
 from ddppo.config import Config, get_key
 from ddppo.distributed import DistContext, rank_seed
@@ -107,7 +108,7 @@ class Evaluator:
         err = ""
         try:
             data = ckpt.load(path, map_location=self.ctx.device)
-        except ckpt.CheckpointError as e:
+        except CheckpointError as e:
             data, err = None, str(e)
         ok = self.ctx.all_gather_stats(torch.tensor([0.0 if err else 1.0]))
         if ok.min() < 1:
@@ -116,7 +117,7 @@ class Evaluator:
                 log.warning("%s was removed before it could be evaluated (checkpoint.keep_last pruning); skipped",
                             path)
                 return None
-            raise ckpt.CheckpointError(err or f"{path} could not be read on another rank")
+            raise CheckpointError(err or f"{path} could not be read on another rank")
         load_weights(self.policy, data, self.cfg, f"checkpoint {path}")
         if ckpt.foreign(data) is not None:
             return data

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.errors import CheckpointError
 from ddppo.interop.habitat_checkpoint import LAYOUTS, POLICY_NAMES, to_habitat_keys
 from ddppo.model.habitat_baselines import backbone_name

@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributions import Categorical
 
-from ddppo.config import ConfigError, PolicyConfig
+from ddppo.config import PolicyConfig
+from ddppo.errors import ConfigError
 from ddppo.model.policy import Policy, RecurrentCore
 
 GOAL_KEY = "pointgoal_with_gps_compass"

@@ -23,7 +23,8 @@ import gymnasium
 import torch
 from torch import nn
 
-from ddppo.config import ConfigError, PolicyConfig
+from ddppo.config import PolicyConfig
+from ddppo.errors import ConfigError
 from ddppo.model.habitat_baselines import GOAL_KEY, habitat_baselines_parts
 from ddppo.model.policy import Policy, RecurrentCore
 

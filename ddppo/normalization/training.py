@@ -30,7 +30,8 @@ from typing import Any
 import gymnasium
 import torch
 
-from ddppo.config import Config, ConfigError
+from ddppo.config import Config
+from ddppo.errors import ConfigError
 from ddppo.distributed import DistContext
 from ddppo.normalization.live import LiveObsNormalizer
 from ddppo.normalization.moments import batch_moments, merge_moments

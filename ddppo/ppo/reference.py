@@ -19,6 +19,7 @@ import gymnasium
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.errors import CheckpointError
 from ddppo.config import KLRefConfig
 from ddppo.model.build import saved_policy
 from ddppo.rollout.storage import RolloutStorage
@@ -29,21 +30,20 @@ class ReferencePolicy:
                  num_envs: int, device: torch.device):
         try:
             data = ckpt.load(cfg.checkpoint, map_location=device)
-        except ckpt.CheckpointError as err:
-            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
-                                       f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
+        except CheckpointError as err:
+            raise CheckpointError(f"ppo.kl_ref.checkpoint: {err}; pass a checkpoint that `ddppo train` wrote "
+                                  f"(RUN_DIR/checkpoints/ckpt-<update>.pt), or leave it empty") from None
         if ckpt.foreign(data) is not None:
-            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint} is a {ckpt.foreign(data).format} "
-                                       f"checkpoint; "
-                                       f"a reference must be a ddppo checkpoint (fine-tune from it with "
-                                       f"checkpoint.path, and use one of that run's checkpoints as the reference)")
+            raise CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint} is a {ckpt.foreign(data).format} "
+                                  f"checkpoint; a reference must be a ddppo checkpoint (fine-tune from it with "
+                                  f"checkpoint.path, and use one of that run's checkpoints as the reference)")
         ref_cfg = ckpt.stored_config(data, cfg.checkpoint)
         self.policy = saved_policy(ref_cfg, obs_space, action_space).to(device)
         try:
             self.policy.load_state_dict(data["model"])
         except RuntimeError as err:
-            raise ckpt.CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint}: the reference does not fit this "
-                                       f"environment's observation/action spaces: {str(err)[:400]}") from None
+            raise CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint}: the reference does not fit this "
+                                  f"environment's observation/action spaces: {str(err)[:400]}") from None
         self.policy.eval().requires_grad_(False)
         self.hidden = self.policy.initial_hidden(num_envs, device)
         self.cfg = cfg

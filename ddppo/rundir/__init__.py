@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddppo.rundir.claim import Claim, DirectoryBusy, claim_dir  # noqa: F401  (DirectoryBusy: re-exported)
+from ddppo.rundir.claim import Claim, claim_dir
 from ddppo.rundir.holder import pid_alive
 
 log = logging.getLogger(__name__)
@@ -227,7 +227,7 @@ class RunDir:
 
     def target_env_steps(self) -> int | None:
         """run.total_env_steps of config.yaml (a resumed run may have raised it); None without a readable one."""
-        from ddppo.config import ConfigError
+        from ddppo.errors import ConfigError
 
         try:
             stored = self.read_config()

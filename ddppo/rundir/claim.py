@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ddppo.config.schema import ConfigError
+from ddppo.errors import ConfigError, DirectoryBusy
 from ddppo.rundir.holder import (boot_id, describe, identity, lock_scope, pid_alive, process_start, same_node,
                                  stale_reason, warn_once)
 
@@ -49,10 +49,6 @@ EDIT_WAIT_S = 5.0  # how long to wait for another process's edit (it takes milli
 ATTEMPTS = 5
 NO_FLOCK = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL}
 _MISSING = object()
-
-
-class DirectoryBusy(ConfigError):
-    """Another live process writes the directory; the message names it and the fix (exit 2)."""
 
 
 # ------------------------------------------------------------------------------ the record's file

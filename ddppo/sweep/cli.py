@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler of `ddppo sweep`; errors the user can fix raise ConfigError (exit 2 in ddppo.cli)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S", stream=sys.stderr)
-    from ddppo.sweep.spec import SweepError
+    from ddppo.errors import SweepError
 
     if args.max_parallel is not None and args.max_parallel < 1:
         raise SweepError(f"--max-parallel={args.max_parallel} must be >= 1")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ddppo.sweep.spec import SweepError
+from ddppo.errors import SweepError
 
 
 def gpu_slots(gpus: Sequence[str], parallel: int, ranks: int, share: bool, what: str = "") -> list[list[str]]:

@@ -38,15 +38,12 @@ import yaml
 from omegaconf import OmegaConf
 
 from ddppo import configs
-from ddppo.config import Config, ConfigError, UniqueKeyLoader, build_config, parse_overrides, read_yaml, yaml_problem
+from ddppo.config import Config, UniqueKeyLoader, build_config, parse_overrides, read_yaml, yaml_problem
+from ddppo.errors import ConfigError, SweepError
 
 SPEC_KEYS = ("name", "base", "overrides", "grid", "list", "seeds", "ranks", "max_parallel", "share_gpus", "slurm",
              "sweep_dir")
 MANAGED_KEYS = ("run.dir",)  # set by the sweep for every run
-
-
-class SweepError(ConfigError):
-    """A sweep spec or plan problem the user can fix; the message names the run and/or the key."""
 
 
 class _Loader(UniqueKeyLoader):

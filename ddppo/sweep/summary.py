@@ -30,7 +30,7 @@ import numpy as np
 
 from ddppo.rundir import atomic_write
 from ddppo.sweep import runs as disk
-from ddppo.sweep.spec import SweepError
+from ddppo.errors import SweepError
 
 DEFAULT_METRICS = ("train/reward", "train/success", "train/spl")
 SCENE_SPREAD = ("train/scene_success_min", "train/scene_success_max", "train/scene_weight_share_min",

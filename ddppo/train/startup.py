@@ -12,7 +12,8 @@ import logging
 
 from ddppo import checkpoint as ckpt
 from ddppo.checkpoint.manager import SHAPE_FIX
-from ddppo.config import Config, ConfigError, diff_keys
+from ddppo.config import Config, diff_keys
+from ddppo.errors import ConfigError
 from ddppo.distributed import DistContext
 from ddppo.rundir import Claim, RunDir
 

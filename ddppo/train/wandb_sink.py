@@ -15,7 +15,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from ddppo.config import Config, ConfigError, to_yaml
+from ddppo.config import Config, to_yaml
+from ddppo.errors import ConfigError
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "wandb_run_id"

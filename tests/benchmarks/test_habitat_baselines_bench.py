@@ -12,7 +12,8 @@ import pytest
 
 from ddppo.benchmarks import hb_config
 from ddppo.benchmarks.habitat_baselines import parity, steady_rate
-from ddppo.config import ConfigError, get_key, load_config
+from ddppo.config import get_key, load_config
+from ddppo.errors import ConfigError
 from testutil import REPO, cli_env
 
 CPU = str(REPO / "configs" / "pointnav_habitat_cpu.yaml")

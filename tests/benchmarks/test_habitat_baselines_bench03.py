@@ -11,7 +11,8 @@ import pytest
 
 from ddppo.benchmarks import hb_config03
 from ddppo.benchmarks.habitat_baselines import steady_rate, table, throughput
-from ddppo.config import ConfigError, get_key, load_config
+from ddppo.config import get_key, load_config
+from ddppo.errors import ConfigError
 from testutil import REPO
 
 CPU = str(REPO / "configs" / "pointnav_habitat_cpu.yaml")

@@ -15,7 +15,7 @@ HOST = socket.gethostname()
 def _join_cuda(rank: int, world: int, port: int, gpus: list[int]):
     """One rank joining with dist.device=cuda; `gpus[rank]`: the GPUs it sees (0: this build's own CUDA, none
     on a CPU machine). A startup timeout far beyond the test's own bound: a rank left waiting fails the test."""
-    from ddppo.config import ConfigError
+    from ddppo.errors import ConfigError
     from ddppo.distributed import Launch, init_distributed
 
     if gpus[rank]:

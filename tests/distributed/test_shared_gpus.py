@@ -26,7 +26,7 @@ def _join(rank: int, world: int, port: int, backend: str, device: str, gpus: int
     """One rank joining; `gpus`: the GPUs every rank sees, or per rank (0: this build's own CUDA, none)."""
     import torch.distributed as dist
 
-    from ddppo.config import ConfigError
+    from ddppo.errors import ConfigError
     from ddppo.distributed import Launch, init_distributed
 
     for name in NCCL_VARS:

@@ -11,8 +11,9 @@ import json
 import pytest
 
 from ddppo.cli import main
-from ddppo.config import ConfigError, load_config
+from ddppo.config import load_config
 from ddppo.envs.field_metadata import BOUNDS, CHOICES, rule_problems, section_problems
+from ddppo.errors import ConfigError
 from ddppo.envs.registry import OPTION_SECTIONS
 
 # a valid section of each kind: the values an environment needs once it is the one chosen

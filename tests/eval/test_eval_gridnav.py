@@ -12,7 +12,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.eval.command import resolve_config
 from eval_testutil import eval_in_process, finish, replay_gridnav, start_cli
 
@@ -110,7 +110,7 @@ def test_all_in_order_same_episodes_and_rerun_skips(gridnav_run, tmp_path):
 
 
 def test_unreadable_checkpoint_skipped_in_a_scan_refused_by_name(gridnav_run, tmp_path):
-    from ddppo.checkpoint import CheckpointError
+    from ddppo.errors import CheckpointError
 
     run = tmp_path / "run"
     shutil.copytree(gridnav_run, run, ignore=shutil.ignore_patterns("eval"))

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from eval_testutil import eval_in_process, fake_checkpoint, finish, habitat_config, start_cli
 
 

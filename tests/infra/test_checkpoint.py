@@ -14,6 +14,7 @@ import yaml
 
 from ddppo.rundir import checkpoint_update
 from ddppo import checkpoint as ckpt
+from ddppo.errors import CheckpointError
 from ddppo.envs.gridnav import GridNav
 from ddppo.envs.options import GridNavOptions
 from ddppo.envs.registry import EnvSpec
@@ -148,11 +149,11 @@ def test_non_finite_model_or_optimizer_refused(tmp_path):
     ckpt.save(tmp_path, 1, payload(), keep_last=3)
     bad = payload()
     next(iter(bad["model"].values()))[0] = float("nan")
-    with pytest.raises(ckpt.CheckpointError, match="non-finite.*model"):
+    with pytest.raises(CheckpointError, match="non-finite.*model"):
         ckpt.save(tmp_path, 2, bad, keep_last=1)
     bad = payload()
     bad["optimizer"]["state"][0]["exp_avg"].fill_(float("inf"))
-    with pytest.raises(ckpt.CheckpointError, match="non-finite.*optimizer"):
+    with pytest.raises(CheckpointError, match="non-finite.*optimizer"):
         ckpt.save(tmp_path, 3, bad, keep_last=1)
     assert names(tmp_path) == ["ckpt-1.pt"]
 
@@ -186,24 +187,24 @@ def test_none_valid_raises_and_no_checkpoints_is_none(tmp_path):
     assert ckpt.newest_valid(tmp_path) is None
     write_corrupt(tmp_path, 1, "garbage")
     write_corrupt(tmp_path, 2, "truncated")
-    with pytest.raises(ckpt.CheckpointError, match="none of the 2 checkpoints"):
+    with pytest.raises(CheckpointError, match="none of the 2 checkpoints"):
         ckpt.newest_valid(tmp_path)
 
 
 def test_load_refuses_files_that_are_not_checkpoints(tmp_path):
-    with pytest.raises(ckpt.CheckpointError, match="does not exist"):
+    with pytest.raises(CheckpointError, match="does not exist"):
         ckpt.load(tmp_path / "missing.pt")
     plain = tmp_path / "state.pt"
     torch.save({"weights": torch.zeros(2)}, plain)  # a torch file, but not ours
-    with pytest.raises(ckpt.CheckpointError, match="not a ddppo checkpoint"):
+    with pytest.raises(CheckpointError, match="not a ddppo checkpoint"):
         ckpt.load(plain)
     text = tmp_path / "notes.pt"
     text.write_text("hello")
-    with pytest.raises(ckpt.CheckpointError, match="not a readable ddppo checkpoint"):
+    with pytest.raises(CheckpointError, match="not a readable ddppo checkpoint"):
         ckpt.load(text)
     evil = tmp_path / "evil.pt"
     torch.save({"format": ckpt.FORMAT, "model": {}, "obj": Exploit()}, evil)  # needs full unpickling
-    with pytest.raises(ckpt.CheckpointError, match="not a readable ddppo checkpoint"):
+    with pytest.raises(CheckpointError, match="not a readable ddppo checkpoint"):
         ckpt.load(evil)
     assert not Exploit.ran
 
@@ -271,7 +272,7 @@ def test_run_dir_start_up_keeps_every_previous_config(tmp_path, tiny_config):
 
 
 def test_run_dir_start_up_refuses_shape_change_only_after_training(tmp_path, tiny_config):
-    from ddppo.config import ConfigError
+    from ddppo.errors import ConfigError
     run = tmp_path / "run"
     start_run_dir(tiny_config(run))
     # no checkpoint yet (a start that failed before the first one): a new shape is fine

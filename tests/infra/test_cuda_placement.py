@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.distributed import cuda
 
 

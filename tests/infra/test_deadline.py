@@ -4,9 +4,9 @@ code is the CLI's for the error."""
 
 from __future__ import annotations
 
-from ddppo.config import ConfigError
 from ddppo.distributed import PeerLostError, deadline
-from ddppo.errors import CheckpointError
+from ddppo.envs.base import EnvError
+from ddppo.errors import CheckpointError, ConfigError, LaunchError
 
 
 def test_nothing_is_armed_outside_a_run_and_disable_forgets_everything():
@@ -26,6 +26,6 @@ def test_nothing_is_armed_outside_a_run_and_disable_forgets_everything():
 
 
 def test_the_exit_code_is_the_clis():
-    assert deadline.exit_code(ConfigError("x")) == deadline.exit_code(CheckpointError("x")) == 2
+    assert {deadline.exit_code(cls("x")) for cls in (ConfigError, CheckpointError, LaunchError, EnvError)} == {2}
     assert deadline.exit_code(PeerLostError("x")) == deadline.exit_code(RuntimeError("x")) == 1
     assert deadline.exit_code(KeyboardInterrupt()) == 130 and deadline.exit_code(SystemExit(3)) == 3

@@ -4,8 +4,8 @@ import pytest
 
 from ddppo.distributed.port import job_port
 from ddppo.distributed import rank_seed
-from ddppo.distributed.launch import (LAUNCH_VARS, Launch, LaunchError, expand_first_host, read_launch,
-                                     without_launch_vars)
+from ddppo.distributed.launch import LAUNCH_VARS, Launch, expand_first_host, read_launch, without_launch_vars
+from ddppo.errors import LaunchError
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
             "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29511", "TORCHELASTIC_RESTART_COUNT": "2",

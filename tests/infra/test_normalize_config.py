@@ -4,7 +4,8 @@ unquoted on/off; stored configs from before these keys keep meaning what the tra
 import pytest
 import yaml
 
-from ddppo.config import ConfigError, from_yaml_text, load_config, to_yaml
+from ddppo.config import from_yaml_text, load_config, to_yaml
+from ddppo.errors import ConfigError
 
 
 @pytest.mark.parametrize("overrides,named", [

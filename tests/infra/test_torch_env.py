@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddppo.config import ConfigError
+from ddppo.errors import ConfigError
 from ddppo.distributed import cuda, startup
 from ddppo.distributed.launch import Launch, read_launch
 

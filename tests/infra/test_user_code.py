@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-from ddppo.config import ConfigError, load_config
+from ddppo.config import load_config
+from ddppo.errors import ConfigError
 from ddppo.user_code import POLICIES, Registry, import_user_module, workdir_first
 
 

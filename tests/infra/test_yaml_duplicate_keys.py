@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ddppo.config import ConfigError, load_config, yaml_layer
+from ddppo.config import load_config, yaml_layer
+from ddppo.errors import ConfigError
 
 TWICE_SECTION = "ppo:\n  lr: 0.001\nenv:\n  num_envs: 4\nppo:\n  epochs: 2\n"
 TWICE_NESTED = "ppo:\n  lr: 0.001\n  epochs: 2\n  lr: 0.01\n"

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.errors import CheckpointError
 from ddppo.config import Config, PolicyConfig
 from ddppo.model.build import make_policy
 from ddppo.model.habitat_baselines import GOAL_KEY
@@ -62,7 +63,7 @@ def test_not_a_reference_policy(tmp_path):
     from ddppo.ppo.reference import ReferencePolicy
 
     hb_file(tmp_path / "ckpt.1.pth", {})
-    with pytest.raises(ckpt.CheckpointError, match="is a habitat-baselines checkpoint; a reference must be"):
+    with pytest.raises(CheckpointError, match="is a habitat-baselines checkpoint; a reference must be"):
         ReferencePolicy(KLRefConfig(checkpoint=str(tmp_path / "ckpt.1.pth")), SPACE, gymnasium.spaces.Discrete(4), 2,
                         torch.device("cpu"))
 

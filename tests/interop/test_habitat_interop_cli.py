@@ -98,7 +98,8 @@ def test_train_export_finetune_evaluate(data, tmp_path):
 
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):
     from ddppo import checkpoint as ckpt
-    from ddppo.config import Config, ConfigError, to_yaml
+    from ddppo.config import Config, to_yaml
+    from ddppo.errors import ConfigError
     from ddppo.export.habitat_baselines import export_habitat_baselines
 
     run = tmp_path / "run"

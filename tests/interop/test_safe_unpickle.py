@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.errors import CheckpointError
 from ddppo.interop import safe_unpickle
 
 import interop_evil as evil  # tests/interop/interop_evil.py
@@ -55,14 +56,14 @@ def test_calls_that_run_code_are_refused_and_not_run(tmp_path, fn):
     torch.save({"state_dict": _state_dict(), "config": evil.Payload(fn, arg)}, path)
     with pytest.raises(safe_unpickle.UnsafePickleError, match="refused, nothing was run"):
         safe_unpickle.load(path)
-    with pytest.raises(ckpt.CheckpointError, match=r"weights-only loader.*; it asks to call (posix|builtins)\.\w+"):
+    with pytest.raises(CheckpointError, match=r"weights-only loader.*; it asks to call (posix|builtins)\.\w+"):
         ckpt.load(path)
     assert not marker.exists()
 
 
 def test_not_a_torch_file_is_one_clear_error(tmp_path):
     (tmp_path / "junk.pth").write_bytes(b"not a zip")
-    with pytest.raises(ckpt.CheckpointError, match="is not a readable ddppo checkpoint"):
+    with pytest.raises(CheckpointError, match="is not a readable ddppo checkpoint"):
         ckpt.load(tmp_path / "junk.pth")
     raw = tmp_path / "raw.pkl"
     raw.write_bytes(pickle.dumps(evil.Payload(evil.leave_marker, str(tmp_path / "m"))))

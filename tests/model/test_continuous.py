@@ -136,7 +136,8 @@ def test_init_torch_keeps_pytorchs_initialisation_and_orthogonal_gives_cleanrls_
 
 
 def test_activation_and_init_are_refused_for_habitat_baselines_architectures():
-    from ddppo.config import ConfigError, load_config
+    from ddppo.config import load_config
+    from ddppo.errors import ConfigError
 
     for key, value in (("policy.activation", "tanh"), ("policy.init", "torch")):
         with pytest.raises(ConfigError, match=f"{key}={value} needs policy.architecture=ddppo"):

@@ -14,7 +14,8 @@ import logging
 import sys
 import time
 
-from ddppo.rundir import DirectoryBusy, RunDir
+from ddppo.rundir import RunDir
+from ddppo.errors import DirectoryBusy
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 try:

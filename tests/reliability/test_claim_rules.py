@@ -12,7 +12,8 @@ import pytest
 
 from ddppo.rundir import claim as claim_mod
 from ddppo.rundir import holder
-from ddppo.rundir.claim import DirectoryBusy, claim_dir, release_dir
+from ddppo.rundir.claim import claim_dir, release_dir
+from ddppo.errors import DirectoryBusy
 
 ROOT = "22 1 253:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw"
 MOUNTS = {  # mount point /shared -> (mountinfo line, the scope an flock on it has, warned?)

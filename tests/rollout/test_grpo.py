@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from ddppo.config import ConfigError, load_config
+from ddppo.config import load_config
+from ddppo.errors import ConfigError
 from ddppo.advantage.grpo import grpo_advantages
 from ddppo.envs.gridnav import STOP, TURN_LEFT, GridNav
 from ddppo.envs.options import GridNavOptions

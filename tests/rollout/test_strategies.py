@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from ddppo.config import ConfigError, PolicyConfig, RolloutConfig, load_config
+from ddppo.config import PolicyConfig, RolloutConfig, load_config
+from ddppo.errors import ConfigError
 from ddppo.model.policy import Policy
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.factory import make_collector, storage_steps

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ddppo.sweep.launch import sweep
-from ddppo.sweep.spec import SweepError
+from ddppo.errors import SweepError
 from ddppo.sweep.summary import format_stat
 from sweep_helpers import read_updates
 

@@ -7,7 +7,8 @@ import yaml
 
 from ddppo.config import parse_overrides, to_yaml
 from ddppo.sweep.launch import check_unchanged
-from ddppo.sweep.spec import SweepError, cli_overrides, expand, format_value, load_spec
+from ddppo.sweep.spec import cli_overrides, expand, format_value, load_spec
+from ddppo.errors import SweepError
 from sweep_helpers import TINY
 
 

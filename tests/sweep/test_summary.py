@@ -96,7 +96,7 @@ def test_ascending_sort(sweep_dir):
 
 
 def test_not_a_sweep_dir(tmp_path):
-    from ddppo.sweep.spec import SweepError
+    from ddppo.errors import SweepError
 
     with pytest.raises(SweepError, match="not a sweep dir"):
         summarize(tmp_path)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddppo.config import ConfigError, load_config
+from ddppo.config import load_config
+from ddppo.errors import ConfigError
 from ddppo.model.policy import Policy
 
 GRIDNAV = "configs/gridnav.yaml"
