@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 
 def steps_per_second(name: str, options: dict, spec: EnvSpec, seconds: float) -> float:

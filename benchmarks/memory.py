@@ -15,7 +15,8 @@ from ddppo.benchmarks import report
 from ddppo.config import load_config
 from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 
 def _release_free_heap() -> None:

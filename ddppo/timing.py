@@ -44,8 +44,6 @@ LOG_CHECKPOINT = "log_checkpoint"
 # the order of the `perf/*` columns reduced across ranks
 PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, ADVANTAGE, NORMALIZATION_SYNC,
           REFERENCE_FORWARD, LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT, LOG_CHECKPOINT)
-# the phases of rollout collection
-COLLECT = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE)
 
 
 MAX_PENDING = 4096  # phases whose events are read at the latest (a timer nobody pops: evaluation's)

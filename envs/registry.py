@@ -1,10 +1,10 @@
 """Environment names -> option dataclasses and constructors.
 
-`ddppo` sees environments only through this module: it reads the option
-dataclasses (to build its config schema) and calls `make_vec_env`. Concrete
-environment modules are imported lazily, so a missing optional dependency
-(habitat-sim) only matters when that environment is asked for. `envs` is a DAG:
-base <- options <- environments <- vector <- registry (EnvSpec lives in base; it is re-exported here).
+`ddppo` sees environments only through this module and the interface of base.py
+(VecEnv, EnvSpec, EnvError): it reads the option dataclasses (to build its config
+schema) and calls `make_vec_env`. Concrete environment modules are imported lazily,
+so a missing optional dependency (habitat-sim) only matters when that environment is
+asked for. `envs` is a DAG: base <- options <- environments <- vector <- registry.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Mapping
 
-from ddppo.envs.base import EnvError, EnvSpec, VecEnv  # noqa: F401  (EnvSpec re-exported: it used to live here)
+from ddppo.envs.base import EnvError, EnvSpec, VecEnv
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 
 # config section name -> option dataclass (one sub-section of `env` each)

@@ -103,6 +103,63 @@ def trainer_in_process(cfg) -> Iterator[Any]:
         ctx.close()
 
 
+def obs_to_torch(obs: dict, device: Any = "cpu") -> dict:
+    """An env's numpy observations as tensors on `device`, unstaged (a rollout copies through `Actor.staging`)."""
+    import numpy as np
+    import torch
+
+    return {k: torch.from_numpy(np.asarray(v)).to(device) for k, v in obs.items()}
+
+
+def parameter_count(state_dict: dict) -> int:
+    """Parameters of a habitat-baselines policy's state dict as habitat-baselines counts them (without the
+    observation normaliser's running_mean_and_var buffers)."""
+    return sum(v.numel() for k, v in state_dict.items() if "running_mean_and_var" not in k)
+
+
+class Held:
+    """A saved-state owner that holds a given state (a test's stand-in for the model, optimiser, counters, ...)."""
+
+    def __init__(self, state: Any):
+        self.state = state
+
+    def state_dict(self) -> Any:
+        return self.state
+
+    def load_state_dict(self, state: Any) -> None:
+        self.state = state
+
+
+def save_checkpoint(run_dir: str | Path, update: int, model: dict, cfg: Any = None, optimizer: dict | None = None,
+                    counters: dict | None = None, **rank: Any) -> Path:
+    """RUN_DIR/checkpoints/ckpt-<update>.pt as `ddppo train` writes it: through the checkpoint manager, on a
+    one-rank gloo context, with the shared namespaces model, optimizer (empty by default) and counters (update and
+    env steps by default), this rank's `rank` namespaces, and `cfg` (the schema's defaults by default) as its
+    config, with run.dir set to `run_dir`."""
+    import dataclasses
+
+    from ddppo.checkpoint.manager import CheckpointManager
+    from ddppo.config import Config
+    from ddppo.rundir import RunDir
+
+    cfg = Config() if cfg is None else cfg
+    cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, dir=str(run_dir)))
+    ctx = gloo_context(seed=cfg.run.seed)
+    try:
+        manager = CheckpointManager(cfg, ctx)
+        manager.register("model", Held(model), shared=True)
+        manager.register("optimizer", Held({"state": {}, "param_groups": []} if optimizer is None else optimizer),
+                         shared=True)
+        manager.register("counters", Held({"update": update, "env_steps": 0} if counters is None else counters),
+                         shared=True)
+        for name, state in rank.items():
+            manager.register(name, Held(state))
+        assert manager.save(update), f"the manager could not write update {update} into {run_dir}"
+    finally:
+        ctx.close()
+    return RunDir(run_dir).checkpoint_path(update)
+
+
 # The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file): a
 # folder, a file, or one test (`file.py::name`, parametrised cases included). `multiprocess` is everything that
 # starts a process, so `-m "not multiprocess"` is the fast unit tier; tests that ask for the `cli`/`cli_many`

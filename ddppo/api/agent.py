@@ -18,7 +18,8 @@ from ddppo.eval.command import resolve_config
 from ddppo.eval.loading import build_policy, load_weights
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import action_bounds, check_finite
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from ddppo.checkpoint.fits import (ACTION_KEYS, ENV_LAYOUT_KEYS, check_fits, for
                                    stored_config, tensor_problems)
 from ddppo.checkpoint.format import (COUNTER_DEFAULTS, FILE_KEYS, FORMAT, READABLE, all_finite, checkpoint_dir,
                                      counters_of, file_contents, format1_namespaces, from_bytes, from_storable,
-                                     list_checkpoints, load, newest_valid, payload, save, to_bytes, to_storable,
+                                     list_checkpoints, load, newest_valid, save, to_bytes, to_storable,
                                      upgrade)
 from ddppo.checkpoint.rng import RngState, rng_state, set_rng_state
 
 __all__ = [
     "ACTION_KEYS", "COUNTER_DEFAULTS", "ENV_LAYOUT_KEYS", "FILE_KEYS", "FORMAT", "READABLE",
     "RngState", "all_finite", "check_fits", "checkpoint_dir", "counters_of", "file_contents", "foreign",
-    "format1_namespaces", "from_bytes", "from_storable", "list_checkpoints", "load", "newest_valid", "payload",
+    "format1_namespaces", "from_bytes", "from_storable", "list_checkpoints", "load", "newest_valid",
     "rng_state", "save", "set_rng_state", "setting_changes", "shape_changes", "stored_config", "tensor_problems",
     "to_bytes", "to_storable", "upgrade",
 ]

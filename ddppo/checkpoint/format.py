@@ -45,12 +45,6 @@ FILE_KEYS = ("format", "config_yaml", "world_size", "rank_states")
 COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None, "episode_metrics": None}
 
 
-def payload(model: dict, optimizer: dict, counters: dict, config_yaml: str, rank_states: list) -> dict[str, Any]:
-    """The checkpoint of one update with the trainer's three shared namespaces, as `save` writes it;
-    `rank_states`: every rank's {namespace: state}."""
-    return file_contents({"model": model, "optimizer": optimizer, "counters": counters}, config_yaml, rank_states)
-
-
 def file_contents(shared: dict[str, Any], config_yaml: str, rank_states: list) -> dict[str, Any]:
     """The checkpoint of one update: the `shared` namespaces, the config, and every rank's namespaces."""
     clash = sorted(set(shared) & set(FILE_KEYS))

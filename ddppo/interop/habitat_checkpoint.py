@@ -10,7 +10,6 @@ ddppo/interop/safe_unpickle.py: nothing in them is executed and habitat need not
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -152,7 +151,3 @@ def problems(info: Any, cfg: Any) -> list[str]:
             if mine != value:
                 out.append(f"{key}: checkpoint {value!r}, this config {mine!r}")
     return out
-
-
-def parameter_count(state_dict: dict[str, torch.Tensor]) -> int:
-    return sum(math.prod(v.shape) for k, v in state_dict.items() if "running_mean_and_var" not in k)

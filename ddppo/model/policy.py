@@ -317,9 +317,6 @@ class Policy(nn.Module):
     def _actor_features(self, features: torch.Tensor) -> torch.Tensor:
         return features[..., : self.hidden_size] if getattr(self, "critic_trunk", None) is not None else features
 
-    def distribution(self, features: torch.Tensor) -> torch.distributions.Distribution:
-        return self.params_to_distribution(self.dist_params(features))
-
     def dist_params(self, features: torch.Tensor) -> torch.Tensor:
         """Action distribution as one tensor: log-probs (..., A), or Gaussian (mean, log_std) (..., 2A)."""
         out = self.actor(self._actor_features(features))

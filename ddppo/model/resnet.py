@@ -110,7 +110,6 @@ class ResNetEncoder(nn.Module):
         compressed = max(1, round(compression_features / (fh * fw)))
         self.compress = nn.Sequential(_conv(cin, compressed, 3), _norm(compressed, groups), nn.ReLU(inplace=True))
         self.fc = nn.Sequential(nn.Flatten(), nn.Linear(compressed * fh * fw, out_dim), nn.ReLU(inplace=True))
-        self.feature_shape = (compressed, int(fh), int(fw))
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")

@@ -48,11 +48,6 @@ def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_in
                        f"wrapper, to return finite values)")
 
 
-def obs_to_torch(obs: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    """Unstaged copies, off the rollout's step path (tests, one-off values); a rollout uses `Actor.staging`."""
-    return {k: torch.from_numpy(np.asarray(v)).to(device, non_blocking=True) for k, v in obs.items()}
-
-
 @dataclasses.dataclass
 class Action:
     action: torch.Tensor  # what the policy chose (unclipped: its log-probability is of this)

@@ -156,9 +156,6 @@ class RolloutStorage:
         self.lengths[envs] = t + 1
         self.step = max(self.step, int(t.max()) + 1)
 
-    def last_obs(self) -> dict[str, torch.Tensor]:
-        return {k: v[self.step] for k, v in self.obs.items()}
-
     def minibatches(self, num_mini_batch: int, generator: torch.Generator | None = None,
                     ref_params: torch.Tensor | None = None, split: str = "env") -> Iterator[MiniBatch]:
         """`num_mini_batch` minibatches split by environment over the collected steps (`split="sample"`: of

@@ -12,8 +12,6 @@ import math
 
 import numpy as np
 
-IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
-
 
 def quat_from_yaw(yaw: float) -> np.ndarray:
     """Rotation by `yaw` radians about +Y, as [x, y, z, w]."""

@@ -38,7 +38,8 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
     from ddppo.rollout.preemption import Preemption
     from ddppo.rollout.storage import RolloutStorage
     from ddppo.timing import Timer
-    from ddppo.envs.registry import EnvSpec, make_vec_env
+    from ddppo.envs.registry import make_vec_env
+    from ddppo.envs.base import EnvSpec
 
     torch.set_num_threads(1)
     from testutil import gloo_context

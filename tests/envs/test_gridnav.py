@@ -10,7 +10,8 @@ from ddppo.envs.base import EnvError, VecEnv
 from ddppo.envs.gridmaps import geodesic_fields, parse_ascii
 from ddppo.envs.gridnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, GridNav
 from ddppo.envs.options import GridNavOptions
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 F, L, R = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT
 EAST, NORTH, WEST, SOUTH = 0, 1, 2, 3

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv, fresh_reset, restores_state
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 
 def make(env_id, num_envs=4, seed=0, **options):

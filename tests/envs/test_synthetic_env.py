@@ -7,7 +7,8 @@ import pytest
 
 from ddppo.envs.base import EnvError, VecEnv
 from ddppo.envs.options import SyntheticOptions
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 from ddppo.envs.synthetic import SyntheticEnv, SyntheticFailure
 
 

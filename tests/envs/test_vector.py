@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 from ddppo.envs.vector import SubprocVecEnv, worker_spec
 
 GRID = {"num_maps": 4, "max_episode_steps": 15}
@@ -154,7 +155,8 @@ import os, signal, time
 from multiprocessing import forkserver, resource_tracker
 import numpy as np
 import psutil
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.base import EnvSpec
+from ddppo.envs.registry import make_vec_env
 
 def alive(pid):
     try:

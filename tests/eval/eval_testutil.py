@@ -15,9 +15,9 @@ from ddppo.config import Config, load_config, to_yaml
 from ddppo.distributed import rank_seed
 from ddppo.eval.command import EvalRequest, resolve_config, run
 from ddppo.model.policy import Policy
-from ddppo.rollout.acting import obs_to_torch
-from ddppo.envs.registry import EnvSpec, make_vec_env
-from testutil import cli_env, gloo_context  # tests/testutil.py, shared with tests/conftest.py
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
+from testutil import cli_env, gloo_context, obs_to_torch  # tests/testutil.py, shared with tests/conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
 

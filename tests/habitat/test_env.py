@@ -13,7 +13,8 @@ from ddppo.envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
 from ddppo.envs.habitat.follower import ShortestPathFollower
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.scenes.sim import habitat_sim_available
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 METRICS = {"return", "length", "success", "spl", "soft_spl", "distance_to_goal", "collisions"}
 

@@ -32,7 +32,7 @@ from ddppo.envs.scenes.layout import LayoutParams  # noqa: E402
 from ddppo.envs.habitat.options import HabitatOptions  # noqa: E402
 from ddppo.envs.scenes.scene_gen import generate_scenes  # noqa: E402
 from ddppo.envs.scenes.sim import HabitatSim  # noqa: E402
-from ddppo.envs.registry import EnvSpec  # noqa: E402
+from ddppo.envs.base import EnvSpec  # noqa: E402
 from habitat_testutil import habitat_gpu  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -17,7 +17,7 @@ from ddppo import checkpoint as ckpt
 from ddppo.errors import CheckpointError
 from ddppo.envs.gridnav import GridNav
 from ddppo.envs.options import GridNavOptions
-from ddppo.envs.registry import EnvSpec
+from ddppo.envs.base import EnvSpec
 
 
 def payload(seed=0, **extra):

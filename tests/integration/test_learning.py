@@ -14,7 +14,8 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import from_yaml_text
 from ddppo.model.policy import Policy
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 GRIDNAV = "configs/gridnav.yaml"
 LEARN = {

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from ddppo.config import load_config
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 CARTPOLE = "configs/cartpole.yaml"
 GRIDNAV = "configs/gridnav.yaml"

@@ -21,6 +21,7 @@ from ddppo.export.habitat_baselines import export_payload, installed_layout
 from ddppo.model.habitat_baselines import GOAL_KEY
 from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
 from hb_real import habitat_baselines_version, load_habitat_baselines
+from testutil import parameter_count
 
 HB_POLICY, WHY = load_habitat_baselines("PointNavBaselinePolicy")
 if HB_POLICY is None and os.environ.get("DDPPO_REQUIRE_HABITAT_BASELINES") == "1":
@@ -80,7 +81,7 @@ def test_names_shapes_and_counts_are_habitat_baselines(size):
     hb, ours = hb_policy(size).state_dict(), ddppo_policy(size).state_dict()
     assert list(hb) == list(ours)  # same names, same order
     assert {k: tuple(v.shape) for k, v in hb.items()} == {k: tuple(v.shape) for k, v in ours.items()}
-    print(f"{size}x{size} depth: {habitat_ckpt.parameter_count(hb):,} parameters on both sides")
+    print(f"{size}x{size} depth: {parameter_count(hb):,} parameters on both sides")
 
 
 def test_same_weights_same_actions_values_and_states():

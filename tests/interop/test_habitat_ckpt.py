@@ -15,6 +15,7 @@ from ddppo.errors import CheckpointError
 from ddppo.config import Config, PolicyConfig
 from ddppo.model.build import make_policy
 from ddppo.model.habitat_baselines import GOAL_KEY
+from testutil import save_checkpoint
 
 SMALL = PolicyConfig(architecture="habitat_baselines", hidden_size=16, rnn_type="lstm", rnn_layers=1,
                      resnet_base_width=8, resnet_layers=[2, 2, 2, 2], resnet_bottleneck=False)
@@ -30,8 +31,9 @@ def hb_file(path, config: dict) -> dict:
     return sd
 
 
-def ddppo_payload() -> dict:
-    return ckpt.payload({"w": torch.zeros(1)}, {"state": {}}, {"update": 1, "env_steps": 2}, "run: {}\n", [])
+def ddppo_checkpoint(run_dir, update: int):
+    """One of ddppo's own checkpoints, as `ddppo train` saves it."""
+    return save_checkpoint(run_dir, update, {"w": torch.zeros(1)})
 
 
 def test_read_back_and_mismatches_named(tmp_path):
@@ -43,7 +45,7 @@ def test_read_back_and_mismatches_named(tmp_path):
     data = ckpt.load(tmp_path / "ckpt.1.pth")
     info = ckpt.foreign(data)
     assert data["counters"]["env_steps"] == 77 and data["config_yaml"] is None and info.format == "habitat-baselines"
-    assert info.name == "ckpt.1" and ckpt.foreign(ckpt.load(ckpt.save(tmp_path, 1, ddppo_payload(), 1))) is None
+    assert info.name == "ckpt.1" and ckpt.foreign(ckpt.load(ddppo_checkpoint(tmp_path / "run", 1))) is None
     assert set(data["model"]) == set(sd) and all(torch.equal(data["model"][k], v) for k, v in sd.items())
     assert info.config_values == {
         "policy.hidden_size": 16, "policy.rnn_type": "lstm", "policy.rnn_layers": 1,
@@ -77,7 +79,7 @@ def test_eval_outputs_keep_a_foreign_checkpoints_own_name(tmp_path):
     hb_file(tmp_path / "ckpt.3.pth", {})
     assert name_of(tmp_path / "ckpt.3.pth") == "ckpt.3"
     assert RunDir.eval_result_path(tmp_path / "ev", name_of(tmp_path / "ckpt.3.pth")) == tmp_path / "ev" / "ckpt.3.json"
-    ours = ckpt.save(tmp_path / "run", 7, ddppo_payload(), 1)
+    ours = ddppo_checkpoint(tmp_path / "run", 7)
     assert name_of(ours) == "ckpt-7"
     renamed = ours.rename(tmp_path / "best.pt")
-    assert name_of(renamed) == "ckpt-1"  # the update it holds
+    assert name_of(renamed) == "ckpt-7"  # the update it holds, read from the file

@@ -97,14 +97,12 @@ def test_train_export_finetune_evaluate(data, tmp_path):
 
 
 def test_export_refuses_a_ddppo_architecture_run(tmp_path):
-    from ddppo import checkpoint as ckpt
-    from ddppo.config import Config, to_yaml
     from ddppo.errors import ConfigError
     from ddppo.export.habitat_baselines import export_habitat_baselines
+    from testutil import save_checkpoint
 
     run = tmp_path / "run"
-    ckpt.save(run, 1, ckpt.payload({"actor.weight": torch.zeros(4, 8)}, {}, {"update": 1, "env_steps": 8},
-                                   to_yaml(Config()), []), keep_last=2)
+    save_checkpoint(run, 1, {"actor.weight": torch.zeros(4, 8)}, counters={"update": 1, "env_steps": 8})
     with pytest.raises(ConfigError, match="policy.architecture='ddppo'; only policy.architecture="
                                                 "habitat_baselines or habitat_baselines_simple"):
         export_habitat_baselines(run, tmp_path / "x.pth")

@@ -153,7 +153,7 @@ def test_gaussian_act_samples_and_scores_exactly_as_torch_normal():
     torch.manual_seed(5)
     action, logp, value, _ = p.act(obs, p.initial_hidden(6), torch.zeros(6))
     feats, _ = p._features({k: v.unsqueeze(0) for k, v in obs.items()}, p.initial_hidden(6), torch.zeros(1, 6))
-    dist = p.distribution(feats[0])
+    dist = p.params_to_distribution(p.dist_params(feats[0]))
     torch.manual_seed(5)
     assert torch.equal(action, dist.sample())
     assert torch.equal(logp, dist.log_prob(action).sum(-1)) and torch.equal(value, p._value(feats[0]))

@@ -14,6 +14,7 @@ import torch
 from ddppo.export.habitat_baselines import export_payload
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
+from testutil import parameter_count
 from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesPolicy
 from ddppo.model.build import make_policy
 from ddppo.model.habitat_baselines_simple import HabitatBaselinesSimplePolicy
@@ -38,7 +39,7 @@ def test_paper_policy_has_habitat_baselines_size_and_names():
     sd = policy.state_dict()
     assert isinstance(policy, HabitatBaselinesPolicy)
     assert (len(sd), sum(p.numel() for p in policy.parameters())) == (179, 12_454_917)
-    assert habitat_ckpt.parameter_count(sd) == 12_454_917
+    assert parameter_count(sd) == 12_454_917
     assert tuple(sd["net.visual_fc.1.weight"].shape) == (512, 2048)  # compression: 128 x 4 x 4 flattened
     assert tuple(sd["net.tgt_embeding.weight"].shape) == (32, 3)
     assert tuple(sd["net.prev_action_embedding.weight"].shape) == (5, 32)

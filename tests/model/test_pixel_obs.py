@@ -13,9 +13,10 @@ import torch
 import pixelenv
 from ddppo.config import PolicyConfig
 from ddppo.model.policy import ImageInput, Policy
-from ddppo.rollout.acting import obs_to_torch
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
+from testutil import obs_to_torch
 
 N = 3
 

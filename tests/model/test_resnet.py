@@ -22,7 +22,7 @@ def test_output_shape(kw, size, channels):
 def test_defaults_and_non_square_input():
     enc = ResNetEncoder(1)  # base 32, (2, 2, 2, 2), 128 px
     assert enc(torch.rand(1, 1, 128, 128)).shape == (1, 512)
-    assert enc.feature_shape[0] * enc.feature_shape[1] * enc.feature_shape[2] == pytest.approx(2048, rel=0.05)
+    assert enc.fc[1].in_features == pytest.approx(2048, rel=0.05)  # the compressed feature map, flattened
     rect = ResNetEncoder(2, base_width=8, layers=(1, 1), spatial_size=(40, 56), out_dim=16)
     assert rect(torch.rand(1, 2, 40, 56)).shape == (1, 16)
 

@@ -173,11 +173,11 @@ def good_checkpoint(tmp_path_factory) -> bytes:
 
     from ddppo import checkpoint as ckpt
 
+    from testutil import save_checkpoint
+
     run = tmp_path_factory.mktemp("ckpt")
     model = torch.nn.GRU(3, 4).state_dict()
-    payload = ckpt.payload(model, {"state": {}, "param_groups": []}, {"update": 3, "env_steps": 96}, "ppo: {}\n",
-                           [{"rng": ckpt.rng_state()}])
-    return ckpt.save(run, 3, payload, keep_last=1).read_bytes()
+    return save_checkpoint(run, 3, model, counters={"update": 3, "env_steps": 96}, rng=ckpt.rng_state()).read_bytes()
 
 
 def test_fuzz_checkpoint_bytes(good_checkpoint):

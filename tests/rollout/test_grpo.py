@@ -13,7 +13,7 @@ from ddppo.errors import ConfigError
 from ddppo.advantage.grpo import grpo_advantages
 from ddppo.envs.gridnav import STOP, TURN_LEFT, GridNav
 from ddppo.envs.options import GridNavOptions
-from ddppo.envs.registry import EnvSpec
+from ddppo.envs.base import EnvSpec
 
 
 def _z(shape):

@@ -76,7 +76,8 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
     from ddppo.rollout.factory import make_collector, storage_steps
     from ddppo.rollout.storage import RolloutStorage
     from ddppo.timing import Timer
-    from ddppo.envs.registry import EnvSpec, make_vec_env
+    from ddppo.envs.registry import make_vec_env
+    from ddppo.envs.base import EnvSpec
 
     n, cfg = 4, RolloutConfig(num_steps=6, mode="variable", batch_wait_s=0.0, max_env_steps_factor=3.0)
     envs = make_vec_env("synthetic", {"step_sleep_s": 0.002, "step_sleep_sigma": 1.0, "episode_length": 5},

@@ -64,7 +64,8 @@ def _collector(mode: str, workers: int):
     from ddppo.rollout.factory import make_collector, storage_steps
     from ddppo.rollout.storage import RolloutStorage
     from ddppo.timing import Timer
-    from ddppo.envs.registry import EnvSpec, make_vec_env
+    from ddppo.envs.registry import make_vec_env
+    from ddppo.envs.base import EnvSpec
 
     cfg = RolloutConfig(num_steps=6, mode="variable" if mode == "variable" else "fixed", overlap=mode == "overlapped",
                         batch_wait_s=0.0)

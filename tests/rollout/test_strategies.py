@@ -22,7 +22,8 @@ from ddppo.rollout.storage import RolloutStorage
 from ddppo.rollout.variable import VariableCollector
 from ddppo.timing import Timer
 from ddppo.envs.base import AsyncVecEnv, worker_count
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 from rollout_testutil import NeverStop
 
 GRIDNAV = str(Path(__file__).resolve().parents[2] / "configs" / "gridnav.yaml")

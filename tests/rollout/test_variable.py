@@ -11,7 +11,8 @@ from ddppo.config import RolloutConfig
 from ddppo.rollout.factory import make_collector
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 
 N, T, CAP = 4, 6, 12
 # per-env step times spread by a log-normal factor (sigma 1.5) redrawn every 5-step episode

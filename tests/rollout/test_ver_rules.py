@@ -15,7 +15,8 @@ from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.rollout.variable import importance_weights
 from ddppo.timing import Timer
-from ddppo.envs.registry import EnvSpec, make_vec_env
+from ddppo.envs.registry import make_vec_env
+from ddppo.envs.base import EnvSpec
 from rollout_testutil import NeverStop
 
 N, T = 4, 6

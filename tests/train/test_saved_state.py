@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
-from testutil import trainer_in_process
+from testutil import save_checkpoint, trainer_in_process
 
 
 def same(a, b) -> bool:
@@ -64,12 +64,13 @@ def test_a_saved_window_keeps_each_metric_in_its_named_column(tmp_path, tiny_con
 
 
 def test_older_checkpoints_get_their_counter_defaults(tmp_path):
-    data = ckpt.payload({"w": torch.zeros(1)}, {"state": {}}, {"update": 1, "env_steps": 2}, "run: {}\n",
-                        [{"rng": 0}, {"rng": 1}])
-    assert data["world_size"] == 2 and set(data) == {"model", "optimizer", "counters", "config_yaml", "world_size",
-                                                     "rank_states"}
-    path = ckpt.save(tmp_path, 1, data, keep_last=1)
-    assert ckpt.counters_of(ckpt.load(path)) == {"update": 1, "env_steps": 2, **ckpt.COUNTER_DEFAULTS}
+    """A checkpoint whose counters predate skipped_in_a_row, window, kl_beta and episode_metrics (saved through
+    the manager, as `ddppo train` saved them then) reads back with COUNTER_DEFAULTS for those."""
+    path = save_checkpoint(tmp_path, 1, {"w": torch.zeros(1)}, counters={"update": 1, "env_steps": 2}, rng=0)
+    data = ckpt.load(path)
+    assert data["world_size"] == 1 and set(data) == {"format", "model", "optimizer", "counters", "config_yaml",
+                                                     "world_size", "rank_states"}
+    assert ckpt.counters_of(data) == {"update": 1, "env_steps": 2, **ckpt.COUNTER_DEFAULTS}
 
 
 def test_format1_rank_records_are_read_as_namespaces():
