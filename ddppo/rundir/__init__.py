@@ -8,11 +8,16 @@ who may write them (claim.py: the claim; holder.py: its holder record, and when 
       tb/                         TensorBoard events of training (rank 0)
       checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint/format.py)
       eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
+      wandb_run_id, wandb/        the W&B run a resume continues, and wandb's own files (log.wandb.enabled)
       .lock, .holder.json         who writes them, also eval/.lock, eval/.holder.json (claim.py)
 
-Training, evaluation, sweeps and benchmarks all go through `RunDir`; every file of it is written with
-`atomic_write` (temp file in the same folder + rename), and metrics.jsonl is always read with `read_jsonl`, which
-skips a torn line instead of failing on it.
+Training, evaluation, sweeps and benchmarks all find these files through `RunDir`. Every file ddppo writes whole
+(config.yaml, checkpoints, evaluation results, wandb_run_id) is written with `atomic_write` (temp file in the same
+folder + rename), so a reader sees the old file or the new one; the claim's record with claim.py's own temp file
++ link or rename. metrics.jsonl is appended a line at a time (train/metrics.py: a line that cannot be appended is
+taken back, never left torn) and always read with `read_jsonl`, which skips a torn line instead of failing on it.
+The folders tb/, eval/tb/, eval/videos/ and wandb/ are written by TensorBoard, the video encoder and wandb
+themselves.
 
 One live writer per directory (`claim_dir`): `ddppo train` (rank 0) holds RUN_DIR, `ddppo eval` its output folder
 (OUT), `ddppo sweep` SWEEP_DIR, for as long as it runs. A second process that would write the same files refuses
@@ -40,6 +45,7 @@ METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tb"
 EVAL = "eval"
+WANDB_RUN_ID = "wandb_run_id"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 _CHECKPOINT_TEMP = re.compile(r"^\.ckpt-\d+\.pt\.(\d+)\.tmp$")  # atomic_write's temp file of a checkpoint
 
@@ -180,6 +186,7 @@ class RunDir:
         self.tensorboard_dir = self.path / TENSORBOARD
         self.checkpoint_dir = self.path / CHECKPOINTS
         self.eval_dir = self.path / EVAL  # where `ddppo eval` writes by default
+        self.wandb_run_id_path = self.path / WANDB_RUN_ID
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -308,6 +315,18 @@ class RunDir:
                 f"the budget "
                 f"(e.g. run.total_env_steps={2 * max(total_env_steps, last['env_steps'])}); for a new run pass "
                 f"another run.dir")
+
+    # ---------------------------------------------------------------- W&B
+    def wandb_run_id(self) -> str | None:
+        """The W&B run that training in this directory logs to (log.wandb.enabled); None before the first one
+        (also where the file is empty or unreadable: a new run is better than an empty id)."""
+        try:
+            return self.wandb_run_id_path.read_text().strip() or None
+        except OSError:
+            return None
+
+    def write_wandb_run_id(self, run_id: str) -> None:
+        atomic_write(self.wandb_run_id_path, run_id + "\n")
 
     # ---------------------------------------------------------------- evaluation outputs
     @staticmethod

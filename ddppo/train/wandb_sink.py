@@ -1,9 +1,10 @@
 """Weights & Biases as a third metrics sink (rank 0, `log.wandb.enabled`), beside TensorBoard and metrics.jsonl.
 
 The same tags and the same step (global env steps) as TensorBoard; the resolved config is the run config.
-The W&B run id is kept in RUN_DIR/wandb_run_id, so a resumed training continues the same W&B run. wandb is
-imported only here, only when enabled. W&B refuses steps lower than ones it already has: after a resume from
-an older checkpoint, the updates logged again are dropped by W&B (TensorBoard purges and rewrites them).
+The W&B run id is kept in RUN_DIR/wandb_run_id (named and written atomically by ddppo/rundir/), so a resumed
+training continues the same W&B run. wandb is imported only here, only when enabled. W&B refuses steps lower
+than ones it already has: after a resume from an older checkpoint, the updates logged again are dropped by W&B
+(TensorBoard purges and rewrites them).
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ import importlib.util
 import logging
 import math
 import secrets
-from pathlib import Path
 from typing import Any
 
 from ddppo.config import Config, to_yaml
 from ddppo.errors import ConfigError
+from ddppo.rundir import RunDir
 
 log = logging.getLogger(__name__)
-RUN_ID_FILE = "wandb_run_id"
 
 
 NOT_INSTALLED = ("log.wandb.enabled=true needs the wandb package: pip install 'ddppo[wandb]' (or pip install "
@@ -43,16 +43,15 @@ class WandbSink:
         import yaml
 
         w = cfg.log.wandb
-        run_dir = Path(cfg.run.dir)
-        id_file = run_dir / RUN_ID_FILE
-        resumed = id_file.is_file()
-        run_id = id_file.read_text().strip() if resumed else secrets.token_hex(4)
-        if not resumed:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            id_file.write_text(run_id + "\n")
+        run_dir = RunDir(cfg.run.dir)
+        run_id = run_dir.wandb_run_id()
+        resumed = run_id is not None
+        if run_id is None:
+            run_id = secrets.token_hex(4)
+            run_dir.write_wandb_run_id(run_id)
         self.run = wandb.init(project=w.project, entity=w.entity or None, group=w.group or None,
-                              tags=list(w.tags) or None, mode=w.mode, dir=str(run_dir), id=run_id, resume="allow",
-                              name=run_dir.name, config=yaml.safe_load(to_yaml(cfg)))
+                              tags=list(w.tags) or None, mode=w.mode, dir=str(run_dir.path), id=run_id,
+                              resume="allow", name=run_dir.path.name, config=yaml.safe_load(to_yaml(cfg)))
         log.info("W&B run %s (%s, %s)", run_id, w.mode, "resumed" if resumed else "new")
 
     def log(self, scalars: dict[str, Any], env_steps: int) -> None:
