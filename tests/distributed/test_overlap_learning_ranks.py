@@ -59,7 +59,7 @@ def test_sigterm_to_one_rank_stops_all_ranks_at_the_same_update_with_one_checkpo
     assert re.search(rf"stopping at update {last} \(SIGTERM/SIGINT\); checkpoint saved", log), log
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_killed_rank_makes_the_survivor_exit_nonzero_within_the_timeout(tmp_path: Path):
     timeout_s = 20
     with start_ranks(2, tmp_path / "run", LONG_RUN + [f"dist.timeout_s={timeout_s}"], tmp_path) as job:
@@ -67,7 +67,7 @@ def test_killed_rank_makes_the_survivor_exit_nonzero_within_the_timeout(tmp_path
         job.procs[1].send_signal(signal.SIGKILL)
         start = time.monotonic()
         try:
-            code = job.procs[0].wait(timeout=timeout_s + 30)
+            code = job.procs[0].wait(timeout=6 * timeout_s)  # only catches a hang: the log says what ended it
         except Exception:  # subprocess.TimeoutExpired: a hang
             code = None
         log = job.log_text()

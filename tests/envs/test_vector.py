@@ -117,26 +117,29 @@ def test_build_error_in_a_worker_is_reported():
 
 
 def test_killed_worker_is_reported_fast(closing):
-    sub = make_vec_env("synthetic", {}, EnvSpec(num_envs=4, seed=0, num_workers=2))
+    """A dead worker is seen as dead (its pipe closes), not waited for until worker_timeout_s: the error names
+    the signal that killed it, not the timeout (which would say "did not answer ... within")."""
+    sub = make_vec_env("synthetic", {}, EnvSpec(num_envs=4, seed=0, num_workers=2, worker_timeout_s=300.0))
     closing(sub)
     sub.reset()
     os.kill(sub.worker_pids[1], signal.SIGKILL)
-    start = time.monotonic()
-    with pytest.raises(EnvError, match="env worker 1 .*SIGKILL"):
+    with pytest.raises(EnvError, match="env worker 1 .*SIGKILL") as err:
         sub.step(np.zeros(4, int))
-    assert time.monotonic() - start < 5
+    assert "did not answer" not in str(err.value)
 
 
 def test_hung_worker_times_out(closing):
+    """The error names the configured worker_timeout_s; close kills the sleeping workers instead of waiting for
+    their 600 s step. The 120 s bound only catches that hang (400 x the timeout, a fifth of the sleep)."""
     spec = EnvSpec(num_envs=2, seed=0, num_workers=2, worker_timeout_s=0.3)
-    sub = make_vec_env("synthetic", {"step_sleep_s": 30.0, "slow_ranks": [0]}, spec)
+    sub = make_vec_env("synthetic", {"step_sleep_s": 600.0, "slow_ranks": [0]}, spec)
     closing(sub)
     sub.reset()
     start = time.monotonic()
     with pytest.raises(EnvError, match=r"env worker\(s\) \[0, 1\] did not answer 'step' within 0.3 s"):
         sub.step(np.zeros(2, int))
-    sub.close()  # kills the sleeping workers instead of waiting for them
-    assert time.monotonic() - start < 5
+    sub.close()
+    assert time.monotonic() - start < 120
 
 
 def test_workers_ignore_interrupt_terminate_and_usr1(closing):

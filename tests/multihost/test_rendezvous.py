@@ -68,10 +68,14 @@ def test_signals_during_rendezvous_end_the_rank_at_once(network, tmp_path: Path)
 @pytest.mark.timeout(120)
 def test_a_rank_lost_during_rendezvous_is_named_after_timeout_s(network, tmp_path: Path):
     """World 3 with rank 2 not yet started: rank 1 joins, then its process dies. Rank 0 names it after
-    dist.timeout_s (5 s) instead of waiting dist.startup_timeout_s (1800 s). Then rank 0 is killed while rank 1
-    of a second job waits on its store: that rank says the store went away, at once."""
+    dist.timeout_s (5 s) instead of waiting dist.startup_timeout_s (3600 s here). Then rank 0 is killed while
+    rank 1 of a second job waits on its store: that rank says the store went away, at once.
+
+    No wall time is asserted: that rank 0 exits at all within the 60 s wait (a hang check, 12 x dist.timeout_s
+    and a sixtieth of dist.startup_timeout_s) with the line naming dist.timeout_s is what shows which bound
+    ended the wait."""
     net = network(2)
-    argv = train_argv(tmp_path / "run", **{"dist.timeout_s": 5})
+    argv = train_argv(tmp_path / "run", **{"dist.timeout_s": 5, "dist.startup_timeout_s": 3600})
     job = by_hand(net, [0, 1, 1], argv, PORT + 10, tmp_path / "logs")
     job.procs[2].kill()  # rank 2 never arrives
     wait_until(lambda: connected_to(net, 1, PORT + 10), 60, "rank 1 connected to the store")
@@ -80,8 +84,8 @@ def test_a_rank_lost_during_rendezvous_is_named_after_timeout_s(network, tmp_pat
     job.wait(60)
     assert job.procs[0].returncode == 1, job.describe()
     lines = _ddppo_lines(job.output(0))
-    assert len(lines) == 1 and "rank(s) [1] joined and then stopped answering for 5 s" in lines[0], job.describe()
-    assert job.exit_s[0] is not None and job.exit_s[0] < 40, job.describe()  # a hang check, not a speed test
+    assert len(lines) == 1 and "rank(s) [1] joined and then stopped answering for 5 s (dist.timeout_s)" in lines[0], \
+        job.describe()
 
     job2 = by_hand(net, [0, 1, 1], argv, PORT + 11, tmp_path / "logs2")
     job2.procs[2].kill()

@@ -29,7 +29,7 @@ PHASES = {
 }
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_kill_9_of_one_rank_in_a_known_phase(tmp_path: Path, phase: str):
     extra, failed_in = PHASES[phase]
@@ -46,7 +46,8 @@ def test_kill_9_of_one_rank_in_a_known_phase(tmp_path: Path, phase: str):
         job.procs[1].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         try:
-            code = job.procs[0].wait(timeout=TIMEOUT_S + 40)  # detection + the survivors' check-in probe
+            # detection + the survivors' check-in probe; 6 x dist.timeout_s only catches a hang
+            code = job.procs[0].wait(timeout=6 * TIMEOUT_S)
         except Exception:
             code = None
         took = time.monotonic() - killed
