@@ -23,6 +23,37 @@ def _load(name: str) -> dict:
     return json.loads((RESULTS / name).read_text())
 
 
+def _axes(ax, *, xlabel: str = "", ylabel: str = "", title: str = "", title_size: float | None = None,
+          ylim: tuple[float, float] | None = None, categories: list[str] | None = None, grid: str | None = "both",
+          legend: dict | None = None, **category_style) -> None:
+    """The set-up every plot's axes share: labels, a title, y limits, the categories of a bar or strip plot as the
+    x ticks at 0, 1, ... (`category_style`: their labels' keyword arguments), a light grid (`grid`: "both", "y"
+    or None) and the legend (`legend`: its keyword arguments; None: no legend)."""
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, **({"fontsize": title_size} if title_size else {}))
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if categories is not None:
+        ax.set_xticks(range(len(categories)))
+        ax.set_xticklabels(categories, **category_style)
+    if grid:
+        ax.grid(alpha=0.3, **({} if grid == "both" else {"axis": grid}))
+    if legend is not None:
+        ax.legend(**legend)
+
+
+def _save(plt, fig, path: Path, dpi: int = 100) -> Path:
+    """`fig` laid out and written to `path` (no library version in the PNG), then closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
 def _learning_runs(names: tuple[str, ...]) -> list[dict]:
     runs = []
     for name in names:
@@ -56,18 +87,11 @@ def _learning_curves(plt, out: Path, names: tuple[str, ...], png: str, version: 
             style = ("-", "--", ":")[(run["seed"] - 1) % 3]
             ax.plot([x / 1e3 for x in xs], _smooth(ys, window), style, color=COLORS[run["side"]], lw=1.4,
                     label=f"{run['side']}, seed {run['seed']}")
-        ax.set_xlabel("env steps (thousands)")
-        ax.set_ylabel(f"train {metric} (as each trainer logs it)")
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
+        _axes(ax, xlabel="env steps (thousands)", ylabel=f"train {metric} (as each trainer logs it)", ylim=(0, 1))
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"PointNav, SimpleCNN + GRU 512, 64x64 depth, habitat-baselines {version}: training curves, "
                  f"{len({r['seed'] for r in runs})} seeds per trainer", fontsize=10)
-    fig.tight_layout()
-    path = out / png
-    fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / png)
 
 
 def learning_curves(plt, out: Path) -> Path:
@@ -95,16 +119,9 @@ def _throughput_bars(plt, path: Path, cases: list[tuple[str, str]], sides: list[
             x = i + (j - (len(sides) - 1) / 2) * width
             ax.bar(x, medians[key], width, color=COLORS[side], label=side if i == len(cases) - 1 else None)
             ax.text(x, medians[key] + 3, f"{medians[key]:.0f}", ha="center", fontsize=8)
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels([c for c, _ in cases], fontsize=8)
-    ax.set_ylabel("env steps/s (median of interleaved rounds)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
-    return path
+    _axes(ax, ylabel="env steps/s (median of interleaved rounds)", title=title, title_size=10,
+          categories=[c for c, _ in cases], grid="y", legend={"fontsize": 8}, fontsize=8)
+    return _save(plt, fig, path)
 
 
 def throughput_bars(plt, out: Path) -> Path:
@@ -141,19 +158,12 @@ def habitat_lab_03_tasks(plt, out: Path) -> Path:
             x = run["eval"]["env_steps"] / 1e3
             ax.errorbar([x], [held["mean"]], yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
                         fmt="o", color=color, capsize=3, label=f"held-out {metric} (95% CI)")
-        ax.set_title(f"{run['task']} ({run['config']})", fontsize=9)
-        ax.set_xlabel("env steps (thousands)")
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
+        _axes(ax, xlabel="env steps (thousands)", title=f"{run['task']} ({run['config']})", title_size=9, ylim=(0, 1))
     axes[0][0].set_ylabel("success / SPL")
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.suptitle("habitat-lab 0.3.x tasks through ddppo train, habitat-sim 0.3.4, 2-core CPU (2026-12-02)",
                  fontsize=10)
-    fig.tight_layout()
-    path = out / "habitat_lab_03_tasks.png"
-    fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / "habitat_lab_03_tasks.png")
 
 
 def gridnav_rates(plt, out: Path) -> Path:
@@ -166,17 +176,10 @@ def gridnav_rates(plt, out: Path) -> Path:
         for j, (key, label, color) in enumerate(kinds):
             ax.bar(i + (j - 1) * 0.27, case[key], 0.27, color=color, label=label if i == 0 else None)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels([f"{c['env']} ({c['num_envs']} envs)" for c in cases], fontsize=8)
-    ax.set_ylabel("env steps/s (log)")
-    ax.set_title("Where the time goes: raw env vs rollout vs training (CPU)", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = out / "throughput_gridnav_cartpole.png"
-    fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
-    return path
+    _axes(ax, ylabel="env steps/s (log)", title="Where the time goes: raw env vs rollout vs training (CPU)",
+          title_size=10, categories=[f"{c['env']} ({c['num_envs']} envs)" for c in cases], grid="y",
+          legend={"fontsize": 8}, fontsize=8)
+    return _save(plt, fig, out / "throughput_gridnav_cartpole.png")
 
 
 def continuous_control(plt, out: Path) -> Path:
@@ -224,15 +227,10 @@ def _hopper_mean_bands(plt, runs: list[dict], sides: dict[str, tuple[str, str]],
         x, mean, std = curve_stats([(c[0], c[1]) for c in curves])
         ax.plot(x / 1e3, mean, color=colour, label=f"{label}, mean of {len(curves)} seeds")
         ax.fill_between(x / 1e3, mean - std, mean + std, color=colour, alpha=0.15)
-    ax.set_title("Hopper-v5, CleanRL's settings: mean +/- one std across seeds")
-    ax.set_xlabel("env steps (thousands)")
-    ax.set_ylabel(f"return (mean of the last {LAST} episodes)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
-    return path
+    _axes(ax, xlabel="env steps (thousands)", ylabel=f"return (mean of the last {LAST} episodes)",
+          title="Hopper-v5, CleanRL's settings: mean +/- one std across seeds",
+          legend={"fontsize": 8, "loc": "upper left"})
+    return _save(plt, fig, path)
 
 
 def _hopper_runs(*names: str) -> list[dict]:
@@ -276,11 +274,8 @@ def preemption_scaling(plt, out: Path) -> Path:
                         label=f"placement={placement}, sync_frac={frac}")
         row[0].plot([paper["gpus"]], [paper["efficiency"]], "k*", ms=10, label="DD-PPO paper (107x / 128 GPUs)")
         row[0].set_xscale("log", base=2)
-        row[0].set_ylim(0, 1.05)
-        row[0].set_xlabel("ranks")
-        row[0].set_ylabel("scaling efficiency")
-        row[0].set_title(f"scene step times log-normal, sigma {sigma}", fontsize=10)
-        row[0].legend(fontsize=7)
+        _axes(row[0], xlabel="ranks", ylabel="scaling efficiency", title=f"scene step times log-normal, sigma {sigma}",
+              title_size=10, ylim=(0, 1.05), grid=None, legend={"fontsize": 7})
         for placement, color in (("contiguous", "tab:orange"), ("cost", "tab:blue")):
             pts = sorted((c["sync_frac"], c["slow_sample_ratio"], c["slow_weight_ratio"]) for c in mine
                          if c["placement"] == placement and c["ranks"] == 128)
@@ -289,15 +284,9 @@ def preemption_scaling(plt, out: Path) -> Path:
             row[1].plot([p[0] for p in pts], [p[2] for p in pts], color=color, ls="--",
                         label=f"{placement}: with rank weighting")
         row[1].axhline(1.0, color="gray", lw=0.8)
-        row[1].set_ylim(0, 1.1)
-        row[1].set_xlabel("preemption.sync_frac (128 ranks)")
-        row[1].set_ylabel("slowest 25% of scenes: share / intended")
-        row[1].legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "preemption_scaling.png"
-    fig.savefig(path, dpi=110, metadata=PNG_META)
-    plt.close(fig)
-    return path
+        _axes(row[1], xlabel="preemption.sync_frac (128 ranks)", ylabel="slowest 25% of scenes: share / intended",
+              ylim=(0, 1.1), grid=None, legend={"fontsize": 7})
+    return _save(plt, fig, out / "preemption_scaling.png", dpi=110)
 
 
 def preemption_bias(plt, out: Path) -> Path:
@@ -315,17 +304,11 @@ def preemption_bias(plt, out: Path) -> Path:
                     if i == 0 else None)
             ax.plot([xs[0] - 0.1, xs[0] + 0.1], [sum(ys) / len(ys)] * 2, color=color, lw=2)
         bx.bar(i, data["summary"][v]["fps_median"], color="tab:gray")
-    for a in (ax, bx):
-        a.set_xticks(range(len(variants)))
-        a.set_xticklabels(variants, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("greedy success (per seed; bar: mean)")
-    ax.legend(fontsize=8)
-    bx.set_ylabel("env steps / s (median over seeds)")
-    fig.tight_layout()
-    path = out / "preemption_bias.png"
-    fig.savefig(path, dpi=110, metadata=PNG_META)
-    plt.close(fig)
-    return path
+    _axes(ax, ylabel="greedy success (per seed; bar: mean)", categories=variants, grid=None, legend={"fontsize": 8},
+          rotation=30, ha="right", fontsize=8)
+    _axes(bx, ylabel="env steps / s (median over seeds)", categories=variants, grid=None, rotation=30, ha="right",
+          fontsize=8)
+    return _save(plt, fig, out / "preemption_bias.png", dpi=110)
 
 
 def make_all(out: Path = OUT) -> list[Path]:
