@@ -158,19 +158,20 @@ def all_finite(state: Any) -> bool:
     return True
 
 
-def save(run_dir: str | Path, update: int, payload: dict[str, Any], keep_last: int) -> Path:
-    """Write ckpt-<update>.pt atomically (temp file, fsync, rename), then prune old ones.
+def save(run_dir: str | Path, update: int, contents: dict[str, Any], keep_last: int) -> Path:
+    """Write ckpt-<update>.pt holding `contents` (`file_contents`: what the checkpoint manager hands over)
+    atomically (temp file, fsync, rename), then prune old ones.
 
     Refuses to write non-finite model or optimiser values. If writing fails (disk
     full), the temp file is removed and the previous checkpoints stay as they are.
     """
     for key in ("model", "optimizer"):
-        if not all_finite(payload[key]):
+        if not all_finite(contents[key]):
             raise CheckpointError(f"refusing to save update {update}: non-finite values in the {key} state")
     final = RunDir(run_dir).checkpoint_path(update)
     # serialised in memory first: torch.save straight into a file on a full disk fails with an opaque
     # RuntimeError ("unexpected pos ..."); a plain write raises OSError(ENOSPC), which says what happened
-    atomic_write(final, to_bytes({"format": FORMAT, **to_storable(payload)}), fsync=True)
+    atomic_write(final, to_bytes({"format": FORMAT, **to_storable(contents)}), fsync=True)
     run = RunDir(run_dir)
     for newer, stale in run.set_aside_newer(update):
         log.warning("checkpoint %s is newer than update %d just saved; kept as %s", newer.name, update, stale.name)
