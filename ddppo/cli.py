@@ -24,7 +24,6 @@ from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
 log = logging.getLogger("ddppo")
 
 
-
 def _setup_logging(level: str, rank: int) -> None:
     logging.basicConfig(
         level=getattr(logging, level) if rank == 0 else logging.WARNING,
@@ -93,8 +92,8 @@ def plugin_commands() -> dict:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from ddppo.config import explain, help_keys, load_config, to_yaml
-    from ddppo.errors import ConfigError
     from ddppo.config.describe import markdown
+    from ddppo.errors import ConfigError
 
     if args.help_keys or args.markdown:
         sys.stdout.write(help_keys() if args.help_keys else markdown())
