@@ -16,7 +16,8 @@ from ddppo import checkpoint as ckpt
 from ddppo.advantage import estimator_class, estimator_for, register_estimator
 from ddppo.advantage.estimator import MEMBERS
 from ddppo.cli import main
-from ddppo.config import ConfigError, PPOConfig, load_config
+from ddppo.config import PPOConfig, load_config
+from ddppo.errors import ConfigError
 from ddppo.user_code import ADVANTAGES
 from testutil import trainer_in_process
 
