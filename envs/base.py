@@ -34,6 +34,9 @@ class EpisodeInfo:
     env_index: int
     metrics: dict[str, float]  # always "return" and "length"; tasks add e.g. success, spl
     scene: str | None = None  # the scene the episode played (see `declared_scenes`), None: the env has none
+    # the scene of the episode the env started in its place (auto-reset), None: it cannot tell yet (a grouped env's
+    # next episode starts later); a trainer then takes it to be `scene` (see `env_scenes`)
+    next_scene: str | None = None
 
 
 @dataclasses.dataclass
@@ -172,8 +175,10 @@ def declared_scenes(env: Any) -> tuple[str, ...]:
 
 
 def env_scenes(env: Any) -> list[str | None]:
-    """The scene each env starts in (attribute `env_scenes`, one entry per env; None where unknown). An env's
-    scene afterwards is the one its latest finished episode reports (`EpisodeInfo.scene`)."""
+    """The scene of each env's current episode (attribute `env_scenes`, one entry per env; None where unknown),
+    read after `reset` and `load_state_dict`; an env keeps it current. While stepping, a trainer follows each env's
+    scene through its finished episodes instead: `EpisodeInfo.scene` is the finished episode's, `next_scene` the
+    one that starts in its place (None: taken to be the same scene; ddppo/rollout/scenes.py)."""
     given = list(getattr(env, "env_scenes", ()) or ())
     n = int(getattr(env, "num_envs", len(given)))
     return [None if s is None else str(s) for s in given[:n]] + [None] * max(0, n - len(given))

@@ -24,9 +24,10 @@ after `load_state_dict` the caller starts fresh episodes with `reset(seed=...)`
 that seed), so a resumed run does not replay the episodes it already saw.
 
 Scenes (per-scene statistics, ddppo/rollout/scenes.py): a gymnasium env names the scene it plays with the attribute
-`scene_id` of its unwrapped env (habitat's name for it), read at construction and after each episode ends (the next
-episode's scene); it may declare every scene it can visit with an attribute `scenes` (a list of names). Envs
-without `scene_id` have no scenes.
+`scene_id` of its unwrapped env (habitat's name for it), read at construction, after a reset and after each episode
+ends (autoreset has started the next one: its scene is the finished episode's `EpisodeInfo.next_scene`); it may
+declare every scene it can visit with an attribute `scenes` (a list of names). Envs without `scene_id` have no
+scenes.
 """
 
 from __future__ import annotations
@@ -86,7 +87,6 @@ class GymVecEnv:
         self._episodes = 0
         self._resets = 0
         self._scene = _scene_ids(self._env, self.num_envs)  # the scene each env plays (None: the env names none)
-        self.env_scenes = list(self._scene)  # ddppo.envs.base.env_scenes
         self.scenes = tuple(sorted({str(x) for x in self._scene if x is not None}
                                    | set(_declared(self._env))))  # ddppo.envs.base.declared_scenes
 
@@ -94,6 +94,8 @@ class GymVecEnv:
         entropy = [int(self._seed), self._resets] + ([] if seed is None else [RESEED, int(seed)])
         seeds = np.random.SeedSequence(entropy).generate_state(self.num_envs).tolist()
         obs, _ = self._env.reset(seed=seeds)
+        if self.scenes:
+            self._scene = _scene_ids(self._env, self.num_envs)
         self._resets += 1
         self._ret[:] = 0.0
         self._len[:] = 0
@@ -127,10 +129,17 @@ class GymVecEnv:
                 episodes.append(EpisodeInfo(int(i), metrics, self._scene[i]))
             if self.scenes:  # autoreset has started the next episodes: their scenes
                 self._scene = _scene_ids(self._env, self.num_envs)
+                for e in episodes:
+                    e.next_scene = self._scene[e.env_index]
             self._episodes += len(episodes)
             self._ret[done] = 0.0
             self._len[done] = 0
         return StepResult(obs, reward, terminated, truncated, final_obs, episodes)
+
+    @property
+    def env_scenes(self) -> list[str | None]:
+        """The scene each env plays (ddppo.envs.base.env_scenes)."""
+        return list(self._scene)
 
     def close(self) -> None:
         self._env.close()

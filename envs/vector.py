@@ -122,7 +122,8 @@ class SubprocVecEnv:
 
     # ---- VecEnv ---------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Obs:
-        self._broadcast("reset", seed)  # each worker derives its stream from its own seed and `seed`
+        replies = self._broadcast("reset", seed)  # each worker derives its stream from its own seed and `seed`
+        self.env_scenes = [s for r in replies for s in r]  # the new episodes' scenes
         return {k: v.copy() for k, v in self._views["obs"].items()}
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -139,8 +140,7 @@ class SubprocVecEnv:
             terminated=v["terminated"].copy(),
             truncated=v["truncated"].copy(),
             final_obs=_final_rows(v["final_obs"], done),
-            episodes=[EpisodeInfo(e.env_index + self._bounds[w][0], e.metrics, e.scene)
-                      for w in range(self.num_workers) for e in replies[w]],
+            episodes=self._episodes([(w, replies[w]) for w in range(self.num_workers)]),
         )
 
     # ---- asynchronous stepping (see the module docstring) -------------------------------------
@@ -193,7 +193,7 @@ class SubprocVecEnv:
             res = StepResult(obs={k: a[lo:hi] for k, a in v["obs"].items()}, reward=v["reward"][lo:hi],
                              terminated=v["terminated"][lo:hi], truncated=v["truncated"][lo:hi],
                              final_obs={k: a[lo:hi] for k, a in v["final_obs"].items()},
-                             episodes=[EpisodeInfo(e.env_index + lo, e.metrics, e.scene) for e in replies[w]])
+                             episodes=self._episodes([(w, replies[w])]))
             out.append(WorkerStep(w, lo, hi, res))
         return out
 
@@ -213,7 +213,17 @@ class SubprocVecEnv:
             raise EnvError(f"env state holds {len(workers)} workers, this run has env.num_workers={self.num_workers}")
         for w, sub in enumerate(workers):
             self._send(w, "load_state_dict", sub)
-        self._gather("load_state_dict", self._timeout_s)
+        self.env_scenes = [s for r in self._gather("load_state_dict", self._timeout_s) for s in r]
+
+    def _episodes(self, replies: list[tuple[int, list[EpisodeInfo]]]) -> list[EpisodeInfo]:
+        """Workers' finished episodes, numbered in the whole batch; `env_scenes` follows their next scenes."""
+        out = []
+        for w, episodes in replies:
+            for e in episodes:
+                out.append(dataclasses.replace(e, env_index=e.env_index + self._bounds[w][0]))
+                if e.next_scene is not None:
+                    self.env_scenes[out[-1].env_index] = e.next_scene
+        return out
 
     # ---- plumbing -------------------------------------------------------------------------
     def _attach(self) -> None:
@@ -383,7 +393,7 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                     reply = None
                 elif cmd == "reset":
                     _write(views["obs"], env.reset() if arg is None else fresh_reset(env, arg))
-                    reply = None
+                    reply = env_scenes(env)
                 elif cmd == "step":
                     result = env.step(arg)
                     _write(views["obs"], result.obs)
@@ -399,7 +409,7 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                     reply = env.state_dict()
                 elif cmd == "load_state_dict":
                     env.load_state_dict(arg)
-                    reply = None
+                    reply = env_scenes(env)
                 else:
                     raise EnvError(f"unknown env worker command {cmd!r}")
                 conn.send(("ok", reply))

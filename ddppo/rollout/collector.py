@@ -82,9 +82,6 @@ class RolloutCollector:
         self.envs, self.policy, self.storage = envs, policy, storage
         # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
         self.tally = EpisodeTally(env_metric_names(envs) if metric_names is None else metric_names)
-        # per-scene samples, weights and episodes (the ranks' agreed scene names; default: these envs' own)
-        self.scenes = SceneTally(env_scene_names(envs) if scene_names is None else scene_names, envs)
-        self.scene_table = self.scenes.zeros()  # the rollout being collected
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
         self.num_steps = storage.num_steps if num_steps is None else num_steps
         self.label = label  # names the environment (and rank) in errors
@@ -97,6 +94,10 @@ class RolloutCollector:
         self.actor = Actor(envs, policy, device, timer, label, obs_transform)
         self.actor.begin(envs.reset())
         self.actor.detach()
+        # per-scene samples, weights and episodes (the ranks' agreed scene names; default: these envs' own), from
+        # the scenes the envs play after their reset
+        self.scenes = SceneTally(env_scene_names(envs) if scene_names is None else scene_names, envs)
+        self.scene_table = self.scenes.zeros()  # the rollout being collected
 
     # what the next rollout starts from (held by the actor)
     @property
@@ -146,6 +147,7 @@ class RolloutCollector:
         if self.carries is not None:
             self._load_extra_state(state[self.carries])
         self.envs.load_state_dict(state["env"])
+        self.scenes.restart(self.envs)  # the restored episodes' scenes
         # copies: the variable rollout updates these in place
         self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
@@ -176,6 +178,7 @@ class RolloutCollector:
         self._forget()
         self.actor.begin(fresh_reset(self.envs, update))
         self.actor.detach()
+        self.scenes.restart(self.envs)
 
     # ------------------------------------------------------------------ collect
     def use_storage(self, storage: RolloutStorage) -> None:
@@ -189,6 +192,7 @@ class RolloutCollector:
         self.preemption.begin(update)
         sums, counts = self.tally.zeros()
         self.scene_table = self.scenes.zeros()
+        self.scenes.begin()
         t0 = time.perf_counter()
         preempted, lengths, slowest = self._collect(update, sums, counts)
         share = slowest / max(time.perf_counter() - t0, 1e-9)
@@ -199,8 +203,7 @@ class RolloutCollector:
         s.rank_weight = self.preemption.rank_weight(total / self.envs.num_envs)
         if self.scenes.names:  # one host read of the mask per rollout, only where there are scenes
             weight = None if s.env_weight is None else s.env_weight.double().cpu().numpy()
-            valid = s.valid[:s.step].sum(0).double().cpu().numpy()
-            self.scenes.add_samples(self.scene_table, valid, weight, s.rank_weight)
+            self.scenes.add_samples(self.scene_table, s.valid[:s.step].double().cpu().numpy(), weight, s.rank_weight)
         return CollectResult(total / self.envs.num_envs, preempted, sums, counts, total, diag, self.scene_table,
                              s.rank_weight)
 
@@ -214,8 +217,12 @@ class RolloutCollector:
         return self.tally.names
 
     def add_episodes(self, episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
+        """Episodes that finished at the steps just stored (so each env's latest stored step is its last)."""
         self.tally.add(episodes, sums, counts)
-        self.scenes.add_episodes(episodes, self.scene_table)
+        if episodes and self.scenes.names:
+            s = self.storage  # the slot of each env's latest step: host counters, no device read
+            last = s.step - 1 if s.lengths is None else s.lengths.numpy() - 1
+            self.scenes.add_episodes(episodes, self.scene_table, last)
 
     def truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor,
                              env_index: np.ndarray | None = None) -> torch.Tensor:

@@ -5,10 +5,16 @@ scenes, a gymnasium env's `scene_id`). The ranks agree on the names once at star
 ddppo/train/stats.py: the union, sorted), so every rank packs the same (scenes x SCENE_COLUMNS) table into the
 once-per-update stats all-gather; a scene reported later that was not declared is not counted.
 
-Attribution: an env's samples of a rollout count for the scene it is in when the rollout ends, which is the scene
-it started in (`env_scenes`) until an episode of it finishes, then the scene its latest finished episode played
-(scenes change only between episodes, so only the steps of a new scene's first, unfinished episode are counted
-for the old one). Episode outcomes count for the scene the episode reports.
+Attribution: each valid sample, and its weight, counts for the scene of the episode it belongs to. The collector
+tells the tally where each finished episode's last step lies in the storage (`add_episodes`), so an env's steps of a
+rollout split into its finished episodes, each counted for the scene it reports (`EpisodeInfo.scene`), and the steps
+of the episode still running when the rollout ends, counted for that episode's scene: the one the env named when it
+started it (`EpisodeInfo.next_scene` of the episode before, or `env_scenes` after a reset or a restored state). An
+env that cannot name the scene of an episode it starts (next_scene None) is taken to stay in the scene of the
+episode that just finished: then only the running episode's steps at a rollout's end can be counted for the wrong
+scene, and its steps of the next rollout count for its own scene once it finishes there. The attribution is worked
+out on the host once per rollout, from one read of the rollout's valid-sample mask (`add_samples`). Episode outcomes
+count for the scene the episode reports.
 
 Columns, summed over ranks by the stats collective:
   samples   valid samples (steps that take part in the loss)
@@ -46,24 +52,45 @@ def metric_key(name: str) -> str:
 
 
 class SceneTally:
-    """Adds one rollout's per-scene samples, weights and episodes into a (scenes, SCENE_COLUMNS) table."""
+    """Adds one rollout's per-scene samples, weights and episodes into a (scenes, SCENE_COLUMNS) table.
+
+    Per rollout: `begin()`, `add_episodes` as episodes finish, then `add_samples` once. `restart(envs)` after the
+    envs reset or load a saved state (their `env_scenes` are the running episodes' scenes)."""
 
     def __init__(self, names: Iterable[str], envs: Any):
         self.names = tuple(names)
         self._index = {n: i for i, n in enumerate(self.names)}
-        self.env_scene = np.array([self._index.get(s, -1) if s is not None else -1 for s in env_scenes(envs)],
-                                  np.int64)
+        self.current = self._lookup(env_scenes(envs))  # each env's running episode's scene index (-1: unknown)
+        self._ends: list[list[tuple[int, int]]] = [[] for _ in self.current]  # per env: (last slot, scene index)
+
+    def _lookup(self, scenes: Iterable[str | None]) -> np.ndarray:
+        return np.array([self._index.get(s, -1) if s is not None else -1 for s in scenes], np.int64)
+
+    def restart(self, envs: Any) -> None:
+        """The envs play new episodes (reset) or their saved ones (state restored): take their scenes."""
+        self.current = self._lookup(env_scenes(envs))
+        self.begin()
+
+    def begin(self) -> None:
+        """A rollout starts: no episode has finished in it."""
+        self._ends = [[] for _ in self.current]
 
     def zeros(self) -> np.ndarray:
         return np.zeros((len(self.names), len(SCENE_COLUMNS)))
 
-    def add_episodes(self, episodes: list, table: np.ndarray) -> None:
+    def add_episodes(self, episodes: list, table: np.ndarray, last_slot: int | np.ndarray) -> None:
+        """Finished episodes: outcomes into `table`, and where each ended: `last_slot` is the storage slot (time
+        index) of each env's latest stored step, one int for every env or (num_envs,) per env."""
         if not self.names:
             return
         for ep in episodes:
-            i = self._index.get(ep.scene, -1) if ep.scene is not None else -1
-            if 0 <= ep.env_index < len(self.env_scene):
-                self.env_scene[ep.env_index] = i
+            n = ep.env_index
+            known = 0 <= n < len(self.current)
+            i = self._index.get(ep.scene, -1) if ep.scene is not None else (int(self.current[n]) if known else -1)
+            if known:
+                slot = int(last_slot if np.ndim(last_slot) == 0 else last_slot[n])
+                self._ends[n].append((slot, i))
+                self.current[n] = self._index.get(ep.next_scene, -1) if ep.next_scene is not None else i
             if i < 0:
                 continue
             row, m = table[i], ep.metrics
@@ -74,16 +101,29 @@ class SceneTally:
                     row[_COL[f"{key}_sum"]] += float(m[key])
                     row[_COL[f"{key}_n"]] += 1
 
+    def sample_scenes(self, steps: int) -> np.ndarray:
+        """(steps, num_envs) the scene index of each slot of this rollout (-1: unknown)."""
+        out = np.empty((steps, len(self.current)), np.int64)
+        for n, ends in enumerate(self._ends):
+            lo = 0
+            for slot, i in ends:
+                out[lo:slot + 1, n] = i
+                lo = slot + 1
+            out[lo:, n] = self.current[n]
+        return out
+
     def add_samples(self, table: np.ndarray, valid: np.ndarray, env_weight: np.ndarray | None,
                     rank_weight: float) -> None:
-        """`valid` (num_envs,): each env's valid samples this rollout; `env_weight` (num_envs,) their weight in
-        the rank's loss (None: 1)."""
+        """`valid` (steps, num_envs): the rollout's valid-sample mask; `env_weight` (num_envs,) each env's sample
+        weight in the rank's loss (None: 1)."""
         if not self.names:
             return
-        known = self.env_scene >= 0
-        w = valid * (1.0 if env_weight is None else env_weight) * rank_weight
-        np.add.at(table[:, _COL["samples"]], self.env_scene[known], valid[known])
-        np.add.at(table[:, _COL["weight"]], self.env_scene[known], w[known])
+        scene = self.sample_scenes(valid.shape[0])
+        known = scene >= 0
+        w = valid * (1.0 if env_weight is None else np.asarray(env_weight)[None, :]) * rank_weight
+        S = len(self.names)
+        table[:, _COL["samples"]] += np.bincount(scene[known], valid[known], S)
+        table[:, _COL["weight"]] += np.bincount(scene[known], w[known], S)
 
 
 def scene_scalars(names: tuple[str, ...], table: np.ndarray, prefix: str = "train") -> dict[str, float]:

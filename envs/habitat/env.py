@@ -142,8 +142,9 @@ class HabitatPointNavEnv:
             reward[i], terminated[i], truncated[i] = r, term, trunc
             final_rows.append(obs)
             if metrics is not None:
-                finished.append(EpisodeInfo(env_index=i, metrics=metrics, scene=self.env_scenes[i]))
+                scene = self.env_scenes[i]
                 obs = self._start_next(i)
+                finished.append(EpisodeInfo(env_index=i, metrics=metrics, scene=scene, next_scene=self.env_scenes[i]))
             obs_rows.append(obs)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
@@ -170,6 +171,7 @@ class HabitatPointNavEnv:
             if sub:
                 ep = self._episodes[int(sub["episode"]["episode_index"])]
                 task.load_state_dict(sub, ep, resolve_scene(ep.scene_id, self.opt.scenes_dir))
+        self.env_scenes = [None if ep is None else scene_name(ep.scene_id) for ep in self.current_episodes()]
 
     # ---------------------------------------------------------------- introspection
     def assigned_episodes(self) -> list[list[Episode]]:

@@ -277,8 +277,10 @@ class HabitatLabVecEnv:
             final_rows.append(obs)
             if done:
                 terminated[i], truncated[i] = ended, not ended
-                finished.append(EpisodeInfo(i, self._episode_metrics(i, metrics), _scene_of(env)))
+                info = EpisodeInfo(i, self._episode_metrics(i, metrics), _scene_of(env))
                 obs = self._start_next(i)
+                info.next_scene = _scene_of(env)
+                finished.append(info)
             obs_rows.append(obs)
         self.episodes_done += len(finished)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
@@ -335,6 +337,11 @@ class HabitatLabVecEnv:
     def current_episodes(self) -> list[Any]:
         """The episode each env is playing (None before the first reset)."""
         return list(self._current)
+
+    @property
+    def env_scenes(self) -> list[str | None]:
+        """The scene each env plays (ddppo.envs.base.env_scenes; None before the first reset)."""
+        return [_scene_of(env) if ep is not None else None for env, ep in zip(self._envs, self._current)]
 
     @property
     def habitat_envs(self) -> list[Any]:

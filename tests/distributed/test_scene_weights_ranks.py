@@ -78,7 +78,7 @@ def scene_worker(rank: int, world: int, port: int, mode: str, rank_weighting: bo
         tally = SceneTally(("fast", "slow"), _Envs(case["scenes"][rank]))
         table = tally.zeros()
         weight = None if storage.env_weight is None else storage.env_weight.double().numpy()
-        tally.add_samples(table, storage.valid[:storage.step].sum(0).double().numpy(), weight, storage.rank_weight)
+        tally.add_samples(table, storage.valid[:storage.step].double().numpy(), weight, storage.rank_weight)
         grads = epoch_gradients(updater, storage, seed=rank)[0].tolist()
         return {"grads": grads, "reported": table[:, 1].tolist()}
     finally:

@@ -115,7 +115,10 @@ def test_a_gym_env_names_its_scenes_with_scene_id():
     env.step(np.zeros(2, np.int64))
     res = env.step(np.zeros(2, np.int64))
     assert [e.scene for e in res.episodes] == ["a", "a"]  # the finished episodes' scene, not the next one's
+    assert [e.next_scene for e in res.episodes] == ["b", "b"] and env_scenes(env) == ["b", "b"]  # autoreset's
     env.step(np.zeros(2, np.int64))
     res = env.step(np.zeros(2, np.int64))
     assert [e.scene for e in res.episodes] == ["b", "b"]
+    env.reset()
+    assert env_scenes(env) == ["b", "b"]  # the scenes of a reset (the fourth of each env)
     env.close()

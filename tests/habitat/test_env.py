@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from ddppo.envs.base import EnvError, VecEnv
+from ddppo.envs.base import EnvError, VecEnv, env_scenes
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.scenes.dataset import write_episodes
+from ddppo.envs.scenes.dataset import scene_name, write_episodes
 from ddppo.envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
 from ddppo.envs.habitat.follower import ShortestPathFollower
 from ddppo.envs.habitat.options import HabitatOptions
@@ -77,11 +77,13 @@ def test_state_dict_resumes_bit_identically(make_options):
     for t in range(13):
         a.step(acts[t])
     state = json.loads(json.dumps(a.state_dict()))  # plain values only
+    saved_scenes = env_scenes(a)
     rest_a = [a.step(acts[t]) for t in range(13, 40)]
     b = HabitatPointNavEnv(opt, spec)
     b.reset()
     b.step(acts[0])  # diverge first, then restore
     b.load_state_dict(state)
+    assert env_scenes(b) == [scene_name(ep.scene_id) for ep in b.current_episodes()] == saved_scenes
     rest_b = [b.step(acts[t]) for t in range(13, 40)]
     for ra, rb in zip(rest_a, rest_b):
         for key in ra.obs:
@@ -150,9 +152,12 @@ def test_subprocess_workers(make_options):
     try:
         obs = env.reset()
         assert obs["depth"].shape == (2, 12, 16, 1)
+        assert all(s is not None and s.startswith("gen_") for s in env_scenes(env))  # the reset's episodes' scenes
         n = 0
         for _ in range(6):
-            n += len(env.step(np.array([1, 2])).episodes)
+            episodes = env.step(np.array([1, 2])).episodes
+            n += len(episodes)
+            assert all(e.scene is not None and e.next_scene == env_scenes(env)[e.env_index] for e in episodes)
         assert n == 4
     finally:
         env.close()

@@ -12,6 +12,7 @@ from ddppo.eval.stats import summarize_scenes
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.scenes import SceneTally, metric_key, scene_scalars
 from ddppo.rollout.variable import importance_weights, two_sided_weights
+from rollout_testutil import AlternatingScenes, NeverStop, expected_scene_samples
 from testutil import gloo_context
 
 
@@ -23,20 +24,27 @@ class _Envs:
 def test_samples_and_weights_go_to_each_envs_scene():
     tally = SceneTally(("a", "b"), _Envs(["a", "b", "b", None]))
     table = tally.zeros()
-    tally.add_samples(table, np.array([8.0, 2.0, 2.0, 5.0]), np.array([1.0, 2.0, 2.0, 1.0]), 3.0)
+    valid = np.ones((8, 4))
+    valid[2:, 1:3] = 0.0  # envs 1 and 2 collected 2 steps
+    valid[5:, 3] = 0.0
+    tally.add_samples(table, valid, np.array([1.0, 2.0, 2.0, 1.0]), 3.0)
     assert table[:, 0].tolist() == [8.0, 4.0]  # the env of no known scene is not counted
     assert table[:, 1].tolist() == [24.0, 24.0]
 
 
-def test_an_env_takes_the_scene_of_its_latest_finished_episode():
+def test_an_envs_steps_count_for_each_of_its_episodes_scenes():
+    """Env 0 finishes an episode of scene b at slot 2 (the env started in a: the finished episode's own scene
+    counts) and starts one of a; env 1 finishes one of an undeclared scene at slot 4 and cannot tell its next."""
     tally = SceneTally(("a", "b"), _Envs(["a", "a"]))
     table = tally.zeros()
-    tally.add_episodes([EpisodeInfo(1, {"return": 2.0, "success": 1.0, "spl": 0.5}, "b"),
-                        EpisodeInfo(0, {"return": 1.0, "success": 0.0}, "a"),
-                        EpisodeInfo(0, {"return": 1.0}, "unknown")], table)
-    assert table[1, 2] == 1 and table[1, 3] == 1.0 and table[1, 5] == 0.5 and table[0, 2] == 1
-    tally.add_samples(table, np.array([4.0, 4.0]), None, 1.0)
-    assert table[:, 0].tolist() == [0.0, 4.0]  # env 0's last episode was of an undeclared scene: not counted
+    tally.add_episodes([EpisodeInfo(0, {"return": 2.0, "success": 1.0, "spl": 0.5}, "b", "a")], table, 2)
+    tally.add_episodes([EpisodeInfo(1, {"return": 1.0}, "unknown")], table, np.array([0, 4]))
+    assert table[1, 2] == 1 and table[1, 3] == 1.0 and table[1, 5] == 0.5 and table[0, 2] == 0
+    assert tally.sample_scenes(6).T.tolist() == [[1, 1, 1, 0, 0, 0], [-1] * 6]
+    tally.add_samples(table, np.ones((6, 2)), None, 1.0)
+    assert table[:, 0].tolist() == [3.0, 3.0]  # env 1's steps are of an undeclared scene: not counted
+    tally.begin()  # the next rollout: env 0 plays on in a
+    assert tally.sample_scenes(2)[:, 0].tolist() == [0, 0]
 
 
 def test_scene_scalars_shares_and_outcomes():
@@ -80,3 +88,42 @@ def test_eval_summarises_each_scene():
     out = summarize_scenes(eps)
     assert out["a"]["success"]["mean"] == 0.5 and out["b"]["episode_share"]["mean"] == pytest.approx(1 / 3)
     assert summarize_scenes([{"metrics": {"success": 1.0}}]) == {}
+
+
+def _collector(env, mode: str, T: int = 8):
+    from ddppo.config import PolicyConfig, RolloutConfig
+    from ddppo.model.policy import Policy
+    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.storage import RolloutStorage
+    from ddppo.timing import Timer
+
+    cfg = RolloutConfig(num_steps=T, overlap=mode == "overlap", mode="variable" if mode == "variable" else "fixed",
+                        importance_weights=mode == "variable")
+    policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+    storage = RolloutStorage(storage_steps(cfg), env.num_envs, env.observation_space, env.action_space,
+                             tuple(policy.initial_hidden(env.num_envs).shape), torch.device("cpu"))
+    return make_collector(cfg, env, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"),
+                          scene_names=("a", "b"))
+
+
+@pytest.mark.parametrize("tells_next", [True, False], ids=["tells-next-scene", "cannot-tell"])
+@pytest.mark.parametrize("mode", ["fixed", "overlap", "variable"])
+def test_each_sample_counts_for_the_scene_of_its_episode(mode, tells_next):
+    """Scenes alternate episode by episode, so an env's rollout holds steps of both scenes: each sample (and its
+    weight) counts for the scene of the episode it belongs to. Where the env cannot tell the scene of an episode
+    it starts, the steps of an episode still running when the rollout ends count for the env's last known scene."""
+    env = AlternatingScenes([3, 5, 2, 7], tells_next=tells_next, periods=[1, 2, 1, 3] if mode == "variable" else None)
+    collector = _collector(env, mode)
+    first, believed = [0] * 4, env.env_scenes
+    for update in (1, 2, 3):
+        res = collector.collect(update)
+        s = collector.storage
+        counts = s.lengths.tolist() if s.lengths is not None else [s.step] * 4
+        if mode == "variable":
+            assert len(set(counts)) > 1  # envs of different speeds
+        want = expected_scene_samples(env, first, counts, believed)
+        assert res.scenes[:, 0].tolist() == [sum(want.get(n, [0])) for n in ("a", "b")], update
+        w = np.ones(4) if s.env_weight is None else s.env_weight.double().numpy()
+        weights = [float(np.dot(want.get(n, [0] * 4), w)) for n in ("a", "b")]
+        assert res.scenes[:, 1].tolist() == pytest.approx(weights), update
+        first = [f + c for f, c in zip(first, counts)]
