@@ -41,8 +41,10 @@ READABLE = (1, 2)  # what `load` reads (format 1 through `upgrade`)
 # The file's own keys: no owner may take one of these names (CheckpointManager.register refuses it).
 FILE_KEYS = ("format", "config_yaml", "world_size", "rank_states")
 # Counters that older checkpoints lack, and what they mean there (applied once, by `counters_of`):
-# ("episode_metrics": the names of the window's columns; None: ddppo.rollout.episode_metrics.EPISODE_KEYS)
-COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None, "episode_metrics": None}
+# ("episode_metrics": the names of the window's columns; None: ddppo.rollout.episode_metrics.EPISODE_KEYS;
+# "scene_window": the per-scene window and its scene names, None: an empty window)
+COUNTER_DEFAULTS = {"skipped_in_a_row": 0, "window": [], "kl_beta": None, "episode_metrics": None,
+                    "scene_window": None}
 
 
 def file_contents(shared: dict[str, Any], config_yaml: str, rank_states: list) -> dict[str, Any]:

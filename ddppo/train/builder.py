@@ -135,7 +135,8 @@ class Trainer:
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         self.scene_names = agree_scene_names(ctx, env_scene_names(self.envs))  # train/scene/<name>/*, likewise
         self.progress = Progress(self.metric_names, cfg.log.window,
-                                 cfg.ppo.kl_ref.beta if self.reference is not None else None)
+                                 cfg.ppo.kl_ref.beta if self.reference is not None else None,
+                                 SceneWindow(self.scene_names, cfg.log.window))
         overlap = cfg.rollout.overlap_learning  # the one place the learning mode is decided
         acting = acting_copy(self.policy) if overlap else self.policy  # collects while the learner updates
         storage = self._new_storage()
@@ -159,8 +160,7 @@ class Trainer:
                                  functools.partial(diagnose, overlapped=overlap),
                                  sum(p.numel() for p in self.policy.parameters()),
                                  kl_adapt=self.reference.adapt if self.reference is not None else None,
-                                 watchdog=UpdateWatchdog(cfg), started=self.started,
-                                 scene_window=SceneWindow(self.scene_names, cfg.log.window))
+                                 watchdog=UpdateWatchdog(cfg), started=self.started)
 
     def _new_storage(self) -> RolloutStorage:
         num_envs = self.env_spec.num_envs

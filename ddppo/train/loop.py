@@ -40,6 +40,7 @@ class Progress(Protocol):
     env_steps: int
     skipped_in_a_row: int
     kl_beta: float | None
+    scene_window: Any  # train/stats.py's SceneWindow, or None
 
     def advance(self, update: int, env_steps: int, skipped_steps: int) -> None: ...
 
@@ -87,17 +88,16 @@ NO_WATCHDOG = _NoWatchdog()
 class TrainingLoop:
     """`kl_adapt(beta, measured_kl) -> next beta` (ppo.kl_ref), `diagnose(window, memory_fraction)` (the
     bottleneck report, train/bottleneck.py), `started`: when the run started (time.monotonic, for
-    run.time_budget_s), `scene_window`: the per-scene scalars' window (train/stats.py)."""
+    run.time_budget_s)."""
 
     def __init__(self, cfg: Config, ctx: DistContext, learning: Learning, progress: Progress, checkpoints: Checkpoints,
                  writer: Sink, timer: Any, diagnose: Callable[[list, float], Any], num_parameters: int,
                  kl_adapt: Callable[[float, float], float] | None = None, watchdog: Watchdog = NO_WATCHDOG,
-                 started: float | None = None, scene_window: Any = None):
+                 started: float | None = None):
         self.cfg, self.ctx, self.learning, self.progress = cfg, ctx, learning, progress
         self.checkpoints, self.writer, self.timer, self.diagnose = checkpoints, writer, timer, diagnose
         self.num_parameters, self.kl_adapt, self.watchdog = num_parameters, kl_adapt, watchdog
         self.started = time.monotonic() if started is None else started
-        self.scene_window = scene_window  # train/scene/<name>/* (train/stats.py's SceneWindow), None: none
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
@@ -218,8 +218,8 @@ class TrainingLoop:
         out.update(r.perf)
         out.update(r.preempt)
         out["loss/skipped_steps"] = float(r.skipped_steps)
-        if self.scene_window is not None:
-            out.update(self.scene_window.scalars(r))
+        if self.progress.scene_window is not None:  # train/scene/<name>/*
+            out.update(self.progress.scene_window.scalars(r))
         return out
 
 

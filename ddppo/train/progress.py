@@ -5,6 +5,7 @@
     skipped_in_a_row   updates in a row with skipped (non-finite) optimiser steps
     window             the recent updates' episode statistics (train/* is windowed over log.window updates), with
                        the names of its columns (`episode_metrics`, the ranks' agreed metric names)
+    scene_window       the same window per scene (train/scene/*: train/stats.py's SceneWindow, with its scene names)
     kl_beta            the KL reference's coefficient (ppo.kl_ref, adapted every update); None without a reference
 
 The checkpoint manager owns it directly (train/builder.py registers it); the loop advances it.
@@ -21,11 +22,13 @@ from ddppo.rollout.episode_metrics import EPISODE_KEYS
 
 
 class Progress:
-    def __init__(self, metric_names: tuple[str, ...], window: int, kl_beta: float | None = None):
+    def __init__(self, metric_names: tuple[str, ...], window: int, kl_beta: float | None = None,
+                 scene_window: Any = None):
         self.metric_names = tuple(metric_names)  # the window's columns, in order (same on every rank)
         self.update, self.env_steps, self.skipped_in_a_row = 0, 0, 0
         self.window: deque = deque(maxlen=window)  # (episode sums, episode counts, env steps, update seconds)
         self.kl_beta = kl_beta
+        self.scene_window = scene_window  # a SceneWindow (train/stats.py); None: no per-scene window
 
     # ------------------------------------------------------------ the loop's
     def advance(self, update: int, env_steps: int, skipped_steps: int) -> None:
@@ -52,9 +55,12 @@ class Progress:
 
     # ------------------------------------------------------------ saved state
     def state_dict(self) -> dict[str, Any]:
-        return {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
-                "kl_beta": self.kl_beta if self.kl_beta is not None else 0.0,
-                "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names)}
+        state = {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
+                 "kl_beta": self.kl_beta if self.kl_beta is not None else 0.0,
+                 "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names)}
+        if self.scene_window is not None:
+            state["scene_window"] = self.scene_window.state_dict()
+        return state
 
     def load_state_dict(self, counters: dict[str, Any]) -> None:
         self.update, self.env_steps = counters["update"], counters["env_steps"]
@@ -65,6 +71,8 @@ class Progress:
             self.window.append((self.remap(sums, saved), self.remap(counts, saved), steps, seconds))
         if self.kl_beta is not None and counters["kl_beta"] is not None:
             self.kl_beta = float(counters["kl_beta"])
+        if self.scene_window is not None:  # older checkpoints have none: an empty window
+            self.scene_window.load_state_dict(counters.get("scene_window"))
 
     def remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
         """A saved window row (columns `saved`) in this run's metric columns; a name this run lacks is dropped."""

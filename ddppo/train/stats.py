@@ -12,7 +12,9 @@ length and the number of collectives does not depend on the scenes.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import deque
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +27,8 @@ from ddppo.rollout.episode_metrics import EPISODE_KEYS, metric_names
 from ddppo.rollout.scenes import SCENE_COLUMNS, scene_names, scene_scalars
 
 from ddppo.timing import PHASES, STRAGGLER_WAIT
+
+log = logging.getLogger(__name__)
 
 # every term of LossOutput (a new one is carried without a change here), then what the update measures
 LOSS_KEYS = SCALAR_NAMES + UPDATE_KEYS
@@ -175,10 +179,11 @@ def agree_scene_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, ..
 
 
 class SceneWindow:
-    """The per-scene tables of the last `size` updates (train/scene/* is windowed like train/*)."""
+    """The per-scene tables of the last `size` updates (train/scene/* is windowed like train/*), saved with the
+    training progress (train/progress.py) under the scene names the ranks agreed at start."""
 
     def __init__(self, names: tuple[str, ...], size: int):
-        self.names = names
+        self.names = tuple(names)
         self.tables: deque = deque(maxlen=max(1, size))
 
     def scalars(self, r: Reduced) -> dict[str, float]:
@@ -186,3 +191,19 @@ class SceneWindow:
             return {}
         self.tables.append(r.scenes)
         return scene_scalars(self.names, sum(self.tables))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"names": list(self.names), "tables": [np.asarray(t, np.float64) for t in self.tables]}
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """The saved window; None (a checkpoint from before it was saved) or other scene names: an empty one."""
+        self.tables.clear()
+        if state is None:
+            return
+        saved = tuple(str(n) for n in state["names"])
+        if saved != self.names:
+            log.info("train/scene/* starts with an empty window: the checkpoint's scenes %s are not this run's %s",
+                     list(saved), list(self.names))
+            return
+        for table in state["tables"]:
+            self.tables.append(np.asarray(table, np.float64).reshape(len(saved), len(SCENE_COLUMNS)))

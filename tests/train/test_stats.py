@@ -4,6 +4,7 @@ a finite value; phase timings as mean/min/max over ranks."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -51,3 +52,28 @@ def test_every_term_of_the_loss_and_the_update_reaches_the_stats():
 
     assert set(LOSS_KEYS) == {f.name for f in dataclasses.fields(LossOutput)} | set(UPDATE_KEYS)
     assert len(set(LOSS_KEYS)) == len(LOSS_KEYS)
+
+
+def test_the_scene_window_is_saved_and_restored_under_its_scene_names(caplog):
+    """The per-scene window round-trips through its state; a checkpoint of other scene names, or one from before
+    the window was saved (no state), gives an empty window, the first with one line saying why."""
+    import logging
+
+    from ddppo.train.stats import SceneWindow
+
+    window = SceneWindow(("a", "b"), 3)
+    for k in range(4):
+        window.scalars(SimpleNamespace(scenes=np.full((2, 8), float(k))))
+    restored = SceneWindow(("a", "b"), 3)
+    restored.load_state_dict(window.state_dict())
+    assert [t[0, 0] for t in restored.tables] == [1.0, 2.0, 3.0]
+    assert restored.scalars(SimpleNamespace(scenes=np.ones((2, 8)))) == window.scalars(
+        SimpleNamespace(scenes=np.ones((2, 8))))
+    other = SceneWindow(("a", "c"), 3)
+    with caplog.at_level(logging.INFO, logger="ddppo.train.stats"):
+        other.load_state_dict(window.state_dict())
+    assert not other.tables
+    assert [r.getMessage() for r in caplog.records] == [
+        "train/scene/* starts with an empty window: the checkpoint's scenes ['a', 'b'] are not this run's ['a', 'c']"]
+    restored.load_state_dict(None)
+    assert not restored.tables
