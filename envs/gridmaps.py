@@ -45,8 +45,8 @@ def heading_geometry(num_headings: int) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def generate_map(rng: np.random.Generator, size: int, max_room_splits: int, door_width: int,
-                 obstacle_density: float) -> np.ndarray:
-    """Rooms by recursive wall splits (each wall has one door), then furniture blocks."""
+                 obstacle_density: float) -> tuple[np.ndarray, int]:
+    """Rooms by recursive wall splits (each wall has one door), then furniture blocks: (occupancy, rooms)."""
     occ = np.zeros((size, size), dtype=bool)
     occ[0, :] = occ[-1, :] = occ[:, 0] = occ[:, -1] = True
     doors = np.zeros_like(occ)
@@ -60,7 +60,7 @@ def generate_map(rng: np.random.Generator, size: int, max_room_splits: int, door
                 regions[k:k + 1] = halves
                 break
     _place_obstacles(rng, occ, doors, obstacle_density)
-    return occ
+    return occ, len(regions)
 
 
 def _split(rng, occ, doors, region, door_width):

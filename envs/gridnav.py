@@ -25,6 +25,15 @@ collisions.
 Stepping is vectorised over envs: per-map tables (moves, geodesic distance
 fields for a set of goals, range scans per cell and heading) are built once at
 construction, so a step is a handful of gathers.
+
+Scenes (per-scene statistics, ddppo/rollout/scenes.py): a generated map's scene
+is its layout, named by its number of rooms (`rooms1` ... `rooms<max_room_splits
++ 1>`): what the navigation skill depends on (doors to find, longer detours),
+the same notion on every rank although each rank generates its own maps, and at
+most max_room_splits + 1 of them. Hand-made maps are scenes of their own
+(`map0`, `map1`, ...: the user chose each). Each episode reports its map's scene
+and the scene of the episode that replaces it (`EpisodeInfo.next_scene`; grouped
+episodes start later, so theirs is not known when a member finishes).
 """
 
 from __future__ import annotations
@@ -61,9 +70,15 @@ class GridNav:
         self.options = opt = options
         self.num_envs = n = spec.num_envs
         map_rng = np.random.default_rng([spec.seed, 1])
-        maps = _check_maps(maps) if maps is not None else [
-            generate_map(map_rng, opt.map_size, opt.max_room_splits, opt.door_width, opt.obstacle_density)
-            for _ in range(opt.num_maps)]
+        if maps is not None:
+            maps = _check_maps(maps)
+            layouts = [f"map{k}" for k in range(len(maps))]
+        else:
+            made = [generate_map(map_rng, opt.map_size, opt.max_room_splits, opt.door_width, opt.obstacle_density)
+                    for _ in range(opt.num_maps)]
+            maps, layouts = [m for m, _ in made], [f"rooms{rooms}" for _, rooms in made]
+        self.scenes = tuple(sorted(set(layouts)))  # ddppo.envs.base.declared_scenes: the maps' layouts
+        self._map_scene = np.array([self.scenes.index(s) for s in layouts], np.int64)  # per map
         self.tables = build_tables(maps, map_rng, opt.goals_per_map, opt.min_geodesic, opt.num_headings,
                                    opt.num_rays, opt.fov_degrees, opt.max_range)
         self._seed = spec.seed
@@ -123,12 +138,19 @@ class GridNav:
             return self._grouped_step(a)
         return self._step(a)
 
+    @property
+    def env_scenes(self) -> list[str]:
+        """The scene of each env's current map (ddppo.envs.base.env_scenes)."""
+        return [self.scenes[s] for s in self._map_scene[self._map]]
+
     def _step(self, a: np.ndarray) -> StepResult:
         res = self._advance(a)
         done = res.done
         if done.any():
             idx = np.flatnonzero(done)
             self._reset_envs(idx)
+            for e in res.episodes:
+                e.next_scene = self.scenes[self._map_scene[self._map[e.env_index]]]
             fresh = self.observe(idx)
             res.obs = {k: v.copy() for k, v in res.final_obs.items()}
             for k, v in fresh.items():
@@ -229,7 +251,7 @@ class GridNav:
                       success.astype(float).tolist(), spl.tolist(), geo.astype(float).tolist(),
                       self._collisions[idx].tolist())
         return [EpisodeInfo(i, {"return": r, "length": float(n), "success": s, "spl": p, "distance_to_goal": d,
-                                "collisions": float(col)})
+                                "collisions": float(col)}, self.scenes[self._map_scene[self._map[i]]])
                 for i, r, n, s, p, d, col in columns]
 
     def _reset_envs(self, idx: np.ndarray) -> None:

@@ -225,6 +225,7 @@ MARKS = {
                                      "test_double_buffered_preemption_stops_every_env_at_the_same_step",
                                      "test_steps_in_flight_survive_a_checkpoint"),
         "habitat/test_env.py": ("test_subprocess_workers",),
+        "envs/test_scenes.py": ("test_subprocess_workers_pass_on_each_episodes_next_scene_and_keep_env_scenes",),
         "habitat/test_sim_lifetime.py": ("test_open_simulators_are_closed_in_order_at_interpreter_exit",),
         "infra/test_min_python.py": ("test_vermin_finds_nothing_newer_than_python_3_9",
                                      "test_vermin_catches_newer_stdlib_features"),

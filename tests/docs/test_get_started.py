@@ -136,11 +136,11 @@ def test_every_get_started_command_runs(tmp_path):
 
 def unnamed_metrics(keys: list[str], page: str) -> list[str]:
     """Keys of metrics.jsonl the metrics page does not name: literally in backticks, or as the page writes a
-    family (`loss/epoch<k>/...`, a phase `perf/X_s` with `(+ _min, _max)`)."""
+    family (`loss/epoch<k>/...`, `train/scene/<scene>/...`, a phase `perf/X_s` with `(+ _min, _max)`)."""
     named = set(re.findall(r"`([^`]+)`", page))
     missing = []
     for key in keys:
-        general = re.sub(r"/epoch\d+/", "/epoch<k>/", key)
+        general = re.sub(r"^train/scene/[^/]+/", "train/scene/<scene>/", re.sub(r"/epoch\d+/", "/epoch<k>/", key))
         base = re.sub(r"_(min|max)$", "", key)
         if general in named or (base != key and base in named and f"{base}` (+ `_min`, `_max`)" in page):
             continue
@@ -155,9 +155,10 @@ def check_metrics_page(run_dir: Path) -> None:
 
 
 def test_the_metrics_check_can_fail():
-    page = "`perf/env_step_s` (+ `_min`, `_max`) `loss/epoch<k>/approx_kl` `train/reward`"
-    keys = ["perf/env_step_s_max", "loss/epoch3/approx_kl", "train/reward", "train/new", "perf/storage_s_min"]
-    assert unnamed_metrics(keys, page) == ["train/new", "perf/storage_s_min"]
+    page = "`perf/env_step_s` (+ `_min`, `_max`) `loss/epoch<k>/approx_kl` `train/reward` `train/scene/<scene>/spl`"
+    keys = ["perf/env_step_s_max", "loss/epoch3/approx_kl", "train/reward", "train/new", "perf/storage_s_min",
+            "train/scene/rooms2/spl", "train/scene/rooms2/new"]
+    assert unnamed_metrics(keys, page) == ["train/new", "perf/storage_s_min", "train/scene/rooms2/new"]
 
 
 def test_the_page_has_the_commands_this_test_expects():

@@ -122,3 +122,61 @@ def test_a_gym_env_names_its_scenes_with_scene_id():
     env.reset()
     assert env_scenes(env) == ["b", "b"]  # the scenes of a reset (the fourth of each env)
     env.close()
+
+
+def test_gridnav_scenes_are_its_layouts_by_number_of_rooms():
+    """A generated map's scene is its number of rooms: a few layouts, the same names on every rank, not one per map
+    (walls, hence more than one room, exactly where a map has blocked interior cells without furniture)."""
+    from ddppo.envs.gridnav import GridNav
+    from ddppo.envs.options import GridNavOptions
+
+    env = GridNav(GridNavOptions(num_maps=64, obstacle_density=0.0), EnvSpec(num_envs=8, seed=0))
+    assert declared_scenes(env) == ("rooms2", "rooms3", "rooms4")  # max_room_splits=3: 1 to 3 walls
+    walls = env.tables.occupancy[:, 1:-1, 1:-1].any(axis=(1, 2))
+    rooms = np.array([int(env.scenes[s][len("rooms"):]) for s in env._map_scene])
+    assert (walls == (rooms > 1)).all()
+    assert declared_scenes(GridNav(GridNavOptions(num_maps=8, max_room_splits=0), EnvSpec(num_envs=1, seed=1))) \
+        == ("rooms1",)
+    assert declared_scenes(GridNav(GridNavOptions(num_maps=64), EnvSpec(num_envs=1, seed=5))) == env.scenes
+
+
+def test_gridnav_episodes_report_their_scene_and_the_next():
+    _check_scenes_followed(0)
+
+
+def test_subprocess_workers_pass_on_each_episodes_next_scene_and_keep_env_scenes():
+    _check_scenes_followed(2)
+
+
+def _check_scenes_followed(workers: int) -> None:
+    """After a reset, `env_scenes` are the new episodes' scenes; each finished episode reports its scene and the
+    next one's, which `env_scenes` then holds (through subprocess workers too)."""
+    from ddppo.envs.registry import make_vec_env
+
+    env = make_vec_env("gridnav", {"num_maps": 16, "max_episode_steps": 3}, EnvSpec(num_envs=4, seed=0,
+                                                                                     num_workers=workers))
+    try:
+        env.reset(seed=3)
+        before = env_scenes(env)
+        assert set(before) <= set(declared_scenes(env)) and None not in before
+        seen = 0
+        for _ in range(9):
+            res = env.step(np.ones(4, np.int64))  # forward only: every episode is cut at 3 steps
+            after = env_scenes(env)
+            for e in res.episodes:
+                assert e.scene == before[e.env_index] and e.next_scene == after[e.env_index]
+            seen += len(res.episodes)
+            before = after
+        assert seen == 12
+    finally:
+        env.close()
+
+
+def test_hand_made_gridnav_maps_are_scenes_of_their_own():
+    from ddppo.envs.gridmaps import parse_ascii
+    from ddppo.envs.gridnav import GridNav
+    from ddppo.envs.options import GridNavOptions
+
+    room = parse_ascii("#####\n#...#\n#...#\n#####")
+    env = GridNav(GridNavOptions(min_geodesic=1.0), EnvSpec(num_envs=2, seed=0), maps=[room, room.copy()])
+    assert declared_scenes(env) == ("map0", "map1")

@@ -1,11 +1,14 @@
-"""The per-scene window survives a resume: `train/scene/*` is windowed over `log.window` updates like `train/*`, and
-a resumed run's first per-scene scalars are the ones an uninterrupted run logs at that update (the window is saved
+"""Per-scene metrics of real runs: the default training (gridnav) logs `train/scene/*` for its layouts, and the
+per-scene window survives a resume: `train/scene/*` is windowed over `log.window` updates like `train/*`, and a
+resumed run's first per-scene scalars are the ones an uninterrupted run logs at that update (the window is saved
 with the training progress, in the checkpoint)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 GRIDNAV = str(REPO / "configs" / "gridnav.yaml")
@@ -33,3 +36,15 @@ def test_a_resumed_run_logs_the_per_scene_window_of_an_uninterrupted_one(tmp_pat
     assert a[3]["train/scene/scene0/episodes"] == 16  # 2 envs x 2 episodes x 4 updates: the window, not 1 update
     assert b[3] == a[3]  # the resumed run's first update
     assert a == b
+
+
+def test_the_default_training_logs_each_gridnav_layouts_share_and_success(tmp_path, cli):
+    run = tmp_path / "run"
+    res = cli("train", "gridnav", f"run.dir={run}", "env.num_envs=4", "rollout.num_steps=64", "ppo.epochs=1",
+              "run.total_env_steps=512", "log.tensorboard=false")
+    assert res.returncode == 0, res
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    scenes = sorted({k.split("/")[2] for k in last if k.startswith("train/scene/")})
+    assert scenes == ["rooms2", "rooms3", "rooms4"]  # gridnav's layouts (max_room_splits=3)
+    assert sum(last[f"train/scene/{s}/sample_share"] for s in scenes) == pytest.approx(1.0)
+    assert all(f"train/scene/{s}/success" in last for s in scenes)
