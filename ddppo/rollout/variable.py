@@ -157,7 +157,8 @@ def _copy(r: StepResult) -> StepResult:
 
 def _result_state(r: StepResult) -> dict[str, Any]:
     return {"obs": dict(r.obs), "reward": r.reward, "terminated": r.terminated, "truncated": r.truncated,
-            "final_obs": dict(r.final_obs), "episodes": [[e.env_index, dict(e.metrics), e.scene, e.next_scene] for e in r.episodes]}
+            "final_obs": dict(r.final_obs),
+            "episodes": [[e.env_index, dict(e.metrics), e.scene, e.next_scene] for e in r.episodes]}
 
 
 def _result_from_state(u: dict[str, Any]) -> StepResult:
