@@ -82,10 +82,10 @@ class AlternatingScenes:
         pass
 
     def state_dict(self):
-        return {"steps": list(self.steps)}
+        return {"steps": list(self.steps), "recvs": self._recvs}
 
     def load_state_dict(self, state):
-        self.steps = list(state["steps"])
+        self.steps, self._recvs = list(state["steps"]), state["recvs"]
 
     # the asynchronous worker API, one env per worker
     @property

@@ -127,3 +127,23 @@ def test_each_sample_counts_for_the_scene_of_its_episode(mode, tells_next):
         weights = [float(np.dot(want.get(n, [0] * 4), w)) for n in ("a", "b")]
         assert res.scenes[:, 1].tolist() == pytest.approx(weights), update
         first = [f + c for f, c in zip(first, counts)]
+
+
+def test_variable_mode_attribution_continues_across_a_saved_state():
+    """A checkpoint taken mid-run (steps in flight received, not yet stored, one of them ending an episode) and
+    loaded into a new collector: the next rollout counts every scene's samples as the uninterrupted one does."""
+    env = AlternatingScenes([3, 5, 2, 7], periods=[1, 2, 1, 3])
+    straight = _collector(env, "variable")
+    straight.collect(1)
+    first = straight.storage.lengths.tolist()
+    state = straight.state_dict()
+    resumed_env = AlternatingScenes([3, 5, 2, 7], periods=[1, 2, 1, 3])
+    resumed = _collector(resumed_env, "variable")
+    resumed.load_state_dict(state)
+    assert [resumed.scenes.names[i] for i in resumed.scenes.current] == resumed_env.env_scenes  # the restored ones
+    pending = [e for u in resumed.unstored for e in u.result.episodes]
+    assert [(e.scene, e.next_scene) for e in pending] == [("b", "a")]  # saved with the next episode's scene
+    a, b = straight.collect(2), resumed.collect(2)
+    assert resumed.storage.lengths.tolist() == straight.storage.lengths.tolist()
+    want = expected_scene_samples(env, first, straight.storage.lengths.tolist(), None)
+    assert a.scenes[:, 0].tolist() == b.scenes[:, 0].tolist() == [sum(want["a"]), sum(want["b"])]
