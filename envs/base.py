@@ -168,9 +168,9 @@ def declared_metrics(env: Any) -> tuple[str, ...]:
 
 def declared_scenes(env: Any) -> tuple[str, ...]:
     """The scene names `env` may play, declared at construction (attribute `scenes`; empty: the env has no notion
-    of a scene). A scene is what a task's skill and a simulator's speed depend on: habitat's scene id, the
-    synthetic env's `num_scenes`, a gymnasium env's `scene_id` attribute. The trainer fixes its per-scene columns
-    from these before the first update (ddppo/rollout/scenes.py)."""
+    of a scene). A scene is what a task's skill and a simulator's speed depend on: habitat's scene id, gridnav's
+    map layouts by number of rooms, the synthetic env's `num_scenes`, a gymnasium env's `scene_id` attribute. The
+    trainer fixes its per-scene columns from these before the first update (ddppo/rollout/scenes.py)."""
     return tuple(str(n) for n in getattr(env, "scenes", ()) or ())
 
 

@@ -1,9 +1,10 @@
 """Per-scene statistics of a rollout: each scene's samples, gradient weight and episode outcomes.
 
-A scene is what an env declares (`ddppo.envs.base.declared_scenes`: habitat's scene id, the synthetic env's
-scenes, a gymnasium env's `scene_id`). The ranks agree on the names once at start (`agree_scene_names` in
-ddppo/train/stats.py: the union, sorted), so every rank packs the same (scenes x SCENE_COLUMNS) table into the
-once-per-update stats all-gather; a scene reported later that was not declared is not counted.
+A scene is what an env declares (`ddppo.envs.base.declared_scenes`: habitat's scene id, gridnav's map layouts by
+number of rooms, the synthetic env's scenes, a gymnasium env's `scene_id`). The ranks agree on the names once at
+start (`agree_scene_names` in ddppo/train/stats.py: the union, sorted), so every rank packs the same
+(scenes x SCENE_COLUMNS) table into the once-per-update stats all-gather; a scene reported later that was not
+declared is not counted.
 
 Attribution: each valid sample, and its weight, counts for the scene of the episode it belongs to. The collector
 tells the tally where each finished episode's last step lies in the storage (`add_episodes`), so an env's steps of a
