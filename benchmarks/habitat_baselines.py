@@ -111,7 +111,7 @@ class Bench:
         if bad:
             raise ConfigError("cannot run habitat-baselines with this config: " + "; ".join(bad))
         self.per_update = self.cfg.env.num_envs * self.cfg.rollout.num_steps
-        template, self.train_split = hb_config.dataset_template(self.cfg.env.habitat.dataset)
+        template, _ = hb_config.dataset_template(self.cfg.env.habitat.dataset)
         self.eval_split = eval_split
         self.eval_dataset = template.replace("{split}", eval_split)
         if not Path(self.eval_dataset).exists():
