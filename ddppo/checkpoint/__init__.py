@@ -1,6 +1,7 @@
 """Checkpoints: the file format (format.py), whether a file fits a config (fits.py), RNG states (rng.py), and
 the checkpoint manager (manager.py), which is given the saved-state owners and alone saves, loads, prunes and
-picks the file to resume. docs/reference/checkpoint-format.md describes the file key by key.
+picks the file to resume (evaluation, the KL reference and ddppo.api only read files: `load`, `newest_valid`).
+docs/reference/checkpoint-format.md describes the file key by key.
 
 This module re-exports the names callers use as `from ddppo import checkpoint as ckpt; ckpt.load(...)`.
 """

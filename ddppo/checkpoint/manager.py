@@ -9,7 +9,9 @@ registered once, under a name of its own, which is its namespace in the file (ch
   to `resume(state or None)` and says whether the saved episodes continue; the owners registered `episodic`
   hold per-episode state, restored only when they do.
 A second owner under a name already taken (or one of the file's own keys) is refused, so no owner can overwrite
-another's state. `save` writes through `state_dict()`, the same dict `load_state_dict` takes back.
+another's state. `save` writes through `state_dict()`, the same dict `load_state_dict` takes back. The manager is
+training's: evaluation, the KL reference and ddppo.api only read checkpoint files (format.py's `load`,
+`newest_valid`) into a policy, never into the owners.
 
 Resume policy:
 - a run dir with checkpoints continues from the newest valid one (corrupt ones are skipped with a warning):
