@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 import gymnasium
 import numpy as np
@@ -37,6 +38,8 @@ class EpisodeInfo:
     # the scene of the episode the env started in its place (auto-reset), None: it cannot tell yet (a grouped env's
     # next episode starts later); a trainer then takes it to be `scene` (see `env_scenes`)
     next_scene: str | None = None
+    # seconds the env spent in this episode's steps (`StepClock`), None: the env does not time its envs' steps
+    step_s: float | None = None
 
 
 @dataclasses.dataclass
@@ -184,6 +187,26 @@ def env_scenes(env: Any) -> list[str | None]:
     return [None if s is None else str(s) for s in given[:n]] + [None] * max(0, n - len(given))
 
 
+class StepClock:
+    """The seconds each env of a batch stepped in turn in one process spends in its own steps, summed per episode
+    for `EpisodeInfo.step_s` (what a scene costs: ddppo's train/scene/<name>/step_ms, envs/placement.py). The step
+    that ends an episode counts with the reset that starts the next, as the env does both in it; a restored
+    episode's steps before the save are not counted. `clock`: a seconds counter (a test's scripted time)."""
+
+    def __init__(self, num_envs: int, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self._seconds = np.zeros(num_envs)
+
+    def lap(self, i: int, since: float, ended: bool = False) -> float:
+        """Add the time from `since` (a `clock()` reading) to env i's episode; its total so far, and with `ended`
+        the finished episode's total (the next starts from 0)."""
+        self._seconds[i] += self.clock() - since
+        total = float(self._seconds[i])
+        if ended:
+            self._seconds[i] = 0.0
+        return total
+
+
 def fresh_reset(env: Any, seed: int) -> Obs:
     """Reset `env` into fresh episodes from a stream derived from `seed` where its `reset` takes a
     seed (gymnasium, gridnav, synthetic, subprocess workers), else from its own stream."""
@@ -234,11 +257,15 @@ class EnvSpec:
     worker_timeout_s: float = 60.0  # a subprocess worker silent this long on a step/reset is reported as hung
     worker_start_timeout_s: float = 600.0  # the same for building the envs in a worker
     group_size: int = 1  # >1: envs run shared episodes in groups of this size (GRPO; see StepResult.idle)
+    # measured seconds per env step of each scene (JSON {scene: seconds}: the run directory's scene_costs.json, which
+    # the trainer writes), for envs that place scenes by cost when their options name no file; "": none
+    scene_costs: str = ""
 
 
-def rank_env_spec(ctx: Any, num_envs: int, seed: int, num_workers: int = 0, group_size: int = 1) -> EnvSpec:
+def rank_env_spec(ctx: Any, num_envs: int, seed: int, num_workers: int = 0, group_size: int = 1,
+                  scene_costs: str = "") -> EnvSpec:
     """The environments of one rank of a run, the one place that says which a rank builds (training and
     evaluation): `ctx` is its distributed context (rank, world_size, local_rank, device: the renderer's GPU)."""
     return EnvSpec(num_envs=num_envs, seed=seed, num_workers=num_workers, rank=ctx.rank, world_size=ctx.world_size,
                    local_rank=ctx.local_rank, gpu_device_id=ctx.device.index if ctx.device.type == "cuda" else -1,
-                   group_size=group_size)
+                   group_size=group_size, scene_costs=scene_costs)

@@ -8,11 +8,22 @@ straggler preemption then cuts (issue 44). `cost` gives every scene the same num
 them by measured cost (step time x episode length: the time an episode of the scene takes), heaviest first,
 each to the group with the smallest total cost that has a free slot (longest-processing-time-first), so the
 groups' totals come out as equal as the slots allow and preemption rarely cuts anyone.
+
+Measured costs (habitat, habitat-lab: `episode_split=cost`): a trainer writes each scene's mean env step time in
+seconds to its run directory's scene_costs.json (`{scene: seconds}`); `read_scene_costs` reads such a file and
+`scene_costs` gives every scene its cost, the median of the measured ones where a scene has none.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 from typing import Sequence
+
+from ddppo.envs.base import EnvError
+
+log = logging.getLogger(__name__)
 
 PLACEMENTS = ("contiguous", "cost")
 
@@ -44,3 +55,55 @@ def place_scenes(counts: Sequence[int], costs: Sequence[float], groups: int, pla
 def group_costs(placed: list[list[int]], costs: Sequence[float]) -> list[float]:
     """Each group's summed cost under a placement."""
     return [sum(float(costs[s]) for s in group) for group in placed]
+
+
+def read_scene_costs(path: str, key: str, run_dir_file: bool = False) -> dict[str, float]:
+    """The costs in a scene costs file, `{scene: seconds}` (JSON, every value a finite number > 0); EnvError naming
+    the file, `key` (the option that names one) and the fix where it is missing, not JSON or malformed.
+    `run_dir_file`: the file is the run directory's own, read because `key` is unset."""
+    what = f"the run directory's {path} (read as {key} is unset)" if run_dir_file else f"{key}={path}"
+    fix = (f"give {key} a JSON file mapping scene names to seconds per env step (e.g. the scene_costs.json a "
+           "training run writes in its run directory)" + (", or delete this one" if run_dir_file else ""))
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise EnvError(f"{what}: no such file; {fix}") from None
+    except (OSError, ValueError) as err:
+        raise EnvError(f"{what} is not readable JSON ({' '.join(str(err).split())}); {fix}") from None
+    if not isinstance(data, dict):
+        raise EnvError(f"{what} holds a JSON {type(data).__name__}, not an object; {fix}")
+    bad = [name for name, v in data.items() if isinstance(v, bool) or not isinstance(v, (int, float))
+           or not math.isfinite(v) or v <= 0]
+    if bad:
+        raise EnvError(f"{what}: the cost of {', '.join(repr(b) for b in bad[:3])}"
+                       f"{' and others' if len(bad) > 3 else ''} is not a number > 0; {fix}")
+    return {str(name): float(v) for name, v in data.items()}
+
+
+def measured_costs(option_path: str, run_dir_path: str, key: str) -> dict[str, float]:
+    """The scene costs to place by: the file the option `key` names, else the run directory's (`run_dir_path`,
+    given where it exists: a resumed run), else none yet (every scene alike, one log line)."""
+    if option_path:
+        return read_scene_costs(option_path, key)
+    if run_dir_path:
+        return read_scene_costs(run_dir_path, key, run_dir_file=True)
+    log.info("%s: no measured scene costs yet (none named, none in the run directory): scenes are placed as if alike "
+             "in cost; the run writes its measured ones to scene_costs.json at every checkpoint, which a resumed run "
+             "places by", key)
+    return {}
+
+
+def scene_costs(names: Sequence[str], measured: dict[str, float]) -> list[float]:
+    """Each scene's cost: its measured one, else the median of the measured costs of these scenes (1 where none of
+    them has one: every scene alike)."""
+    known = sorted(measured[n] for n in names if n in measured)
+    if not known:
+        return [1.0] * len(names)
+    mid = len(known) // 2
+    median = known[mid] if len(known) % 2 else (known[mid - 1] + known[mid]) / 2
+    missing = [n for n in names if n not in measured]
+    if missing:
+        log.info("scenes without a measured cost, placed at the median (%.4g s per step): %s", median,
+                 missing[:5] + (["..."] if len(missing) > 5 else []))
+    return [measured.get(n, median) for n in names]

@@ -269,6 +269,7 @@ class SubprocVecEnv:
         raises EnvError on an error, a death or (without `timeout_ok`) a timeout."""
         conns, procs = self._res.conns, self._res.procs
         replies: dict[int, Any] = {}
+        refused: list[str] = []
         deadline = time.monotonic() + timeout_s
         while len(replies) < want:
             waiting = [w for w in workers if w not in replies]
@@ -289,10 +290,14 @@ class SubprocVecEnv:
                         self._fail(f"env worker {w} died during {cmd!r}; {self._exit_text(w)}")
                     if status == "error":
                         self._fail(f"env worker {w} failed during {cmd!r}: {payload}")  # summary, traceback
+                    if status == "refused":  # the env kept its own state (load_state_dict): usable, the caller
+                        refused.append(f"env worker {w}: {payload}")  # starts fresh episodes
                     replies[w] = payload
                 elif procs[w].sentinel in ready:
                     procs[w].join(1.0)
                     self._fail(f"env worker {w} died during {cmd!r}; {self._exit_text(w)}")
+        if refused:  # every worker has answered: the pipes stay in step
+            raise EnvError(f"env state refused ({'; '.join(refused)})")
         return replies
 
     def _exit_text(self, w: int) -> str:
@@ -408,7 +413,11 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                 elif cmd == "state_dict":
                     reply = env.state_dict()
                 elif cmd == "load_state_dict":
-                    env.load_state_dict(arg)
+                    try:
+                        env.load_state_dict(arg)
+                    except EnvError as exc:  # a state that does not fit this env: refused, the worker still usable
+                        conn.send(("refused", str(exc).splitlines()[0]))
+                        continue
                     reply = env_scenes(env)
                 else:
                     raise EnvError(f"unknown env worker command {cmd!r}")

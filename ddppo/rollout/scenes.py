@@ -22,6 +22,9 @@ Columns, summed over ranks by the stats collective:
   weight    their weight in the gradient: each sample's rank weight (preemption.rank_weighting) times its env
             weight (rollout.importance_weights), the factors by which the update weights it against the others
   episodes  finished episodes; then sum and count of `success`, sum and count of `spl`, sum of `return`
+  step_s    seconds the envs spent stepping the finished episodes that report it (`EpisodeInfo.step_s`: habitat,
+            habitat-lab), and step_n their steps: train/scene/<name>/step_ms, and the run's scene_costs.json
+            (train/scene_costs.py)
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import numpy as np
 
 from ddppo.envs.base import declared_scenes, env_scenes
 
-SCENE_COLUMNS = ("samples", "weight", "episodes", "success_sum", "success_n", "spl_sum", "spl_n", "return_sum")
+SCENE_COLUMNS = ("samples", "weight", "episodes", "success_sum", "success_n", "spl_sum", "spl_n", "return_sum",
+                 "step_s", "step_n")
 _COL = {c: i for i, c in enumerate(SCENE_COLUMNS)}
 
 
@@ -97,6 +101,9 @@ class SceneTally:
             row, m = table[i], ep.metrics
             row[_COL["episodes"]] += 1
             row[_COL["return_sum"]] += float(m.get("return", 0.0))
+            if ep.step_s is not None and m.get("length", 0) > 0:
+                row[_COL["step_s"]] += float(ep.step_s)
+                row[_COL["step_n"]] += float(m["length"])
             for key in ("success", "spl"):
                 if key in m and np.isfinite(float(m[key])):
                     row[_COL[f"{key}_sum"]] += float(m[key])
@@ -127,14 +134,21 @@ class SceneTally:
         table[:, _COL["weight"]] += np.bincount(scene[known], w[known], S)
 
 
+def step_seconds(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, steps) per scene of a table's timed episodes."""
+    return table[:, _COL["step_s"]], table[:, _COL["step_n"]]
+
+
 def scene_scalars(names: tuple[str, ...], table: np.ndarray, prefix: str = "train") -> dict[str, float]:
-    """`<prefix>/scene/<name>/{sample_share, weight_share, success, spl, reward, episodes}` from a summed table
-    (shares: of every scene's samples / weight; outcomes where the scene finished an episode), and the spread
+    """`<prefix>/scene/<name>/{sample_share, weight_share, success, spl, reward, episodes, step_ms}` from a summed
+    table (shares: of every scene's samples / weight; outcomes and step_ms, the mean env step time, where the scene
+    finished an episode, timed for step_ms), and the spread
     over scenes: `<prefix>/scene_weight_share_min` / `_max`, `<prefix>/scene_success_min` / `_max`."""
     out: dict[str, float] = {}
     if not names:
         return out
     samples, weight = table[:, _COL["samples"]], table[:, _COL["weight"]]
+    seconds, steps = step_seconds(table)
     total_s, total_w = samples.sum(), weight.sum()
     successes = []
     for i, name in enumerate(names):
@@ -150,6 +164,8 @@ def scene_scalars(names: tuple[str, ...], table: np.ndarray, prefix: str = "trai
         for m in ("success", "spl"):
             if row[_COL[f"{m}_n"]] > 0:
                 out[f"{key}/{m}"] = float(row[_COL[f"{m}_sum"]] / row[_COL[f"{m}_n"]])
+        if steps[i] > 0:
+            out[f"{key}/step_ms"] = float(1000.0 * seconds[i] / steps[i])
         if f"{key}/success" in out:
             successes.append(out[f"{key}/success"])
     if total_w > 0:

@@ -7,6 +7,8 @@ who may write them (claim.py: the claim; holder.py: its holder record, and when 
       metrics.jsonl               one JSON object per update (rank 0 appends; a crash can tear the last line)
       tb/                         TensorBoard events of training (rank 0)
       checkpoints/ckpt-<U>.pt     the last checkpoint.keep_last checkpoints (what they hold: ddppo/checkpoint/format.py)
+      scene_costs.json            each scene's measured seconds per env step (rank 0, at every checkpoint), what
+                                  episode_split=cost places scenes by (ddppo/train/scene_costs.py)
       eval/ckpt-<U>.json          evaluation results, eval/tb/, eval/videos/ckpt-<U>/ (ddppo eval)
       wandb_run_id, wandb/        the W&B run a resume continues, and wandb's own files (log.wandb.enabled)
       .lock, .holder.json         who writes them, also eval/.lock, eval/.holder.json (claim.py)
@@ -46,6 +48,7 @@ CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tb"
 EVAL = "eval"
 WANDB_RUN_ID = "wandb_run_id"
+SCENE_COSTS = "scene_costs.json"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 _CHECKPOINT_TEMP = re.compile(r"^\.ckpt-\d+\.pt\.(\d+)\.tmp$")  # atomic_write's temp file of a checkpoint
 
@@ -187,6 +190,7 @@ class RunDir:
         self.checkpoint_dir = self.path / CHECKPOINTS
         self.eval_dir = self.path / EVAL  # where `ddppo eval` writes by default
         self.wandb_run_id_path = self.path / WANDB_RUN_ID
+        self.scene_costs_path = self.path / SCENE_COSTS
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -284,6 +288,16 @@ class RunDir:
         """Delete all but the `keep_last` newest checkpoints."""
         for old in self.checkpoints()[:-keep_last]:
             old.unlink(missing_ok=True)
+
+    # ---------------------------------------------------------------- scene_costs.json
+    def scene_costs(self) -> dict[str, float]:
+        """The measured scene costs written so far ({} where none are, or the file does not read as an object)."""
+        data = read_json(self.scene_costs_path)
+        return data if isinstance(data, dict) else {}
+
+    def write_scene_costs(self, costs: dict[str, float]) -> None:
+        """{scene: seconds per env step}, sorted by scene, atomically."""
+        write_json(self.scene_costs_path, {name: costs[name] for name in sorted(costs)}, allow_nan=False)
 
     # ---------------------------------------------------------------- the one live writer
     def claim_writer(self, stale_after_s: float | None = None) -> Claim:

@@ -14,6 +14,7 @@ place a mode is decided (rollout.overlap_learning, normalisation, the advantage 
                   one update (train/phases.py)
     progress      update, env steps, ... (train/progress.py), a saved-state owner of its own
     checkpoints   the checkpoint manager, given every saved-state owner; it resumes them
+    scene costs   each scene's measured step time, kept in the run dir for placing scenes by cost (train/scene_costs.py)
     sinks         metrics.jsonl, TensorBoard, W&B (train/metrics.py, train/wandb_sink.py)
     watchdog      the per-update bound (ddppo/watchdog.py), armed by the loop around each update
     loop          train/loop.py, which only iterates over them
@@ -49,6 +50,7 @@ from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.scenes import env_scene_names
 from ddppo.rollout.storage import RolloutStorage
+from ddppo.rundir import RunDir
 from ddppo.timing import Timer
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.learning import SerialLearning
@@ -57,6 +59,7 @@ from ddppo.train.metrics import MetricsWriter
 from ddppo.train.overlap_learning import OverlapLearning, acting_copy
 from ddppo.train.phases import Phases
 from ddppo.train.progress import Progress
+from ddppo.train.scene_costs import SceneCosts
 from ddppo.train.startup import check_run_dir, claim_run_dir, write_run_dir
 from ddppo.train.stats import SceneWindow, agree_metric_names, agree_scene_names
 from ddppo.train.wandb_sink import WandbSink, check_available
@@ -105,8 +108,12 @@ class Trainer:
         self.run_claim = claim_run_dir(cfg, ctx)  # one live writer: a second `ddppo train` here refuses (all ranks)
         try:
             self.advantage_class = estimator_class(cfg.ppo)  # its needs shape the envs and the policy
+            # the scene costs an earlier job of this run measured (the run dir, shared by every rank), where it has
+            # them: envs that place scenes by cost read them when their options name no file
+            costs = RunDir(cfg.run.dir).scene_costs_path
             self.env_spec = rank_env_spec(ctx, cfg.env.num_envs, ctx.seed, cfg.env.num_workers,
-                                          group_size=self.advantage_class.env_group_size(cfg.ppo))
+                                          group_size=self.advantage_class.env_group_size(cfg.ppo),
+                                          scene_costs=str(costs) if costs.is_file() else "")
             self.envs = make_vec_env(cfg.env.name, cfg.env_options, self.env_spec)
             try:
                 self._build()
@@ -160,7 +167,8 @@ class Trainer:
                                  functools.partial(diagnose, overlapped=overlap),
                                  sum(p.numel() for p in self.policy.parameters()),
                                  kl_adapt=self.reference.adapt if self.reference is not None else None,
-                                 watchdog=UpdateWatchdog(cfg), started=self.started)
+                                 watchdog=UpdateWatchdog(cfg), started=self.started,
+                                 scene_costs=SceneCosts(self.scene_names, RunDir(cfg.run.dir), ctx.is_main))
 
     def _new_storage(self) -> RolloutStorage:
         num_envs = self.env_spec.num_envs

@@ -74,6 +74,14 @@ class Watchdog(Protocol):
     def disarm(self) -> None: ...
 
 
+class SceneCosts(Protocol):
+    """The scenes' measured costs (train/scene_costs.py): summed every update, written at every checkpoint."""
+
+    def add(self, table: Any) -> None: ...
+
+    def save(self) -> None: ...
+
+
 class _NoWatchdog:
     def arm(self) -> None:
         """Nothing bounds an update."""
@@ -88,16 +96,18 @@ NO_WATCHDOG = _NoWatchdog()
 class TrainingLoop:
     """`kl_adapt(beta, measured_kl) -> next beta` (ppo.kl_ref), `diagnose(window, memory_fraction)` (the
     bottleneck report, train/bottleneck.py), `started`: when the run started (time.monotonic, for
-    run.time_budget_s)."""
+    run.time_budget_s), `scene_costs`: the scenes' measured costs, kept in the run directory
+    (train/scene_costs.py).
 
     def __init__(self, cfg: Config, ctx: DistContext, learning: Learning, progress: Progress, checkpoints: Checkpoints,
                  writer: Sink, timer: Any, diagnose: Callable[[list, float], Any], num_parameters: int,
                  kl_adapt: Callable[[float, float], float] | None = None, watchdog: Watchdog = NO_WATCHDOG,
-                 started: float | None = None):
+                 started: float | None = None, scene_costs: SceneCosts | None = None):
         self.cfg, self.ctx, self.learning, self.progress = cfg, ctx, learning, progress
         self.checkpoints, self.writer, self.timer, self.diagnose = checkpoints, writer, timer, diagnose
         self.num_parameters, self.kl_adapt, self.watchdog = num_parameters, kl_adapt, watchdog
         self.started = time.monotonic() if started is None else started
+        self.scene_costs = scene_costs  # RUN_DIR/scene_costs.json (train/scene_costs.py), None: not kept
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
@@ -118,6 +128,8 @@ class TrainingLoop:
                               out.timings, *memory_usage(ctx.device))
             reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
             progress.advance(update, reduced.env_steps_this_update, reduced.skipped_steps)
+            if self.scene_costs is not None:
+                self.scene_costs.add(reduced.scenes)
             self._warn_skipped(reduced.skipped_steps)
             if self.kl_adapt is not None:
                 reduced.losses["kl_beta"] = out.beta
@@ -131,6 +143,8 @@ class TrainingLoop:
                 self.writer.write(update, progress.env_steps, scalars)
                 if stop or done or update % cfg.checkpoint.interval_updates == 0:
                     self.last_save_failed = not self.checkpoints.save(update)
+                    if self.scene_costs is not None:
+                        self.scene_costs.save()
             self.perf_window.append(reduced.perf)
             if ctx.is_main and (time.monotonic() - last_print >= cfg.log.interval_s or stop or done):
                 last_print = time.monotonic()

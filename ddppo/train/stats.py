@@ -205,5 +205,6 @@ class SceneWindow:
             log.info("train/scene/* starts with an empty window: the checkpoint's scenes %s are not this run's %s",
                      list(saved), list(self.names))
             return
-        for table in state["tables"]:
-            self.tables.append(np.asarray(table, np.float64).reshape(len(saved), len(SCENE_COLUMNS)))
+        for table in state["tables"]:  # columns are only ever appended: an older table lacks the newest (zeros)
+            table = np.asarray(table, np.float64).reshape(len(saved), -1) if saved else np.zeros((0, 0))
+            self.tables.append(np.pad(table, ((0, 0), (0, len(SCENE_COLUMNS) - table.shape[1]))))

@@ -18,6 +18,7 @@ expensive part of a reset).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import time
@@ -26,8 +27,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
+from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
+from ddppo.envs.placement import measured_costs
 from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, partition, read_partition, resolve_scene,
                                        scene_name)
 from ddppo.envs.scenes.gridsim import layout_path_for
@@ -88,8 +90,10 @@ class HabitatPointNavEnv:
         self.num_envs = spec.num_envs
         group, groups = group_of(spec)
         if episodes is None:
+            costs = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""), "env.habitat.scene_costs")
+                     if options.episode_split == "cost" else None)
             episodes = read_partition(options.dataset, groups, group, list(options.scenes), self.num_envs,
-                                      options.episode_split)
+                                      options.episode_split, costs)
         else:
             episodes = [episodes[k] for k in partition(episodes, groups, group)]
         self._episodes = episodes
@@ -98,6 +102,7 @@ class HabitatPointNavEnv:
         self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
         self.env_scenes: list[str | None] = [None] * self.num_envs  # the scene each env plays (after a reset)
         self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
+        self.step_clock = StepClock(self.num_envs)  # each env's step time per episode (EpisodeInfo.step_s)
         gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
         self._tasks: list[PointNavTask] = []
         try:  # simulators load no scene yet; building them first reports a missing habitat-sim first
@@ -138,13 +143,17 @@ class HabitatPointNavEnv:
         truncated = np.zeros(n, bool)
         obs_rows, final_rows, finished = [], [], []
         for i in range(n):
+            since = self.step_clock.clock()
             obs, r, term, trunc, metrics = self._tasks[i].step(int(actions[i]))
             reward[i], terminated[i], truncated[i] = r, term, trunc
             final_rows.append(obs)
             if metrics is not None:
                 scene = self.env_scenes[i]
                 obs = self._start_next(i)
-                finished.append(EpisodeInfo(env_index=i, metrics=metrics, scene=scene, next_scene=self.env_scenes[i]))
+                finished.append(EpisodeInfo(env_index=i, metrics=metrics, scene=scene, next_scene=self.env_scenes[i],
+                                            step_s=self.step_clock.lap(i, since, ended=True)))
+            else:
+                self.step_clock.lap(i, since)
             obs_rows.append(obs)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
@@ -154,9 +163,17 @@ class HabitatPointNavEnv:
         self._tasks = []
 
     def state_dict(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, "num_episodes": len(self._episodes),
+        return {"version": STATE_VERSION, "num_episodes": len(self._episodes), "assigned": self._assigned_digest(),
                 "iterators": [it.state_dict() for it in self._iters],
                 "tasks": [task.state_dict() for task in self._tasks]}
+
+    def _assigned_digest(self) -> str:
+        """A digest of which episodes each env plays: a resume checks it continues on the same ones (a placement
+        by cost may give this group other scenes once the measured costs change)."""
+        digest = hashlib.sha1()
+        for episodes in self.assigned_episodes():
+            digest.update("\n".join(f"{ep.scene_id}/{ep.episode_id}" for ep in episodes).encode() + b"\0")
+        return digest.hexdigest()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore episode order and the running episodes (scene, pose, progress) of every env."""
@@ -165,6 +182,9 @@ class HabitatPointNavEnv:
             raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
                            f"{len(self._episodes)} episodes (same env.num_envs and dataset needed)")
+        if "assigned" in state and state["assigned"] != self._assigned_digest():
+            raise EnvError("habitat env state was saved with other episodes per env (the dataset, its scenes or their "
+                           "placement by cost changed); fresh episodes needed")
         for it, sub in zip(self._iters, state["iterators"]):
             it.load_state_dict(sub)
         for task, sub in zip(self._tasks, state["tasks"]):

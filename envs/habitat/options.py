@@ -29,7 +29,26 @@ def episode_split_field() -> Any:
         "group still has an episode per env; each group reads only its scene files, but a scene's share of the "
         "experience is its groups' share, whatever its share of the episodes) | episodes (every scene's episodes "
         "cut evenly over the groups: a scene's share of the experience follows its share of the episodes; every "
-        "group reads every file)", choices=("scenes", "episodes")))
+        "group reads every file) | cost (whole scenes placed so every group's summed cost, the scenes' measured "
+        "seconds per env step, is as equal as whole scenes allow: preemption then rarely cuts a rank; costs from "
+        "scene_costs, or the run directory's scene_costs.json on resume)", choices=("scenes", "episodes", "cost")))
+
+
+def scene_costs_field() -> Any:
+    """The field of env.habitat.scene_costs and env.habitat_lab.scene_costs (episode_split=cost)."""
+    return dataclasses.field(default="", metadata=doc(
+        "with episode_split=cost: a JSON file mapping scene names to seconds per env step (a run's scene_costs.json, "
+        "which training writes in its run directory at every checkpoint; scenes it lacks get the median); empty = "
+        "the run directory's own where it has one (a resumed run), else every scene alike",
+        hint="e.g. runs/first/scene_costs.json"))
+
+
+def scene_costs_problem(section: str, split: str, costs: str) -> list[str]:
+    """A cost file named while the episodes are not placed by cost."""
+    if costs and split != "cost":
+        return [f"scene_costs={costs} is used only with episode_split=cost (now {split}): set "
+                f"env.{section}.episode_split=cost or leave scene_costs empty"]
+    return []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +67,7 @@ class HabitatOptions:
                                      metadata=doc("only episodes of these scene names (file stem); empty = all",
                                                   each=_scene_name_problem))
     episode_split: str = episode_split_field()
+    scene_costs: str = scene_costs_field()
     backend: str = dataclasses.field(default="habitat",
                                      metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's "
                                                   "floor plan, for tests)", choices=BACKENDS))
@@ -89,7 +109,9 @@ class HabitatOptions:
                                                         hint="-2 = local GPU, -1 = CPU rendering"))
 
     def problems(self) -> list[str]:
-        """What one field's metadata cannot say: the rule across min_depth and max_depth."""
+        """What one field's metadata cannot say: the rules across min_depth and max_depth, and across
+        episode_split and scene_costs."""
+        found = scene_costs_problem("habitat", self.episode_split, self.scene_costs)
         if not self.min_depth < self.max_depth:
-            return [f"min_depth={self.min_depth}, max_depth={self.max_depth}: need 0 <= min_depth < max_depth"]
-        return []
+            found.append(f"min_depth={self.min_depth}, max_depth={self.max_depth}: need 0 <= min_depth < max_depth")
+        return found

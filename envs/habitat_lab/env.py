@@ -37,9 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult
+from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.scenes.dataset import COUNT_LIMIT_BYTES, EpisodeIterator, group_runs, partition, scene_name
+from ddppo.envs.placement import measured_costs, scene_costs
+from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs, partition,
+                                       scene_name)
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -103,23 +105,25 @@ def check_scenes(episodes: list[Any], data_path: str) -> None:
                            f"dataset {data_path!r} (check env.habitat_lab.scenes_dir)")
 
 
-def load_share(api: Api, cfg: Any, spec: Any, split: str = "scenes") -> tuple[Any, list[Any]]:
+def load_share(api: Api, cfg: Any, spec: Any, split: str = "scenes",
+               costs: dict[str, float] | None = None) -> tuple[Any, list[Any]]:
     """(the dataset holding this group's episodes, this group's episodes ordered by scene); `split`:
-    env.habitat_lab.episode_split (dataset.group_runs)."""
+    env.habitat_lab.episode_split (dataset.group_runs), `costs` the measured scene costs it places by (cost)."""
     check_dataset(api, cfg)
     group, groups = group_of(spec)
     scenes = api.scenes_to_load(cfg)
     if not scenes:
         raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} lists no scenes")
+    weights = scene_costs(scenes, costs or {}) if split == "cost" else None
     counted = episodes_by_scene(api, cfg, scenes)
     if counted is not None:  # every scene's episodes known: deal them so no env replays while others go unused
         dataset, by_scene = counted
-        runs = group_runs([len(by_scene[s]) for s in scenes], groups, group, spec.num_envs, split)
+        runs = group_runs([len(by_scene[s]) for s in scenes], groups, group, spec.num_envs, split, weights)
         episodes = [ep for s, a, b in runs for ep in by_scene[scenes[s]][a:b]]
         log.info("%s: rank %d worker %d plays %d episodes of scenes %s", api.label, spec.rank,
                  int(getattr(spec, "worker_index", 0)), len(episodes), sorted({scenes[s] for s, _, _ in runs}))
     else:
-        dataset, episodes = _load_scene_wise(api, cfg, spec, scenes)
+        dataset, episodes = _load_scene_wise(api, cfg, spec, scenes, weights)
     if not episodes:
         raise EnvError(f"habitat-lab dataset {api.get(cfg, 'data_path')!r} has no episodes for this worker's "
                        f"scenes ({len(scenes)} scenes)")
@@ -150,10 +154,14 @@ def episodes_by_scene(api: Api, cfg: Any, scenes: list[str]) -> tuple[Any, dict[
     return dataset, by_scene
 
 
-def _load_scene_wise(api: Api, cfg: Any, spec: Any, scenes: list[str]) -> tuple[Any, list[Any]]:
-    """Whole scenes per (rank, worker) (`scene_share`); only this group's scenes are read (large datasets)."""
+def _load_scene_wise(api: Api, cfg: Any, spec: Any, scenes: list[str],
+                     costs: list[float] | None = None) -> tuple[Any, list[Any]]:
+    """Whole scenes per (rank, worker) (`scene_share`, or placed by `costs` where they are at least the groups:
+    `cost_placement`); only this group's scenes are read (large datasets)."""
     group, groups = group_of(spec)
     mine, sharing, place = scene_share(scenes, groups, group)
+    if costs is not None and len(scenes) >= groups:
+        mine = [scenes[s] for s in cost_placement(costs, groups)[group]]
     log.info("%s: rank %d worker %d plays scenes %s%s", api.label, spec.rank, int(getattr(spec, "worker_index", 0)),
              mine, f" (share {place + 1} of {sharing} of their episodes)" if sharing > 1 else "")
     dataset = api.make_dataset(api.replace(cfg, content_scenes=mine))
@@ -176,7 +184,9 @@ class HabitatLabVecEnv:
         self.api = api if api is not None else Api()
         self.num_envs = spec.num_envs
         cfg = configured(self.api, options, spec)
-        dataset, self._episodes = load_share(self.api, cfg, spec, options.episode_split)
+        costs = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""), "env.habitat_lab.scene_costs")
+                 if options.episode_split == "cost" else None)
+        dataset, self._episodes = load_share(self.api, cfg, spec, options.episode_split, costs)
         if self.num_envs > len(self._episodes):
             log.warning("only %d episodes for %d envs: some envs replay the same episodes in one pass",
                         len(self._episodes), self.num_envs)
@@ -185,6 +195,7 @@ class HabitatLabVecEnv:
         scene_of = [ep.scene_id for ep in self._episodes]
         self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
         self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
+        self.step_clock = StepClock(self.num_envs)  # each env's step time per episode (EpisodeInfo.step_s)
         self._envs: list[Any] = []
         try:
             for i, part in enumerate(parts):
@@ -267,6 +278,7 @@ class HabitatLabVecEnv:
         reward, terminated, truncated = np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool)
         obs_rows, final_rows, finished = [], [], []
         for i, env in enumerate(self._envs):
+            since = self.step_clock.clock()
             obs = self._convert(env.step(self.actions.to_habitat(actions[i])))
             done = bool(env.episode_over)
             ended = done and not env.task.is_episode_active  # the task ended it (STOP), not the limit
@@ -280,7 +292,10 @@ class HabitatLabVecEnv:
                 info = EpisodeInfo(i, self._episode_metrics(i, metrics), _scene_of(env))
                 obs = self._start_next(i)
                 info.next_scene = _scene_of(env)
+                info.step_s = self.step_clock.lap(i, since, ended=True)
                 finished.append(info)
+            else:
+                self.step_clock.lap(i, since)
             obs_rows.append(obs)
         self.episodes_done += len(finished)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)

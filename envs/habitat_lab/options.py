@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ddppo.envs.field_metadata import doc
-from ddppo.envs.habitat.options import episode_split_field
+from ddppo.envs.habitat.options import episode_split_field, scene_costs_field, scene_costs_problem
 
 
 def _override_problem(item: object) -> str | None:
@@ -51,6 +51,7 @@ class HabitatLabOptions:
                                                             "max_episode_steps), after the overrides; 0 = the task "
                                                             "config's", ge=0, hint="0 = the task config's limit"))
     episode_split: str = episode_split_field()
+    scene_costs: str = scene_costs_field()
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))
     reward_measure: str = dataclasses.field(default="distance_to_goal",
@@ -72,3 +73,7 @@ class HabitatLabOptions:
                                                         "rank's GPU when training on CUDA, else -1; -1 = software "
                                                         "(required on CPU for habitat-sim 0.2.2); N = CUDA device N",
                                                         ge=-2, hint="-2 = local GPU, -1 = CPU rendering"))
+
+    def problems(self) -> list[str]:
+        """What one field's metadata cannot say: the rule across episode_split and scene_costs."""
+        return scene_costs_problem("habitat_lab", self.episode_split, self.scene_costs)

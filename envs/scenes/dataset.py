@@ -17,11 +17,12 @@ import glob
 import gzip
 import json
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ddppo.envs.base import EnvError
+from ddppo.envs.placement import place_scenes, scene_costs
 
 DEFAULT_SCENE_PREFIX = "data/scene_datasets/"
 _KNOWN = ("episode_id", "scene_id", "start_position", "start_rotation", "goals", "info")
@@ -130,7 +131,7 @@ def read_episodes(path: str) -> list[Episode]:
 
 
 def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), num_envs: int = 1,
-                   split: str = "scenes") -> list[Episode]:
+                   split: str = "scenes", costs: dict[str, float] | None = None) -> list[Episode]:
     """The episodes of worker group `group` of `groups` (disjoint groups that cover the dataset), each group
     holding `num_envs` envs.
 
@@ -139,7 +140,7 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), n
     hold fewer episodes than envs) the episodes are cut evenly over the groups so no env replays an episode while
     another goes unused. Counting needs every file read: folders over COUNT_LIMIT_BYTES (the public datasets,
     whose scenes hold thousands of episodes each) are dealt out by files alone. A single file is read whole and
-    cut like `partition`.
+    cut like `partition`. `split="cost"` places whole scenes by `costs` (`cost_placement`), files alone too.
     """
     files, episodes = _sources(path)
     if episodes is not None:
@@ -153,7 +154,8 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), n
             raise EnvError(f"dataset {path!r} has no content file for env.habitat.scenes={list(scenes)}")
     if _countable(files):
         parsed = [filter_scenes(_parse(f), list(scenes)) for f in files]
-        mine = [ep for s, a, b in group_runs([len(p) for p in parsed], groups, group, num_envs, split)
+        weights = scene_costs([scene_name(f) for f in files], costs or {}) if split == "cost" else None
+        mine = [ep for s, a, b in group_runs([len(p) for p in parsed], groups, group, num_envs, split, weights)
                 for ep in parsed[s][a:b]]
         if not mine:
             raise EnvError(f"dataset {path!r} has no episodes")
@@ -161,6 +163,9 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), n
     n = len(files)
     if n >= groups:
         mine = files[group * n // groups:(group + 1) * n // groups]
+        if split == "cost":
+            mine = [files[s] for s in cost_placement(scene_costs([scene_name(f) for f in files], costs or {}),
+                                                     groups)[group]]
         return [ep for f in mine for ep in filter_scenes(_parse(f), list(scenes))]
     k = group * n // groups  # this group's file, shared with the groups mapped to the same file
     sharing = [g for g in range(groups) if g * n // groups == k]
@@ -204,10 +209,29 @@ def balanced_runs(counts: list[int], groups: int) -> list[list[Run]]:
     return out
 
 
-EPISODE_SPLITS = ("scenes", "episodes")
+def cost_placement(costs: Sequence[float], groups: int) -> list[list[int]]:
+    """Per group, the scenes it plays when whole scenes are placed by cost (`groups` <= scenes): every group as many
+    scenes as the others (one more for the first where they do not divide), heaviest first to the group of least
+    summed cost (envs/placement.py `place_scenes`), so the groups' summed costs come out as equal as whole scenes
+    allow. The same answer in every group for the same costs."""
+    return place_scenes([1] * len(costs), costs, groups, "cost")
 
 
-def group_runs(counts: list[int], groups: int, group: int, num_envs: int, split: str = "scenes") -> list[Run]:
+def cost_runs(counts: list[int], costs: Sequence[float], groups: int) -> list[list[Run]] | None:
+    """Per group, its runs when the scenes that have episodes are placed whole by cost (`cost_placement`); None
+    where they are fewer than the groups."""
+    present = [s for s, c in enumerate(counts) if c > 0]
+    if len(present) < groups:
+        return None
+    placed = cost_placement([float(costs[s]) for s in present], groups)
+    return [[(present[k], 0, counts[present[k]]) for k in group] for group in placed]
+
+
+EPISODE_SPLITS = ("scenes", "episodes", "cost")
+
+
+def group_runs(counts: list[int], groups: int, group: int, num_envs: int, split: str = "scenes",
+               costs: Sequence[float] | None = None) -> list[Run]:
     """The runs of episodes group `group` of `groups` plays, given every scene's episode count (the same answer in
     every group). Scenes are dealt out whole (`scene_wise_runs`: each group reads only its own scene files) unless
     that leaves some group fewer episodes than its `num_envs` envs, whose envs would replay episodes while others
@@ -218,24 +242,32 @@ def group_runs(counts: list[int], groups: int, group: int, num_envs: int, split:
     each group's episodes: dealt out whole, a scene holding 1% of the episodes alone in a group gets that group's
     whole share (issue 44: counts [1000, 10] over 2 groups, 50% each). `split="episodes"` (env.habitat.
     episode_split) always cuts evenly, so every scene's share of the experience follows its share of the episodes
-    (within one episode per group); `experience_shares` computes both."""
+    (within one episode per group); `experience_shares` computes both. `split="cost"` deals whole scenes placed by
+    `costs` (each scene's seconds per env step: `cost_runs`) so the groups run at one speed, under the same rule
+    as `scenes` (cut evenly where that leaves a group short, or where the scenes are fewer than the groups)."""
     if split not in EPISODE_SPLITS:
         raise ValueError(f"split={split!r}: use one of {', '.join(EPISODE_SPLITS)}")
     if split == "episodes":
         return balanced_runs(counts, groups)[group]
-    wise = scene_wise_runs(counts, groups)
+    if split == "cost":
+        if costs is None or len(costs) != len(counts):
+            raise ValueError(f"split='cost' needs one cost per scene ({len(counts)} scenes)")
+        wise = cost_runs(counts, costs, groups) or balanced_runs(counts, groups)
+    else:
+        wise = scene_wise_runs(counts, groups)
     sizes = [sum(b - a for _, a, b in runs) for runs in wise]
     if min(sizes) >= num_envs and sum(sizes) == sum(counts):  # (a scene with fewer episodes than its groups: shared)
         return wise[group]
     return balanced_runs(counts, groups)[group]
 
 
-def experience_shares(counts: list[int], groups: int, num_envs: int, split: str = "scenes") -> list[float]:
+def experience_shares(counts: list[int], groups: int, num_envs: int, split: str = "scenes",
+                      costs: Sequence[float] | None = None) -> list[float]:
     """Each scene's share of the experience when every group's envs step alike and play their group's episodes in
     turn (the mean over groups of the scene's share of the group's episodes)."""
     shares = [0.0] * len(counts)
     for group in range(groups):
-        runs = group_runs(counts, groups, group, num_envs, split)
+        runs = group_runs(counts, groups, group, num_envs, split, costs)
         size = sum(b - a for _, a, b in runs)
         for s, a, b in runs:
             shares[s] += (b - a) / size / groups

@@ -10,7 +10,7 @@ from ddppo.config import PreemptionConfig
 from ddppo.envs.base import EpisodeInfo
 from ddppo.eval.stats import summarize_scenes
 from ddppo.rollout.preemption import Preemption
-from ddppo.rollout.scenes import SceneTally, metric_key, scene_scalars
+from ddppo.rollout.scenes import SCENE_COLUMNS, SceneTally, metric_key, scene_scalars
 from ddppo.rollout.variable import importance_weights, two_sided_weights
 from rollout_testutil import AlternatingScenes, NeverStop, expected_scene_samples
 from testutil import gloo_context
@@ -48,7 +48,7 @@ def test_an_envs_steps_count_for_each_of_its_episodes_scenes():
 
 
 def test_scene_scalars_shares_and_outcomes():
-    table = np.zeros((2, 8))
+    table = np.zeros((2, len(SCENE_COLUMNS)))
     table[:, 0] = [30, 10]
     table[:, 1] = [30, 30]
     table[0, 2:5] = [4, 3, 4]
@@ -56,7 +56,7 @@ def test_scene_scalars_shares_and_outcomes():
     assert out["train/scene/fast/sample_share"] == 0.75 and out["train/scene/slow_1/weight_share"] == 0.5
     assert out["train/scene/fast/success"] == 0.75 and "train/scene/slow_1/success" not in out
     assert out["train/scene_weight_share_min"] == 0.5 and out["train/scene_success_min"] == 0.75
-    assert scene_scalars((), np.zeros((0, 8))) == {}
+    assert scene_scalars((), np.zeros((0, len(SCENE_COLUMNS)))) == {}
     assert metric_key("data/x.glb") == "data_x.glb"
 
 
