@@ -94,16 +94,27 @@ def measured_costs(option_path: str, run_dir_path: str, key: str) -> dict[str, f
     return {}
 
 
+def _measured_cost(name: str, measured: dict[str, float]) -> float | None:
+    """A scene's measured cost, by its name, or by the name its episodes' scene files have where the dataset lists
+    it under a longer one (habitat-lab lists HM3D's `00800-TEEsavR23oF`, whose episodes, and so train/scene/*,
+    name `TEEsavR23oF`)."""
+    if name in measured:
+        return measured[name]
+    longest = max((k for k in measured if name.endswith(k) and not name[-len(k) - 1].isalnum()), key=len, default=None)
+    return None if longest is None else measured[longest]
+
+
 def scene_costs(names: Sequence[str], measured: dict[str, float]) -> list[float]:
     """Each scene's cost: its measured one, else the median of the measured costs of these scenes (1 where none of
     them has one: every scene alike)."""
-    known = sorted(measured[n] for n in names if n in measured)
+    found = [_measured_cost(n, measured) for n in names]
+    known = sorted(c for c in found if c is not None)
     if not known:
         return [1.0] * len(names)
     mid = len(known) // 2
     median = known[mid] if len(known) % 2 else (known[mid - 1] + known[mid]) / 2
-    missing = [n for n in names if n not in measured]
+    missing = [n for n, c in zip(names, found) if c is None]
     if missing:
         log.info("scenes without a measured cost, placed at the median (%.4g s per step): %s", median,
                  missing[:5] + (["..."] if len(missing) > 5 else []))
-    return [measured.get(n, median) for n in names]
+    return [median if c is None else c for c in found]

@@ -97,7 +97,7 @@ class TrainingLoop:
     """`kl_adapt(beta, measured_kl) -> next beta` (ppo.kl_ref), `diagnose(window, memory_fraction)` (the
     bottleneck report, train/bottleneck.py), `started`: when the run started (time.monotonic, for
     run.time_budget_s), `scene_costs`: the scenes' measured costs, kept in the run directory
-    (train/scene_costs.py).
+    (train/scene_costs.py)."""
 
     def __init__(self, cfg: Config, ctx: DistContext, learning: Learning, progress: Progress, checkpoints: Checkpoints,
                  writer: Sink, timer: Any, diagnose: Callable[[list, float], Any], num_parameters: int,

@@ -200,6 +200,9 @@ def test_habitat_lab_places_whole_scenes_by_cost(tmp_path, monkeypatch, countabl
 def test_scenes_without_a_measured_cost_get_the_median():
     assert scene_costs(["a", "b", "c", "d"], {"a": 1.0, "b": 2.0, "c": 4.0}) == [1.0, 2.0, 4.0, 2.0]
     assert scene_costs(["a", "b"], {}) == [1.0, 1.0]
+    # habitat-lab lists HM3D scenes by folder (00800-TEE...), their episodes' files (and train/scene/*) by stem
+    assert scene_costs(["00800-TEEsavR23oF", "00801-x", "ab"], {"TEEsavR23oF": 3.0, "x": 1.0, "b": 9.0}) == [
+        3.0, 1.0, 2.0]
 
 
 @pytest.mark.parametrize("content,why", [(None, "no such file"), ("{", "not readable JSON"),

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ddppo import checkpoint as ckpt
+from ddppo.rollout.scenes import SCENE_COLUMNS
 from testutil import save_checkpoint, trainer_in_process
 
 
@@ -37,7 +38,7 @@ def test_saved_state_and_its_load_are_exact_inverses(tmp_path, tiny_config, adva
                              "window": [[np.ones(7), np.full(7, 2.0), 128, 0.5]],
                              "episode_metrics": list(trainer.metric_names),
                              "scene_window": {"names": list(trainer.scene_names),
-                                              "tables": [np.ones((len(trainer.scene_names), 8))]}}
+                                              "tables": [np.ones((len(trainer.scene_names), len(SCENE_COLUMNS)))]}}
         if advantage == "grpo":
             state["rank"]["advantage"] = torch.ones(2, 4)
         trainer.checkpoints.load_state_dict(state)

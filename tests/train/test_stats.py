@@ -10,6 +10,7 @@ import numpy as np
 
 from ddppo.train.stats import PHASES, _HEAD, loss_keys, unpack
 from ddppo.rollout.collector import DIAG_KEYS, EPISODE_KEYS
+from ddppo.rollout.scenes import SCENE_COLUMNS
 
 
 def test_unpack_reduces_each_column_as_the_per_key_reference():
@@ -63,12 +64,12 @@ def test_the_scene_window_is_saved_and_restored_under_its_scene_names(caplog):
 
     window = SceneWindow(("a", "b"), 3)
     for k in range(4):
-        window.scalars(SimpleNamespace(scenes=np.full((2, 8), float(k))))
+        window.scalars(SimpleNamespace(scenes=np.full((2, len(SCENE_COLUMNS)), float(k))))
     restored = SceneWindow(("a", "b"), 3)
     restored.load_state_dict(window.state_dict())
     assert [t[0, 0] for t in restored.tables] == [1.0, 2.0, 3.0]
-    assert restored.scalars(SimpleNamespace(scenes=np.ones((2, 8)))) == window.scalars(
-        SimpleNamespace(scenes=np.ones((2, 8))))
+    assert restored.scalars(SimpleNamespace(scenes=np.ones((2, len(SCENE_COLUMNS))))) == window.scalars(
+        SimpleNamespace(scenes=np.ones((2, len(SCENE_COLUMNS)))))
     other = SceneWindow(("a", "c"), 3)
     with caplog.at_level(logging.INFO, logger="ddppo.train.stats"):
         other.load_state_dict(window.state_dict())
