@@ -84,8 +84,11 @@ class EvalRequest:
 
 # ------------------------------------------------------------------------------ config and files
 # Training-only keys set so that no training-only check (minibatches or workers dividing env.num_envs)
-# refuses an eval override of env.num_envs; eval uses neither. The user's own overrides still win.
-EVAL_DEFAULTS = ("ppo.num_mini_batch=1", "env.num_workers=0")
+# refuses an eval override of env.num_envs; eval uses neither. The scene costs place training's scenes for speed
+# (episode_split=cost): eval places them alike rather than need a cost file that may be gone. The user's own
+# overrides still win.
+EVAL_DEFAULTS = ("ppo.num_mini_batch=1", "env.num_workers=0", "env.habitat.scene_costs=''",
+                 "env.habitat_lab.scene_costs=''")
 
 
 def resolve_config(target: str, overrides: list[str]) -> Config:

@@ -297,6 +297,32 @@ def test_a_run_keeps_its_scene_costs_and_a_resume_places_by_them(generated, tmp_
     assert sorted(json.loads((run / "scene_costs.json").read_text())) == ["gen_000", "gen_001"]
 
 
+def test_eval_of_a_run_placed_by_a_cost_file_that_is_gone_places_alike(generated, tmp_path):
+    """The costs place training's scenes for speed; `ddppo eval` of the run does not need them, so a run trained
+    with env.habitat.scene_costs=PATH evaluates after PATH is gone (it exited 2 at env build)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run, costs = tmp_path / "run", tmp_path / "costs.json"
+    costs.write_text(json.dumps(COST))
+    common = ["env.habitat.backend=grid", f"env.habitat.dataset={generated['dataset']}",
+              f"env.habitat.scenes_dir={generated['scenes_dir']}", "env.num_envs=2", "env.habitat.depth_width=16",
+              "env.habitat.depth_height=16", "env.habitat.max_episode_steps=4", "log.tensorboard=false"]
+    trained = subprocess.run(
+        [sys.executable, "-m", "ddppo", "train", os.path.join(repo, "configs", "pointnav_habitat_cpu.yaml"), *common,
+         f"run.dir={run}", "rollout.num_steps=8", "policy.hidden_size=16", "policy.resnet_base_width=4",
+         "run.total_env_steps=16", "env.habitat.episode_split=cost", f"env.habitat.scene_costs={costs}"],
+        cwd=repo, capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    costs.unlink()
+    evaluated = subprocess.run([sys.executable, "-m", "ddppo", "eval", str(run), "eval.num_episodes=2",
+                                "log.tensorboard=false"], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert sorted((run / "eval").glob("ckpt-*.json"))
+
+
 def test_subprocess_workers_refuse_a_state_of_another_placement_and_stay_usable(make_options, tmp_path):
     """A resume whose measured costs place other scenes on a worker: the worker refuses the saved state (one
     EnvError; the collector then starts fresh episodes) and keeps serving, instead of breaking every worker."""
