@@ -21,6 +21,7 @@ from ddppo.envs.scenes.dataset import (Episode, Goal, balanced_runs, group_runs,
                                         scene_wise_runs, write_split)
 from ddppo.envs.habitat.env import env_partition
 from ddppo.envs.habitat_lab.env import load_share
+from habitat_testutil import HabitatLabStandIn
 
 COUNTS = [1, 9, 2, 6, 3]  # episodes per scene: uneven, so a scene-wise split leaves some groups short
 SCENES, RANKS, WORKERS, ENVS = (1, 2, 3, 5), (1, 2, 3), (1, 2), (1, 2, 3, 4, 6)
@@ -66,38 +67,11 @@ def test_habitat_pointnav_split(split_folders, scenes, ranks, workers, envs):
     _check(plays, [e.episode_id for e in _episodes(scenes)], groups * envs)
 
 
-class _StandInApi:
-    """What load_share asks of habitat-lab (ddppo.envs.habitat_lab.compat.Api): a config as a dict, a dataset of
-    episodes with per-scene content filtering, and the dataset class's scene name of an episode."""
-
-    label = "habitat-lab stand-in"
-
-    def __init__(self, episodes: list[Episode]):
-        self.episodes = episodes
-        self.scenes = sorted({e.scene_id.split("/")[-1].split(".")[0] for e in episodes})
-
-    def get(self, cfg, key):
-        return cfg[key]
-
-    def replace(self, cfg, **values):
-        return {**cfg, **values}
-
-    def scenes_to_load(self, cfg):
-        return list(self.scenes)
-
-    def dataset_class(self, cfg):
-        return types.SimpleNamespace(scene_from_scene_path=lambda path: path.split("/")[-1].split(".")[0])
-
-    def make_dataset(self, cfg):
-        wanted = set(cfg.get("content_scenes", self.scenes))
-        return types.SimpleNamespace(episodes=[e for e in self.episodes if e.scene_id[4:-4] in wanted])
-
-
 @pytest.mark.parametrize("scenes,ranks,workers,envs", GRID)
 def test_habitat_lab_split(tmp_path, scenes, ranks, workers, envs):
     (tmp_path / "val.json.gz").write_text("")
     cfg = {"data_path": str(tmp_path / "{split}.json.gz"), "split": "val", "scenes_dir": str(tmp_path)}
-    api = _StandInApi(_episodes(scenes))
+    api = HabitatLabStandIn(_episodes(scenes))
     plays = {}
     for rank, worker in itertools.product(range(ranks), range(workers)):
         spec = types.SimpleNamespace(rank=rank, world_size=ranks, worker_index=worker, worker_count=workers,

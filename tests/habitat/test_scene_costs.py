@@ -26,6 +26,7 @@ from ddppo.envs.scenes.dataset import (Episode, Goal, experience_shares, group_r
 from ddppo.rollout.scenes import SCENE_COLUMNS, SceneTally, scene_scalars
 from ddppo.rundir import RunDir
 from ddppo.train.scene_costs import SceneCosts
+from habitat_testutil import HabitatLabStandIn
 
 COST = {"gen_000": 0.002, "gen_001": 0.006}  # scripted seconds per env step of each generated scene
 
@@ -154,32 +155,6 @@ def test_every_group_reads_the_same_placement_from_a_split_folder(tmp_path, monk
     assert sorted(e.episode_id for p in parts for e in p) == sorted(e.episode_id for e in _episodes([4] * 4))
 
 
-class _StandInApi:
-    """What load_share asks of habitat-lab (as tests/habitat/test_episode_split.py's stand-in)."""
-
-    label = "habitat-lab stand-in"
-
-    def __init__(self, episodes: list[Episode]):
-        self.episodes = episodes
-        self.scenes = sorted({scene_name(e.scene_id) for e in episodes})
-
-    def get(self, cfg, key):
-        return cfg[key]
-
-    def replace(self, cfg, **values):
-        return {**cfg, **values}
-
-    def scenes_to_load(self, cfg):
-        return list(self.scenes)
-
-    def dataset_class(self, cfg):
-        return types.SimpleNamespace(scene_from_scene_path=scene_name)
-
-    def make_dataset(self, cfg):
-        wanted = set(cfg.get("content_scenes", self.scenes))
-        return types.SimpleNamespace(episodes=[e for e in self.episodes if scene_name(e.scene_id) in wanted])
-
-
 @pytest.mark.parametrize("countable", [True, False])
 def test_habitat_lab_places_whole_scenes_by_cost(tmp_path, monkeypatch, countable):
     from ddppo.envs.habitat_lab import env as hl_env
@@ -188,7 +163,7 @@ def test_habitat_lab_places_whole_scenes_by_cost(tmp_path, monkeypatch, countabl
         monkeypatch.setattr(hl_env, "episodes_by_scene", lambda api, cfg, scenes: None)
     (tmp_path / "val.json.gz").write_text("")
     cfg = {"data_path": str(tmp_path / "{split}.json.gz"), "split": "val", "scenes_dir": str(tmp_path)}
-    api = _StandInApi(_episodes([4, 4, 4, 4]))
+    api = HabitatLabStandIn(_episodes([4, 4, 4, 4]))
     costs = {"s0": 3.0, "s1": 3.0, "s2": 1.0, "s3": 1.0}
     mine = {}
     for rank, worker in itertools.product(range(2), range(1)):
