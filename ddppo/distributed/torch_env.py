@@ -18,7 +18,7 @@ torch.distributed.rendezvous does.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ddppo.errors import ConfigError
 
@@ -59,22 +59,24 @@ def parse_int(name: str, value: str) -> int:
     return number
 
 
-def cvar_bool(environ: Mapping[str, str], names: Sequence[str], default: bool) -> bool:
-    """getCvarBool: the value torch takes for `names`, `default` when none is set; every set name is checked."""
+def _cvar(environ: Mapping[str, str], names: Sequence[str], default: Any, parse: Callable[[str, str], Any]) -> Any:
+    """torch's getCvar*: the first of `names` that is set wins, `default` when none is; every set name is parsed
+    (checked), as torch reads them all."""
     result = default
     for name in reversed(names):
         if name in environ:
-            result = parse_bool(name, environ[name])
+            result = parse(name, environ[name])
     return result
+
+
+def cvar_bool(environ: Mapping[str, str], names: Sequence[str], default: bool) -> bool:
+    """getCvarBool: the value torch takes for `names`, `default` when none is set; every set name is checked."""
+    return _cvar(environ, names, default, parse_bool)
 
 
 def cvar_int(environ: Mapping[str, str], names: Sequence[str], default: int) -> int:
     """getCvarInt: as cvar_bool, for a whole number."""
-    result = default
-    for name in reversed(names):
-        if name in environ:
-            result = parse_int(name, environ[name])
-    return result
+    return _cvar(environ, names, default, parse_int)
 
 
 def check_nccl_env(environ: Mapping[str, str]) -> None:
