@@ -63,8 +63,9 @@ def listening(port: int, host: str = "") -> bool:
 def free_job_port(job_id: int, ephemeral: tuple[int, int] | None = None, retries: int = RETRIES,
                   in_use=listening) -> int:
     """`job_port`, or the next port of its window (wrapping) that nothing listens on."""
-    first, end = port_window(ephemeral or ephemeral_range())
-    start = job_port(job_id, (ephemeral or ephemeral_range()))
+    ephemeral = ephemeral or ephemeral_range()
+    first, end = port_window(ephemeral)
+    start = job_port(job_id, ephemeral)
     for step in range(min(retries, end - first)):
         port = first + (start - first + step) % (end - first)
         if not in_use(port):
