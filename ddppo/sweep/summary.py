@@ -81,32 +81,33 @@ def _curve(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
 
 
-def collect(sweep_dir: Path, metrics: Sequence[str]) -> tuple[dict, list[RunResult]]:
-    """(manifest, every run's result) from the sweep dir."""
+def collect(sweep_dir: Path, metrics: Sequence[str]) -> tuple[dict, list[RunResult], list[str]]:
+    """(manifest, every run's result, the metrics reported: `metrics`, then the per-scene columns the runs
+    report, scene_columns) from the sweep dir, each run's metrics.jsonl read once."""
     manifest = disk.read_manifest(sweep_dir)
     if not manifest or not manifest.get("runs"):
         raise SweepError(f"{sweep_dir} is not a sweep dir (no {disk.MANIFEST}); pass the sweep dir that "
                          f"`ddppo sweep SPEC` printed (default runs/sweeps/<name>)")
+    runs = [(entry, Path(sweep_dir) / entry["run_dir"]) for entry in manifest["runs"]]
+    read = [disk.read_metrics(run_dir) for _, run_dir in runs]
+    metrics = list(metrics) + [m for m in scene_columns(read) if m not in metrics]
     queue = disk.SlurmQueue()
     results = []
-    for entry in manifest["runs"]:
-        run_dir = Path(sweep_dir) / entry["run_dir"]
-        records = disk.read_metrics(run_dir)
+    for (entry, run_dir), records in zip(runs, read):
         results.append(RunResult(
             name=entry["name"], variant=entry["variant"], seed=entry.get("seed"),
             status=disk.run_status(sweep_dir, entry["name"], run_dir, queue, records),
             env_steps=records[-1]["env_steps"] if records else None,
             final={m: final_value(records, m) for m in metrics},
             curves={m: _curve(records, m) for m in metrics}))
-    return manifest, results
+    return manifest, results, metrics
 
 
-def scene_columns(sweep_dir: Path) -> list[str]:
-    """The per-scene columns the sweep's runs report (see the module docstring), [] where none has scenes."""
-    manifest = disk.read_manifest(sweep_dir) or {}
+def scene_columns(runs: Sequence[list[dict]]) -> list[str]:
+    """The per-scene columns the runs (each one's metrics records) report (see the module docstring), [] where
+    none has scenes."""
     keys: set[str] = set()
-    for entry in manifest.get("runs", []):
-        records = disk.read_metrics(Path(sweep_dir) / entry["run_dir"])
+    for records in runs:
         if records:
             keys.update(k for k in records[-1] if k.startswith("train/scene"))
     scenes = sorted({k.split("/")[2] for k in keys if k.startswith("train/scene/")})
@@ -285,8 +286,7 @@ def summarize(sweep_dir: str | Path, metrics: Sequence[str] = DEFAULT_METRICS, s
     sort = sort or metrics[0]
     if sort not in metrics:
         metrics.append(sort)
-    metrics += [m for m in scene_columns(sweep_dir) if m not in metrics]
-    manifest, results = collect(sweep_dir, metrics)
+    manifest, results, metrics = collect(sweep_dir, metrics)
     rows = sort_rows(aggregate(results, metrics), sort, ascending)
     counts = Counter(r.status for r in results)
     status = ", ".join(f"{counts[s]} {s}" for s in disk.STATUSES if counts[s])
