@@ -11,8 +11,7 @@ from typing import Any
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.errors import ConfigError
-from ddppo.errors import CheckpointError
+from ddppo.errors import CheckpointError, ConfigError
 from ddppo.interop.habitat_checkpoint import LAYOUTS, POLICY_NAMES, to_habitat_keys
 from ddppo.model.habitat_baselines import backbone_name
 from ddppo.rundir import atomic_write

@@ -34,11 +34,10 @@ from ddppo.distributed.launch import without_launch_vars
 from ddppo.distributed.visible import visible_gpus
 from ddppo.rundir import RunDir, claim_dir, write_json
 from ddppo.config import diff_keys, get_key
-from ddppo.errors import ConfigError
+from ddppo.errors import ConfigError, SweepError
 from ddppo.sweep import runs as disk
 from ddppo.sweep.gpus import gpu_slots
 from ddppo.sweep.spec import Run, SweepSpec, cli_overrides, expand, load_spec, override_list
-from ddppo.errors import SweepError
 
 log = logging.getLogger(__name__)
 
