@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import deque
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
@@ -164,17 +164,22 @@ def agree_metric_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, .
     """The episode metric names every rank aggregates: the union of every rank's (envs of one config declare the
     same names; a union still gives every rank the same columns if they differ), EPISODE_KEYS first. Two
     collectives at start, the same on every rank."""
-    gathered = ctx.gather_objects(list(local))
-    union = metric_names(n for names in gathered for n in names) if gathered is not None else None
-    return tuple(ctx.broadcast_object(union))
+    return _agreed_union(ctx, local, metric_names)
 
 
 def agree_scene_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, ...]:
     """The scene names every rank tallies (rollout/scenes.py): the sorted union of every rank's declared scenes,
     so ranks playing different scenes still pack the same columns. The same two collectives at start on every
     rank, whether or not its envs have scenes."""
+    return _agreed_union(ctx, local, scene_names)
+
+
+def _agreed_union(ctx: DistContext, local: tuple[str, ...],
+                  order: Callable[[Iterable[str]], tuple[str, ...]]) -> tuple[str, ...]:
+    """`order` of the union of every rank's `local` names, the same on every rank: gathered on rank 0, ordered
+    there, broadcast (two collectives)."""
     gathered = ctx.gather_objects(list(local))
-    union = scene_names(n for names in gathered for n in names) if gathered is not None else None
+    union = order(n for names in gathered for n in names) if gathered is not None else None
     return tuple(ctx.broadcast_object(union))
 
 
