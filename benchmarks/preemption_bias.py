@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ddppo.benchmarks.scaling import child_env
 from ddppo.rundir import RunDir, atomic_write
 
 # the shared config of every variant (sleep-bound envs: two ranks fit on a shared 2-core machine)
@@ -59,14 +60,6 @@ VARIANTS = {
 SCENES = ("scene0", "scene1")  # fast, slow
 # phases of an update that are learning, not collection (their slowest rank's seconds, perf/<phase>_s_max)
 LEARNING = ("gae", "reference_forward", "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
-
-
-def child_env() -> dict[str, str]:
-    from ddppo.distributed.launch import without_launch_vars
-
-    env = {k: v for k, v in without_launch_vars().items() if not k.startswith("SLURM_")}
-    env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 def overrides(variant: str, seed: int, steps: int) -> list[str]:
