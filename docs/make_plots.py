@@ -259,8 +259,8 @@ def continuous_control_hopper_20(plt, out: Path) -> Path:
 def preemption_scaling(plt, out: Path) -> Path:
     """The rank simulation (benchmarks/preemption_sim.py): scaling efficiency against ranks (left) and the slowest
     quarter of the scenes' share of the gradient over its intended share against sync_frac at 128 ranks (right)."""
-    cases = _load("preemption_sim.json")["cases"]
-    paper = _load("preemption_sim.json")["paper"]
+    data = _load("preemption_sim.json")
+    cases, paper = data["cases"], data["paper"]
     sigmas = sorted({c["sigma"] for c in cases})
     fig, axes = plt.subplots(len(sigmas), 2, figsize=(11, 3.6 * len(sigmas)), squeeze=False)
     styles = {("contiguous", 0.6): ("tab:orange", "-"), ("contiguous", 1.0): ("tab:orange", ":"),
