@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import statistics
 from typing import Sequence
 
 from ddppo.envs.base import EnvError
@@ -108,11 +109,10 @@ def scene_costs(names: Sequence[str], measured: dict[str, float]) -> list[float]
     """Each scene's cost: its measured one, else the median of the measured costs of these scenes (1 where none of
     them has one: every scene alike)."""
     found = [_measured_cost(n, measured) for n in names]
-    known = sorted(c for c in found if c is not None)
+    known = [c for c in found if c is not None]
     if not known:
         return [1.0] * len(names)
-    mid = len(known) // 2
-    median = known[mid] if len(known) % 2 else (known[mid - 1] + known[mid]) / 2
+    median = statistics.median(known)
     missing = [n for n, c in zip(names, found) if c is None]
     if missing:
         log.info("scenes without a measured cost, placed at the median (%.4g s per step): %s", median,
