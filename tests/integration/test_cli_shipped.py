@@ -65,5 +65,20 @@ def test_train_without_a_config_says_what_to_pass(tmp_path, cli):
 
 def test_a_suggested_key_ends_its_sentence_once(cli):
     res = cli("config", "gridnav", "ppo.lrr=1")
-    assert_one_user_error(res, "ppo.lrr", "Did you mean: 'lr'? Run `ddppo config")
-    assert "?." not in res.stderr, res
+    if omegaconf_suggests_keys():
+        assert_one_user_error(res, "ppo.lrr", "Did you mean: 'lr'? Run `ddppo config")
+    else:  # omegaconf 2.3 names the key without a suggestion: the sentence still ends once
+        assert_one_user_error(res, "ppo.lrr", "Key 'lrr' not in 'PPOConfig'. Run `ddppo config")
+    assert "?." not in res.stderr and ".." not in res.stderr, res
+
+
+def omegaconf_suggests_keys() -> bool:
+    """omegaconf 2.4 adds "Did you mean: ...?" to an unknown key's error; 2.3 (also supported) does not."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    try:
+        OmegaConf.merge(OmegaConf.create({"lr": 1}, flags={"struct": True}), {"lrr": 1})
+    except ConfigKeyError as err:
+        return "Did you mean" in str(err)
+    return False
