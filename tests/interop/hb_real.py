@@ -6,6 +6,10 @@ classes still build once those three are importable, so inert in-memory placehol
 them (only where the real ones are missing, and only for the import). So does torchvision where it is
 installed but broken (a build for another torch: `operator torchvision::nms does not exist`): the policy
 imports it for its CLIP encoder only. Nothing of them is ever called by the policy code.
+
+The placeholders leave sys.modules with the import: these modules are imported while pytest collects, so a
+placeholder left there would be what every later test's `import habitat_sim` returns (habitat-sim would look
+installed to tests/habitat's without-habitat-sim tests, and their skipifs, read earlier, would not agree).
 """
 
 from __future__ import annotations
@@ -103,6 +107,8 @@ def load_habitat_baselines(name: str = "PointNavResNetPolicy") -> tuple[Any, str
     finally:
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
+        for module in [n for n in sys.modules if n.split(".")[0] in missing]:
+            del sys.modules[module]
     return policy, ""
 
 
