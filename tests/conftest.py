@@ -84,6 +84,28 @@ def _fast_tier_starts_no_process(request, monkeypatch):
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
 
 
+# Modules that test helpers stand in with placeholders (tests/interop/hb_real.py, tests/habitat_lab/hl_testutil.py)
+# while they import habitat-lab / habitat-baselines where the real ones are missing.
+STOOD_IN = ("habitat_sim", "magnum", "corrade", "torchvision")
+
+
+def stand_ins_left() -> list[str]:
+    """The STOOD_IN names whose sys.modules entry is not a real module (placeholders have no __file__)."""
+    return [name for name in STOOD_IN if name in sys.modules and getattr(sys.modules[name], "__file__", None) is None]
+
+
+@pytest.fixture(autouse=True)
+def _no_stand_in_outlives_its_import(request):
+    """A placeholder left in sys.modules is what every later `import habitat_sim` returns: habitat-sim looks
+    installed to the tests of its absence (whose skipifs were read at collection). Fails where one is left."""
+    if stand_ins_left():
+        pytest.fail(f"placeholder modules {stand_ins_left()} are in sys.modules before {request.node.nodeid}: a test "
+                    f"module's import-time helper (collection) or an earlier test left them; remove them after use")
+    yield
+    if stand_ins_left():
+        pytest.fail(f"{request.node.nodeid} left placeholder modules {stand_ins_left()} in sys.modules")
+
+
 # Helpers are handed out as fixtures (tests/slurm has its own conftest, so `import conftest` is ambiguous).
 @pytest.fixture
 def cli():
