@@ -187,6 +187,18 @@ def env_scenes(env: Any) -> list[str | None]:
     return [None if s is None else str(s) for s in given[:n]] + [None] * max(0, n - len(given))
 
 
+def place_by_cost(env: Any, costs: dict[str, float]) -> bool:
+    """Offer `env` the scenes' measured costs (`{scene: seconds per env step}`, the same on every rank: a trainer's
+    measurements so far) to move its scenes by: the optional method `place_by_cost(costs) -> bool` of envs whose
+    placement follows measured costs (habitat and habitat-lab with episode_split=cost, synthetic with
+    scene_placement=measured; envs/placement.py decides, the same way on every rank and worker). True where this
+    env's assignment changed: its running episodes were played under the old one, so the caller starts fresh
+    episodes (`fresh_reset`). Such an env saves the costs its placement used in `state_dict` and places by them
+    again in `load_state_dict`. Envs without the method keep their scenes (False)."""
+    method = getattr(env, "place_by_cost", None)
+    return bool(method(dict(costs))) if callable(method) else False
+
+
 class StepClock:
     """The seconds each env of a batch stepped in turn in one process spends in its own steps, summed per episode
     for `EpisodeInfo.step_s` (what a scene costs: ddppo's train/scene/<name>/step_ms, envs/placement.py). The step

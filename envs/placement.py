@@ -9,9 +9,11 @@ them by measured cost (step time x episode length: the time an episode of the sc
 each to the group with the smallest total cost that has a free slot (longest-processing-time-first), so the
 groups' totals come out as equal as the slots allow and preemption rarely cuts anyone.
 
-Measured costs (habitat, habitat-lab: `episode_split=cost`): a trainer writes each scene's mean env step time in
-seconds to its run directory's scene_costs.json (`{scene: seconds}`); `read_scene_costs` reads such a file and
-`scene_costs` gives every scene its cost, the median of the measured ones where a scene has none.
+Measured costs (habitat, habitat-lab: `episode_split=cost`; synthetic: `scene_placement=measured`): a trainer writes
+each scene's mean env step time in seconds to its run directory's scene_costs.json (`{scene: seconds}`);
+`read_scene_costs` reads such a file and `scene_costs` gives every scene its cost, the median of the measured ones
+where a scene has none. During a run the trainer offers the costs it has measured so far to envs that can move
+their scenes (`ddppo.envs.base.place_by_cost`); `replacement` says whether a new placement is worth the move.
 """
 
 from __future__ import annotations
@@ -56,6 +58,22 @@ def place_scenes(counts: Sequence[int], costs: Sequence[float], groups: int, pla
 def group_costs(placed: list[list[int]], costs: Sequence[float]) -> list[float]:
     """Each group's summed cost under a placement."""
     return [sum(float(costs[s]) for s in group) for group in placed]
+
+
+# a new placement must make the slowest group this much (a fraction) cheaper, under the same costs, to be taken:
+# measured costs are noisy, and every move starts fresh episodes on the groups it changes
+REPLACE_GAIN = 0.05
+
+
+def replacement(current: list[list[int]], counts: Sequence[int], costs: Sequence[float], groups: int,
+                gain: float = REPLACE_GAIN) -> list[list[int]] | None:
+    """The `cost` placement under `costs` where its slowest group is more than `gain` cheaper than `current`'s
+    under the same costs; None where `current` is as good within that margin (the same answer in every group for
+    the same arguments)."""
+    proposed = place_scenes(counts, costs, groups, "cost")
+    if max(group_costs(proposed, costs)) < (1.0 - gain) * max(group_costs(current, costs)):
+        return proposed
+    return None
 
 
 def read_scene_costs(path: str, key: str, run_dir_file: bool = False) -> dict[str, float]:

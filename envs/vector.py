@@ -42,10 +42,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from ddppo.envs.base import (EnvError, EnvSpec, exception_summary, EpisodeInfo, Obs,
-                       StepResult, VecEnv, WorkerStep, declared_metrics, declared_scenes, env_scenes,
-                       fresh_reset,
-                       restores_state)
+from ddppo.envs.base import (EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, WorkerStep, declared_metrics,
+                             declared_scenes, env_scenes, exception_summary, fresh_reset, place_by_cost, restores_state)
 from ddppo.envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
 from ddppo.envs.worker_output import OutputRelay, redirect_output_to
 
@@ -200,6 +198,10 @@ class SubprocVecEnv:
     def close(self) -> None:
         self._views = {}
         self._finalizer()
+
+    def place_by_cost(self, costs: dict[str, float]) -> bool:
+        """Every worker's envs offered the measured costs (ddppo.envs.base.place_by_cost); True where any moved."""
+        return any(self._broadcast("place_by_cost", costs))
 
     def state_dict(self) -> dict[str, Any]:
         return {"workers": self._broadcast("state_dict")}
@@ -410,6 +412,8 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                     views["terminated"][:] = result.terminated
                     views["truncated"][:] = result.truncated
                     reply = result.episodes
+                elif cmd == "place_by_cost":
+                    reply = place_by_cost(env, arg)
                 elif cmd == "state_dict":
                     reply = env.state_dict()
                 elif cmd == "load_state_dict":
