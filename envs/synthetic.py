@@ -18,10 +18,12 @@ makes env 0's observation after that batched step NaN, for tests of non-finite o
 Scenes (`num_scenes` > 0; issue 44's preemption-bias benchmark): scene s has its own matrix W_s, the same on
 every rank, and the observation ends with a one-hot of the env's scene, so one policy has to learn a mapping
 per scene. Every scene holds the same number of env slots over all ranks, placed by `scene_placement`
-(envs/placement.py: whole scenes in order, or spread by cost); scene s's steps cost `scene_step_factors[s]` x
-`step_sleep_s`, and a batched step sleeps the mean over its envs (they step in turn, as in one simulator
-process). Episodes report their scene (`EpisodeInfo.scene`, "scene<s>") and `success`: the fraction of their
-steps that earned the reward.
+(envs/placement.py): whole scenes in order (`contiguous`), spread by the costs the step factors give (`cost`), or
+whole in order until the trainer offers measured costs, then spread by those (`measured`, the default:
+`place_by_cost`). Scene s's steps cost `scene_step_factors[s]` x `step_sleep_s`; the envs of a batch step in turn
+(as in one simulator process), each sleeping its own share, so a batched step sleeps the mean over its envs and
+each env's step time is measured (`EpisodeInfo.step_s`). Episodes report their scene (`EpisodeInfo.scene`,
+"scene<s>") and `success`: the fraction of their steps that earned the reward.
 """
 
 from __future__ import annotations
@@ -32,25 +34,46 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
+from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.options import SyntheticOptions
-from ddppo.envs.placement import place_scenes
+from ddppo.envs.placement import place_scenes, replacement, scene_costs
 
 SCENE_SEED = 0x5CE7E  # the scenes' matrices come from this, scene_seed and the scene index: alike on every rank
 
 
-def scene_layout(options: SyntheticOptions, spec: Any) -> np.ndarray:
-    """(spec.num_envs,) the scene index of each of this batch's envs (a worker's share: its slots in env order,
-    assuming the rank's envs split evenly over its workers)."""
+def scene_counts(options: SyntheticOptions, spec: Any) -> list[int]:
+    """Env slots of each scene over all ranks (as equal as they divide)."""
     S = options.num_scenes
-    per_rank = spec.num_envs * max(1, spec.worker_count)
-    total = per_rank * spec.world_size
-    counts = [total // S + (1 if s < total % S else 0) for s in range(S)]
-    costs = [scene_factor(options, s) * options.episode_length for s in range(S)]
-    mine = place_scenes(counts, costs, spec.world_size, options.scene_placement)[spec.rank]
+    total = spec.num_envs * max(1, spec.worker_count) * spec.world_size
+    return [total // S + (1 if s < total % S else 0) for s in range(S)]
+
+
+def placement_costs(options: SyntheticOptions, measured: dict[str, float] | None) -> list[float] | None:
+    """Each scene's cost per env slot that `scene_placement` places by; None: whole scenes in order (contiguous, or
+    measured with nothing measured yet)."""
+    S = options.num_scenes
+    if options.scene_placement == "cost":
+        return [scene_factor(options, s) for s in range(S)]  # known: the step time each scene's factor gives
+    if options.scene_placement == "measured" and measured:
+        return scene_costs([f"scene{s}" for s in range(S)], measured)
+    return None
+
+
+def rank_layouts(options: SyntheticOptions, spec: Any, costs: list[float] | None) -> list[list[int]]:
+    """Per rank, the scene index of each of its env slots: placed by `costs` (envs/placement.py), or whole scenes
+    in order where None. A rank is the group that runs at one speed: it waits for its slowest batched step."""
+    counts = scene_counts(options, spec)
+    if costs is None:
+        return place_scenes(counts, [1.0] * len(counts), spec.world_size, "contiguous")
+    return place_scenes(counts, costs, spec.world_size, "cost")
+
+
+def worker_share(layouts: list[list[int]], spec: Any) -> np.ndarray:
+    """(spec.num_envs,) this batch's scenes: a worker's share of its rank's slots in env order, assuming the rank's
+    envs split evenly over its workers."""
     lo = spec.worker_index * spec.num_envs
-    return np.asarray(mine[lo:lo + spec.num_envs], np.int64)
+    return np.asarray(layouts[spec.rank][lo:lo + spec.num_envs], np.int64)
 
 
 def scene_factor(options: SyntheticOptions, s: int) -> float:
@@ -77,20 +100,21 @@ class SyntheticEnv:
         self.action_space = gymnasium.spaces.Discrete(options.num_actions)
         self._projection = np.random.default_rng([spec.seed, 1]).standard_normal(
             (options.obs_dim, options.num_actions)).astype(np.float32)
-        self._scene = scene_layout(options, spec) if S else np.zeros(self.num_envs, np.int64)
+        self._spec = spec
+        slow = spec.rank in [int(r) for r in options.slow_ranks]
+        self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0)  # without scenes: per batch
+        self._scene = np.zeros(self.num_envs, np.int64)
+        self._placed_by: list[float] | None = None  # the costs the scenes are placed by (None: whole, in order)
         if S:
             self._scene_projection = np.stack([np.random.default_rng([SCENE_SEED, options.scene_seed, s]).standard_normal(
                 (options.obs_dim, options.num_actions)).astype(np.float32) for s in range(S)])
-            self._one_hot = np.eye(S, dtype=np.float32)[self._scene]
             self.scenes = tuple(f"scene{s}" for s in range(S))  # ddppo.envs.base.declared_scenes
-            self.env_scenes = [self.scenes[s] for s in self._scene]
             self.episode_metrics = ("success",)
-        scene_cost = float(np.mean([scene_factor(options, int(s)) for s in self._scene])) if S else 1.0
+            self.step_clock = StepClock(self.num_envs)  # each env's step time per episode (EpisodeInfo.step_s)
+            self._place(placement_costs(options, None))
         self._seed = spec.seed
         self._rng = np.random.default_rng([spec.seed, 2])
-        slow = spec.rank in [int(r) for r in options.slow_ranks]
         self._nan_rank = not options.nan_reward_ranks or spec.rank in [int(r) for r in options.nan_reward_ranks]
-        self._sleep_s = options.step_sleep_s * (options.slow_factor if slow else 1.0) * scene_cost
         self._speed_rng = np.random.default_rng([spec.seed, 3])  # apart from the observations' stream
         self._speed = self._draw_speed()
         self._work = np.ones((options.step_compute, options.step_compute), np.float32) / max(1, options.step_compute)
@@ -98,6 +122,31 @@ class SyntheticEnv:
         self._steps = np.zeros(self.num_envs, np.int64)
         self._ret = np.zeros(self.num_envs, np.float64)
         self._total_steps = 0
+
+    def _place(self, costs: list[float] | None) -> None:
+        """Put this batch's envs on the scenes a placement by `costs` gives them (rank_layouts)."""
+        self._placed_by = None if costs is None else [float(c) for c in costs]
+        self._scene = worker_share(rank_layouts(self.options, self._spec, self._placed_by), self._spec)
+        self._one_hot = np.eye(self.options.num_scenes, dtype=np.float32)[self._scene]
+        self.env_scenes = [self.scenes[s] for s in self._scene]
+        # each env's own share of a batched step's sleep: the envs step in turn, as in one simulator process
+        self._env_sleep_s = np.asarray([self._sleep_s * scene_factor(self.options, int(s)) for s in self._scene])
+        self._env_sleep_s /= self.num_envs
+
+    def place_by_cost(self, measured: dict[str, float]) -> bool:
+        """scene_placement=measured: the scenes re-placed by the measured costs where that makes the slowest rank
+        measurably faster (envs/placement.py `replacement`; ddppo.envs.base.place_by_cost); True where this
+        batch's scenes changed (the running episodes are left to the caller, who starts fresh ones)."""
+        if self.options.scene_placement != "measured" or not self.options.num_scenes or not measured:
+            return False
+        costs = placement_costs(self.options, measured)
+        current = rank_layouts(self.options, self._spec, self._placed_by)
+        better = replacement(current, scene_counts(self.options, self._spec), costs, self._spec.world_size)
+        if better is None:
+            return False
+        before = self._scene.copy()
+        self._place(costs)
+        return not np.array_equal(before, self._scene)
 
     def reset(self, seed: int | None = None) -> Obs:
         if seed is not None:  # fresh episodes from a stream of their own (see ddppo.envs.base.fresh_reset)
@@ -108,13 +157,15 @@ class SyntheticEnv:
             # heterogeneous envs: first episodes cut at random points, so resets spread as in habitat
             self._steps[:] = self._speed_rng.integers(0, self.options.episode_length, self.num_envs)
         self._ret[:] = 0.0
+        if self.options.num_scenes:
+            self.step_clock = StepClock(self.num_envs)
         return {"obs": self._obs.copy()}
 
     def step(self, actions: np.ndarray) -> StepResult:
         self._total_steps += 1
         if self.options.fail_at_step and self._total_steps == self.options.fail_at_step:
             raise SyntheticFailure(f"synthetic env: deliberate failure at step {self._total_steps} (fail_at_step)")
-        self._burn(self._sleep_s * self._speed)
+        self._sleep()
         a = np.asarray(actions).reshape(self.num_envs)
         reward = (a == self.best_actions({"obs": self._obs})).astype(np.float32)
         first_nan = self.options.nan_reward_at_step
@@ -159,19 +210,27 @@ class SyntheticEnv:
         if not self.options.num_scenes:
             return EpisodeInfo(i, metrics)
         metrics["success"] = float(self._ret[i] / max(self._steps[i], 1))
-        return EpisodeInfo(i, metrics, self.scenes[int(self._scene[i])])
+        step_s = self.step_clock.lap(i, self.step_clock.clock(), ended=True)
+        return EpisodeInfo(i, metrics, self.scenes[int(self._scene[i])], step_s=step_s)
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self._rng.bit_generator.state, "obs": self._obs.copy(), "steps": self._steps.copy(),
                 "ret": self._ret.copy(), "total_steps": self._total_steps, "projection": self._projection.copy(),
-                "speed_rng": self._speed_rng.bit_generator.state, "speed": self._speed}
+                "speed_rng": self._speed_rng.bit_generator.state, "speed": self._speed,
+                "placed_by": None if self._placed_by is None else list(self._placed_by)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if np.shape(state["obs"]) != self._obs.shape:
             raise EnvError(f"synthetic state has obs shape {np.shape(state['obs'])}, expected {self._obs.shape}")
         if np.shape(state["projection"]) != self._projection.shape:
             raise EnvError("synthetic state has another obs_dim or num_actions")
+        placed_by = state.get("placed_by")
+        if self.options.num_scenes and placed_by is not None and len(placed_by) != self.options.num_scenes:
+            raise EnvError(f"synthetic state was placed by {len(placed_by)} scene costs, this run has "
+                           f"num_scenes={self.options.num_scenes}")
         self._projection = np.array(state["projection"], np.float32)
+        if self.options.num_scenes and "placed_by" in state:
+            self._place(placed_by)  # the placement the saved episodes were played under
         self._rng.bit_generator.state = state["rng"]
         self._obs = np.array(state["obs"], np.float32)
         self._steps = np.array(state["steps"], np.int64)
@@ -191,6 +250,19 @@ class SyntheticEnv:
     def _draw_speed(self) -> float:
         sigma = self.options.step_sleep_sigma
         return float(np.exp(self._speed_rng.normal(0.0, sigma))) if sigma > 0 else 1.0
+
+    def _sleep(self) -> None:
+        """The batched step's wall time: without scenes one sleep; with scenes each env's own share in turn, timed
+        per env (step_s)."""
+        if not self.options.num_scenes:
+            self._burn(self._sleep_s * self._speed)
+            return
+        for i, seconds in enumerate(self._env_sleep_s):
+            since = self.step_clock.clock()
+            if seconds > 0:
+                time.sleep(seconds * self._speed)
+            self.step_clock.lap(i, since)
+        self._burn()
 
     def _burn(self, sleep_s: float = 0.0) -> None:
         if sleep_s > 0:
