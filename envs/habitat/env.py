@@ -30,8 +30,8 @@ import numpy as np
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.placement import measured_costs
-from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, partition, read_partition, resolve_scene,
-                                       scene_name)
+from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, moved_placement, partition, read_partition,
+                                       resolve_scene, scene_name)
 from ddppo.envs.scenes.gridsim import layout_path_for
 from ddppo.envs.scenes.backends import make_simulator
 from ddppo.envs.scenes.interface import ACTIONS, SimSettings
@@ -86,22 +86,21 @@ class HabitatPointNavEnv:
         found = section_problems(options)
         if found:
             raise EnvError("invalid env.habitat options: " + "; ".join(found))
-        self.opt = options
+        self.opt, self._spec = options, spec
         self.num_envs = spec.num_envs
         group, groups = group_of(spec)
+        self._placed_by: dict[str, float] | None = None  # episode_split=cost: the costs the scenes are placed by
+        self._movable = episodes is None and options.episode_split == "cost"  # by measured costs (place_by_cost)
         if episodes is None:
-            costs = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""), "env.habitat.scene_costs")
-                     if options.episode_split == "cost" else None)
+            if options.episode_split == "cost":
+                self._placed_by = measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""),
+                                                 "env.habitat.scene_costs")
             episodes = read_partition(options.dataset, groups, group, list(options.scenes), self.num_envs,
-                                      options.episode_split, costs)
+                                      options.episode_split, self._placed_by)
         else:
             episodes = [episodes[k] for k in partition(episodes, groups, group)]
-        self._episodes = episodes
-        parts = env_partition(episodes, self.num_envs)
-        scene_of = [ep.scene_id for ep in episodes]
-        self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
+        self._assign(episodes)
         self.env_scenes: list[str | None] = [None] * self.num_envs  # the scene each env plays (after a reset)
-        self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
         self.step_clock = StepClock(self.num_envs)  # each env's step time per episode (EpisodeInfo.step_s)
         gpu = spec.gpu_device_id if options.gpu_device_id == -2 else options.gpu_device_id
         self._tasks: list[PointNavTask] = []
@@ -110,7 +109,7 @@ class HabitatPointNavEnv:
                 seed = int(np.random.SeedSequence([spec.seed, i]).generate_state(1)[0]) & 0x7FFFFFFF  # fits a C int
                 settings = SimSettings.from_options(options, gpu_device_id=gpu, seed=seed)
                 self._tasks.append(PointNavTask(make_simulator(options.backend, settings), options))
-            check_files(options, episodes, [k for part in parts for k in part])
+            check_files(options, self._episodes, [k for it in self._iters for k in it.indices])
         except BaseException:
             self.close()
             raise
@@ -121,6 +120,36 @@ class HabitatPointNavEnv:
         if options.rgb:
             spaces["rgb"] = gymnasium.spaces.Box(0, 255, (options.rgb_height, options.rgb_width, 3), np.uint8)
         self.observation_space = gymnasium.spaces.Dict(spaces)
+
+    def _assign(self, episodes: list[Episode]) -> None:
+        """This group's episodes, cut into one run per env, each env's iterator over its run."""
+        self._episodes = episodes
+        scene_of = [ep.scene_id for ep in episodes]
+        self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
+        self._iters = [EpisodeIterator(part, scene_of, [self._spec.seed, i], self.opt.shuffle)
+                       for i, part in enumerate(env_partition(episodes, self.num_envs))]
+
+    def _place(self, costs: dict[str, float]) -> bool:
+        """This group's episodes placed by `costs` (episode_split=cost); True where they changed (the envs' running
+        episodes are then of the old placement: the caller starts fresh ones)."""
+        before = self._assigned_digest()
+        group, groups = group_of(self._spec)
+        episodes = read_partition(self.opt.dataset, groups, group, list(self.opt.scenes), self.num_envs, "cost", costs)
+        self._placed_by = dict(costs)
+        self._assign(episodes)
+        check_files(self.opt, self._episodes, [k for it in self._iters for k in it.indices])
+        return self._assigned_digest() != before
+
+    def place_by_cost(self, measured: dict[str, float]) -> bool:
+        """episode_split=cost: the scenes re-placed by the measured costs where that makes the slowest (rank,
+        worker) group measurably faster (ddppo.envs.base.place_by_cost; the decision, `moved_placement`, is the
+        same in every group)."""
+        if not self._movable or not measured:
+            return False
+        _, groups = group_of(self._spec)
+        if moved_placement(self.opt.dataset, list(self.opt.scenes), groups, self._placed_by or {}, measured) is None:
+            return False
+        return self._place(measured)
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
@@ -164,6 +193,7 @@ class HabitatPointNavEnv:
 
     def state_dict(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "num_episodes": len(self._episodes), "assigned": self._assigned_digest(),
+                "placed_by": self._placed_by,
                 "iterators": [it.state_dict() for it in self._iters],
                 "tasks": [task.state_dict() for task in self._tasks]}
 
@@ -176,9 +206,15 @@ class HabitatPointNavEnv:
         return digest.hexdigest()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore episode order and the running episodes (scene, pose, progress) of every env."""
-        if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs \
-                or int(state["num_episodes"]) != len(self._episodes):
+        """Restore episode order and the running episodes (scene, pose, progress) of every env, placed as they were
+        when saved (episode_split=cost: by the costs saved with them)."""
+        if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs:
+            raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs, "
+                           f"this run has {self.num_envs} (same env.num_envs needed)")
+        placed_by = state.get("placed_by")
+        if self._movable and placed_by is not None and placed_by != self._placed_by:
+            self._place({str(k): float(v) for k, v in placed_by.items()})  # refused below where it does not fit
+        if int(state["num_episodes"]) != len(self._episodes):
             raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
                            f"{len(self._episodes)} episodes (same env.num_envs and dataset needed)")

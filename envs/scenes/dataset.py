@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.placement import place_scenes, scene_costs
+from ddppo.envs.placement import place_scenes, replacement, scene_costs
 
 DEFAULT_SCENE_PREFIX = "data/scene_datasets/"
 _KNOWN = ("episode_id", "scene_id", "start_position", "start_rotation", "goals", "info")
@@ -225,6 +225,23 @@ def cost_runs(counts: list[int], costs: Sequence[float], groups: int) -> list[li
         return None
     placed = cost_placement([float(costs[s]) for s in present], groups)
     return [[(present[k], 0, counts[present[k]]) for k in group] for group in placed]
+
+
+def moved_placement(path: str, scenes: Sequence[str], groups: int, placed_by: dict[str, float],
+                    measured: dict[str, float]) -> list[list[int]] | None:
+    """split="cost" during a run: per group, the scene files (indices into the dataset's content files, after the
+    `scenes` filter) a placement by the `measured` costs gives it, where that makes the slowest group measurably
+    cheaper than the placement by `placed_by` (envs/placement.py `replacement`); None where it does not, or where
+    costs place nothing (a single-file dataset, fewer scene files than groups: episodes are cut evenly). Reads file
+    names only; the same answer in every group."""
+    files, episodes = _sources(path)
+    if episodes is not None:
+        return None
+    names = [scene_name(f) for f in files if not scenes or scene_name(f) in set(scenes)]
+    if len(names) < groups:
+        return None
+    current = cost_placement(scene_costs(names, placed_by), groups)
+    return replacement(current, [1] * len(names), scene_costs(names, measured), groups)
 
 
 EPISODE_SPLITS = ("scenes", "episodes", "cost")

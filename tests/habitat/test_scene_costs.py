@@ -198,10 +198,10 @@ def test_a_bad_cost_file_is_one_line_naming_the_file_and_the_fix(tmp_path, conte
 
 def test_no_costs_yet_places_every_scene_alike_and_a_named_file_needs_the_cost_split(tmp_path):
     assert measured_costs("", "", "env.habitat.scene_costs") == {}
-    assert section_problems(HabitatOptions(dataset="x", scene_costs="c.json")) == [
+    assert section_problems(HabitatOptions(dataset="x", scene_costs="c.json", episode_split="scenes")) == [
         "scene_costs=c.json is used only with episode_split=cost (now scenes): set env.habitat.episode_split=cost "
         "or leave scene_costs empty"]
-    assert section_problems(HabitatOptions(dataset="x", scene_costs="c.json", episode_split="cost")) == []
+    assert section_problems(HabitatOptions(dataset="x", scene_costs="c.json")) == []  # cost: habitat's default
     assert section_problems(HabitatLabOptions(config="x", scene_costs="c.json"))[0].startswith("scene_costs=c.json")
 
 
@@ -298,9 +298,11 @@ def test_eval_of_a_run_placed_by_a_cost_file_that_is_gone_places_alike(generated
     assert sorted((run / "eval").glob("ckpt-*.json"))
 
 
-def test_subprocess_workers_refuse_a_state_of_another_placement_and_stay_usable(make_options, tmp_path):
-    """A resume whose measured costs place other scenes on a worker: the worker refuses the saved state (one
-    EnvError; the collector then starts fresh episodes) and keeps serving, instead of breaking every worker."""
+def test_a_saved_state_restores_its_placement_and_an_older_one_is_refused_with_workers_usable(make_options, tmp_path):
+    """A resume whose measured costs would place other scenes on a worker: the saved state carries the costs its
+    placement used, so the workers place as they were and continue the saved episodes. A state saved before
+    placements were saved (no `placed_by`) is refused (one EnvError; the collector then starts fresh episodes) and
+    the workers keep serving, instead of breaking."""
     import dataclasses
 
     from ddppo.envs.registry import make_vec_env
@@ -314,15 +316,24 @@ def test_subprocess_workers_refuse_a_state_of_another_placement_and_stay_usable(
     first = env_with({"gen_000": 1.0, "gen_001": 3.0})
     try:
         first.reset()
-        state = first.state_dict()
+        state, scenes = first.state_dict(), list(first.env_scenes)
     finally:
         first.close()
     second = env_with({"gen_000": 3.0, "gen_001": 1.0})
     try:
         second.reset()
-        with pytest.raises(EnvError, match="env state refused .*other episodes per env"):
-            second.load_state_dict(state)
-        second.reset()
-        assert second.step(np.ones(2, np.int64)).reward.shape == (2,)
+        assert second.env_scenes != scenes  # the other costs place other scenes on each worker
+        second.load_state_dict(state)
+        assert second.env_scenes == scenes
+        older = {"workers": [{k: v for k, v in w.items() if k != "placed_by"} for w in state["workers"]]}
+        third = env_with({"gen_000": 3.0, "gen_001": 1.0})
+        try:
+            third.reset()
+            with pytest.raises(EnvError, match="env state refused .*other episodes per env"):
+                third.load_state_dict(older)
+            third.reset()
+            assert third.step(np.ones(2, np.int64)).reward.shape == (2,)
+        finally:
+            third.close()
     finally:
         second.close()
