@@ -201,7 +201,9 @@ MARKS = {
     "habitat/test_training_grid.py::test_cpu_config_trains_on_grid_backend": MP,
     "habitat/test_scene_costs.py::test_a_run_keeps_its_scene_costs_and_a_resume_places_by_them": MP,
     "habitat/test_scene_costs.py::test_eval_of_a_run_placed_by_a_cost_file_that_is_gone_places_alike": MP,
-    "habitat/test_scene_costs.py::test_subprocess_workers_refuse_a_state_of_another_placement_and_stay_usable": MP,
+    "habitat/test_scene_costs.py::test_a_saved_state_restores_its_placement_and_an_older_one_is_refused_with_workers_usable": MP,
+    "envs/test_scene_moves.py::test_subprocess_workers_move_their_scenes_together": MP,
+    "distributed/test_scene_moves_ranks.py": MP,
     **{f"{file}::{name}": MP for file, names in {
         "train/test_bottleneck.py": ("test_a_run_logs_the_bottleneck_line",),
         "envs/test_vector.py": (  # env worker processes

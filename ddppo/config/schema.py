@@ -70,6 +70,13 @@ class EnvConfig:
     num_workers: int = field(default=0,
                              metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared "
                                           "memory)", ge=0))
+    placement_interval_updates: int = field(
+        default=4, metadata=doc("envs that place scenes by measured cost (habitat and habitat_lab with "
+                                "episode_split=cost, synthetic with scene_placement=measured) are offered the step "
+                                "times measured so far once every scene has been timed, then every this many "
+                                "updates, and move their scenes where that makes the slowest group over 5% faster; "
+                                "a move starts fresh episodes where it changes scenes. 0 = place only at start-up",
+                                ge=0))
     gridnav: GridNavOptions = field(default_factory=GridNavOptions, metadata=doc("options of env.name=gridnav"))
     gym: GymOptions = field(default_factory=GymOptions, metadata=doc("options of env.name=gym:<id>"))
     habitat: HabitatOptions = field(default_factory=HabitatOptions,

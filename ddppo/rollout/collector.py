@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ddppo.envs.base import StepResult, VecEnv, fresh_reset, restores_state
+from ddppo.envs.base import StepResult, VecEnv, fresh_reset, place_by_cost, restores_state
 from ddppo.model.policy import Policy
 from ddppo.rollout.acting import Actor, check_finite
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names
@@ -124,6 +124,9 @@ class RolloutCollector:
     def _forget(self) -> None:
         """Drop what `_extra_state` would carry (the envs start fresh episodes)."""
 
+    def _idle(self) -> None:
+        """Leave no env step in flight, keeping what was received (envs stepping across rollouts receive theirs)."""
+
     def state_dict(self) -> dict[str, Any]:
         extra = self._extra_state()  # first: it may receive the steps in flight, leaving the envs idle
         out = {"obs": {k: v.cpu().clone() for k, v in self.obs.items()}, "start": self.start.cpu().clone(),
@@ -172,6 +175,15 @@ class RolloutCollector:
             log.info("these environments cannot restore their saved episodes: fresh episodes start")
         self.fresh_episodes(update)
         return False
+
+    def place_by_cost(self, costs: dict[str, float], update: int) -> bool:
+        """Offer the envs the scenes' measured costs (ddppo.envs.base.place_by_cost) while none steps; True where
+        they moved their scenes, and then start fresh episodes seeded from `update`."""
+        self._idle()
+        if not place_by_cost(self.envs, costs):
+            return False
+        self.fresh_episodes(update)
+        return True
 
     def fresh_episodes(self, update: int) -> None:
         """New episodes in every env, seeded from `update`, marked as starts, recurrent state zeroed."""

@@ -134,6 +134,9 @@ class VariableCollector(WorkerCollector):
         for w in self.envs.recv_all():
             self.unstored.append(WorkerStep(w.worker, w.lo, w.hi, _copy(w.result)))
 
+    def _idle(self) -> None:
+        self.drain()
+
     def _forget(self) -> None:
         self.envs.recv_all()
         self.unstored, self.pending = [], {}

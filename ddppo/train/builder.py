@@ -59,7 +59,7 @@ from ddppo.train.metrics import MetricsWriter
 from ddppo.train.overlap_learning import OverlapLearning, acting_copy
 from ddppo.train.phases import Phases
 from ddppo.train.progress import Progress
-from ddppo.train.scene_costs import SceneCosts
+from ddppo.train.scene_costs import SceneCosts, ScenePlacement
 from ddppo.train.startup import check_run_dir, claim_run_dir, write_run_dir
 from ddppo.train.stats import SceneWindow, agree_metric_names, agree_scene_names
 from ddppo.train.wandb_sink import WandbSink, check_available
@@ -163,12 +163,14 @@ class Trainer:
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
                                     self.progress.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
+        scene_costs = SceneCosts(self.scene_names, RunDir(cfg.run.dir), ctx.is_main)
         self.loop = TrainingLoop(cfg, ctx, self.learning, self.progress, self.checkpoints, self.writer, self.timer,
                                  functools.partial(diagnose, overlapped=overlap),
                                  sum(p.numel() for p in self.policy.parameters()),
                                  kl_adapt=self.reference.adapt if self.reference is not None else None,
                                  watchdog=UpdateWatchdog(cfg), started=self.started,
-                                 scene_costs=SceneCosts(self.scene_names, RunDir(cfg.run.dir), ctx.is_main))
+                                 scene_costs=scene_costs, placement=ScenePlacement(
+                                     scene_costs, self.collector, cfg.env.placement_interval_updates))
 
     def _new_storage(self) -> RolloutStorage:
         num_envs = self.env_spec.num_envs

@@ -82,6 +82,12 @@ class SceneCosts(Protocol):
     def save(self) -> None: ...
 
 
+class Placement(Protocol):
+    """Moves scenes by their measured costs during the run (train/scene_costs.py's ScenePlacement)."""
+
+    def after_update(self, update: int) -> bool: ...
+
+
 class _NoWatchdog:
     def arm(self) -> None:
         """Nothing bounds an update."""
@@ -96,18 +102,20 @@ NO_WATCHDOG = _NoWatchdog()
 class TrainingLoop:
     """`kl_adapt(beta, measured_kl) -> next beta` (ppo.kl_ref), `diagnose(window, memory_fraction)` (the
     bottleneck report, train/bottleneck.py), `started`: when the run started (time.monotonic, for
-    run.time_budget_s), `scene_costs`: the scenes' measured costs, kept in the run directory
-    (train/scene_costs.py)."""
+    run.time_budget_s), `scene_costs`: the scenes' measured costs, kept in the run directory, `placement`: what
+    moves scenes by them during the run (both train/scene_costs.py)."""
 
     def __init__(self, cfg: Config, ctx: DistContext, learning: Learning, progress: Progress, checkpoints: Checkpoints,
                  writer: Sink, timer: Any, diagnose: Callable[[list, float], Any], num_parameters: int,
                  kl_adapt: Callable[[float, float], float] | None = None, watchdog: Watchdog = NO_WATCHDOG,
-                 started: float | None = None, scene_costs: SceneCosts | None = None):
+                 started: float | None = None, scene_costs: SceneCosts | None = None,
+                 placement: Placement | None = None):
         self.cfg, self.ctx, self.learning, self.progress = cfg, ctx, learning, progress
         self.checkpoints, self.writer, self.timer, self.diagnose = checkpoints, writer, timer, diagnose
         self.num_parameters, self.kl_adapt, self.watchdog = num_parameters, kl_adapt, watchdog
         self.started = time.monotonic() if started is None else started
         self.scene_costs = scene_costs  # RUN_DIR/scene_costs.json (train/scene_costs.py), None: not kept
+        self.placement = placement  # None: scenes stay where the envs placed them
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
 
@@ -130,6 +138,8 @@ class TrainingLoop:
             progress.advance(update, reduced.env_steps_this_update, reduced.skipped_steps)
             if self.scene_costs is not None:
                 self.scene_costs.add(reduced.scenes)
+            if self.placement is not None:  # before a checkpoint, which then saves the moved envs' fresh episodes
+                self.placement.after_update(update)
             self._warn_skipped(reduced.skipped_steps)
             if self.kl_adapt is not None:
                 reduced.losses["kl_beta"] = out.beta

@@ -6,11 +6,19 @@ once-per-update stats collective, so every rank holds the same sums and no colle
 to RUN_DIR/scene_costs.json (`{scene: seconds per env step}`) at every checkpoint, over the whole of this job's
 updates; scenes this job has not timed keep the cost the file held (an earlier job's). A resumed run's envs read
 the file when their options name none (train/builder.py passes its path in the env spec).
+
+During the run (`ScenePlacement`), every env.placement_interval_updates updates the envs are offered this job's
+measured costs (the collector's `place_by_cost`, ddppo.envs.base.place_by_cost): those that place scenes by measured cost move them where that
+makes the slowest group measurably faster (envs/placement.py `replacement`, the same decision on every rank, since
+every rank holds the same sums), and a rank whose envs moved starts fresh episodes. A job's placement thus follows
+its own measurements from its first updates, not only the next job's. Step times are wall-clock, so where a run
+moves its scenes depends on the machine: two runs of one seed can differ from the first move on.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -50,3 +58,33 @@ class SceneCosts:
         except OSError as err:
             log.warning("could not write %s (%s); the scene costs measured so far are not kept",
                         self.run_dir.scene_costs_path, err)
+
+
+class ScenePlacement:
+    """Offers the envs the measured costs once every scene has been timed (the first update where they all have),
+    then every `interval` updates (0: never); where this rank's envs move, the collector starts fresh episodes
+    (seeded from the update, as on a resume that cannot continue them)."""
+
+    def __init__(self, costs: SceneCosts, collector: Any, interval: int):
+        self.costs, self.collector, self.interval = costs, collector, int(interval)
+        self.first_offered = False  # every scene timed and offered once
+        self.moves = 0  # how often this rank's envs moved in this job
+
+    def due(self, update: int, measured: dict[str, float]) -> bool:
+        if self.interval <= 0 or not measured:
+            return False
+        if not self.first_offered and len(measured) == len(self.costs.names):
+            self.first_offered = True
+            return True
+        return update % self.interval == 0
+
+    def after_update(self, update: int) -> bool:
+        """At the end of update `update` (after its stats were summed over the ranks): True if this rank's envs
+        moved and start fresh episodes."""
+        measured = self.costs.measured()
+        if not self.due(update, measured) or not self.collector.place_by_cost(measured, update):
+            return False
+        self.moves += 1
+        log.info("update %d: scenes moved by their measured step times (%s); this rank's envs start fresh episodes",
+                 update, ", ".join(f"{n} {1000 * c:.2f} ms" for n, c in sorted(measured.items())))
+        return True
