@@ -113,13 +113,16 @@ class SyntheticOptions:
                                                  metadata=doc("with num_scenes: step_sleep_s multiplier of scene s "
                                                               "(entry s mod length; empty = all 1); a batched step "
                                                               "sleeps the mean over its envs (they step in turn)"))
-    scene_placement: str = dataclasses.field(default="contiguous",
+    scene_placement: str = dataclasses.field(default="measured",
                                              metadata=doc("with num_scenes: contiguous (scenes dealt whole in order "
                                                           "over all ranks' envs, as the episode split deals scene "
                                                           "files) | cost (every scene the same env slots, spread so "
-                                                          "each rank's summed cost, step time x episode length, is "
-                                                          "as equal as possible; envs/placement.py)",
-                                                          choices=("contiguous", "cost")))
+                                                          "each rank's summed step cost, known from "
+                                                          "scene_step_factors, is as equal as possible; "
+                                                          "envs/placement.py) | measured (contiguous until the "
+                                                          "trainer has measured the scenes' step times, then spread "
+                                                          "by those: env.placement_interval_updates)",
+                                                          choices=("contiguous", "cost", "measured")))
     fail_at_step: int = dataclasses.field(default=0,
                                           metadata=doc(">0: raise an error at this batched step (fault injection for "
                                                        "tests); 0 = never", ge=0))
