@@ -7,8 +7,10 @@ each correction, on the real trainer (2 gloo ranks under torchrun) and the real 
 
 The task: the synthetic env with 2 scenes, each its own reward mapping (a one-hot of the scene in the
 observation: one policy must learn a skill per scene), scene 1's steps 3x slower than scene 0's. Scenes are
-placed whole (`contiguous`): rank 0 plays the fast scene, rank 1 the slow one, so preemption
-(preemption.sync_frac=0.5: one finished rank of two cuts the other) cuts the slow scene's rollouts. Each run
+placed whole (`contiguous`, in every variant but `default`, `measured` and the placement ones): rank 0 plays the
+fast scene, rank 1 the slow one, so preemption (preemption.sync_frac=0.5: one finished rank of two cuts the other)
+cuts the slow scene's rollouts. `measured` (the shipped default) starts that way and moves the scenes once the
+trainer has timed them (after the first update); `placement` spreads them by the known step factors from the start. Each run
 trains for --steps env steps, then `ddppo eval` plays --episodes greedy episodes on one rank holding both scenes:
 a scene's success is the fraction of its steps with the rewarded action (greedy accuracy).
 
@@ -43,19 +45,20 @@ BASE = ["env.name=synthetic", "env.num_envs=8", "rollout.num_steps=32", "env.syn
         "ppo.lr=0.001", "ppo.gamma=0.5", "policy.hidden_size=32", "policy.rnn_type=none", "run.torch_threads=1",
         "log.tensorboard=false", "log.interval_s=60", "log.window=4", "checkpoint.interval_updates=100000",
         "dist.timeout_s=120", "dist.device=cpu", "preemption.sync_frac=0.5", "preemption.min_rollout_fraction=0.25",
-        "preemption.rank_weighting=false"]
+        "preemption.rank_weighting=false", "env.synthetic.scene_placement=contiguous"]
 VARIANTS = {
     "off": ["preemption.enabled=false"],
     "on": [],
     "rank": ["preemption.rank_weighting=true"],
     "placement": ["env.synthetic.scene_placement=cost"],
     "rank+placement": ["preemption.rank_weighting=true", "env.synthetic.scene_placement=cost"],
+    "measured": ["env.synthetic.scene_placement=measured"],
     "variable": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost"],
     "variable+rank": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost",
                       "preemption.rank_weighting=true"],
     "variable+two_sided": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost",
                            "rollout.importance_weights_form=two_sided", "preemption.rank_weighting=true"],
-    "default": [],  # whatever the shipped defaults are (the rank_weighting=false of BASE removed)
+    "default": [],  # whatever the shipped defaults are (BASE's rank_weighting and scene_placement removed)
 }
 SCENES = ("scene0", "scene1")  # fast, slow
 # phases of an update that are learning, not collection (their slowest rank's seconds, perf/<phase>_s_max)
@@ -63,7 +66,8 @@ LEARNING = ("gae", "reference_forward", "learn_forward_backward", "allreduce", "
 
 
 def overrides(variant: str, seed: int, steps: int) -> list[str]:
-    base = [o for o in BASE if not (variant == "default" and o.startswith("preemption.rank_weighting"))]
+    shipped = ("preemption.rank_weighting", "env.synthetic.scene_placement")
+    base = [o for o in BASE if not (variant == "default" and o.startswith(shipped))]
     return [*base, *VARIANTS[variant], f"run.seed={seed}", f"env.synthetic.scene_seed={seed}",
             f"run.total_env_steps={steps}"]
 
