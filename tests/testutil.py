@@ -202,7 +202,7 @@ MARKS = {
     "habitat/test_scene_costs.py::test_a_run_keeps_its_scene_costs_and_a_resume_places_by_them": MP,
     "habitat/test_scene_costs.py::test_eval_of_a_run_placed_by_a_cost_file_that_is_gone_places_alike": MP,
     "habitat/test_scene_costs.py::test_a_saved_state_restores_its_placement_and_an_older_one_is_refused_with_workers_usable": MP,
-    "envs/test_scene_moves.py::test_subprocess_workers_move_their_scenes_together": MP,
+    "envs/test_synthetic_scene_moves.py::test_subprocess_workers_move_their_scenes_together": MP,
     "distributed/test_scene_moves_ranks.py": MP,
     **{f"{file}::{name}": MP for file, names in {
         "train/test_bottleneck.py": ("test_a_run_logs_the_bottleneck_line",),
