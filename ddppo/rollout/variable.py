@@ -161,11 +161,11 @@ def _copy(r: StepResult) -> StepResult:
 def _result_state(r: StepResult) -> dict[str, Any]:
     return {"obs": dict(r.obs), "reward": r.reward, "terminated": r.terminated, "truncated": r.truncated,
             "final_obs": dict(r.final_obs),
-            "episodes": [[e.env_index, dict(e.metrics), e.scene, e.next_scene] for e in r.episodes]}
+            "episodes": [[e.env_index, dict(e.metrics), e.scene, e.next_scene, e.step_s] for e in r.episodes]}
 
 
 def _result_from_state(u: dict[str, Any]) -> StepResult:
     arr = np.asarray
     return StepResult({k: arr(v) for k, v in u["obs"].items()}, arr(u["reward"]), arr(u["terminated"]),
                       arr(u["truncated"]), {k: arr(v) for k, v in u["final_obs"].items()},
-                      [EpisodeInfo(int(e[0]), dict(e[1]), *e[2:4]) for e in u["episodes"]])
+                      [EpisodeInfo(int(e[0]), dict(e[1]), *e[2:5]) for e in u["episodes"]])  # older: no step_s

@@ -70,8 +70,9 @@ class AlternatingScenes:
             if self.steps[n] % self.lengths[n] == 0:
                 done[j] = True
                 told = {"next_scene": self.scene_at(n, k + 1)} if self.tells_next else {}
+                # step_s: a scripted time, 1 ms per step of the episode
                 episodes.append(EpisodeInfo(n, {"return": 0.0, "length": float(self.lengths[n])}, self.scene_at(n, k),
-                                            **told))
+                                            **told, step_s=0.001 * self.lengths[n]))
         obs = self._obs(rows)
         return StepResult(obs, np.zeros(len(rows), np.float32), done, np.zeros(len(rows), bool), obs, episodes)
 

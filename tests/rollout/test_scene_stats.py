@@ -143,6 +143,8 @@ def test_variable_mode_attribution_continues_across_a_saved_state():
     assert [resumed.scenes.names[i] for i in resumed.scenes.current] == resumed_env.env_scenes  # the restored ones
     pending = [e for u in resumed.unstored for e in u.result.episodes]
     assert [(e.scene, e.next_scene) for e in pending] == [("b", "a")]  # saved with the next episode's scene
+    straight_pending = [e for u in straight.unstored for e in u.result.episodes]
+    assert [e.step_s for e in pending] == [e.step_s for e in straight_pending] == [0.002]  # and its step time
     a, b = straight.collect(2), resumed.collect(2)
     assert resumed.storage.lengths.tolist() == straight.storage.lengths.tolist()
     want = expected_scene_samples(env, first, straight.storage.lengths.tolist(), None)
