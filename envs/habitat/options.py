@@ -21,19 +21,19 @@ def _scene_name_problem(item: object) -> str | None:
     return None if isinstance(item, str) and item else "must be scene names, non-empty strings (e.g. [gen_000])"
 
 
-def episode_split_field(default: str) -> Any:
+def episode_split_field() -> Any:
     """The field of env.habitat.episode_split and env.habitat_lab.episode_split: both environments deal their
     episode files by one rule (envs/scenes/dataset.group_runs), described once."""
-    return dataclasses.field(default=default, metadata=doc(
+    return dataclasses.field(default="cost", metadata=doc(
         "how the dataset's episodes are dealt to (rank, worker) groups: scenes (whole scenes per group where every "
         "group still has an episode per env; each group reads only its scene files, but a scene's share of the "
         "experience is its groups' share, whatever its share of the episodes) | episodes (every scene's episodes "
         "cut evenly over the groups: a scene's share of the experience follows its share of the episodes; every "
         "group reads every file) | cost (whole scenes placed so every group's summed cost, the scenes' measured "
         "seconds per env step, is as equal as whole scenes allow: preemption then rarely cuts a rank; costs from "
-        "scene_costs, or the run directory's scene_costs.json on resume, else every scene alike until measured"
-        + ("; during the run the scenes move by the step times measured so far: env.placement_interval_updates"
-           if default == "cost" else "") + ")", choices=("scenes", "episodes", "cost")))
+        "scene_costs, or the run directory's scene_costs.json on resume, else every scene alike until measured; "
+        "during the run the scenes move by the step times measured so far: env.placement_interval_updates)",
+        choices=("scenes", "episodes", "cost")))
 
 
 def scene_costs_field() -> Any:
@@ -68,7 +68,7 @@ class HabitatOptions:
     scenes: list = dataclasses.field(default_factory=list,
                                      metadata=doc("only episodes of these scene names (file stem); empty = all",
                                                   each=_scene_name_problem))
-    episode_split: str = episode_split_field("cost")
+    episode_split: str = episode_split_field()
     scene_costs: str = scene_costs_field()
     backend: str = dataclasses.field(default="habitat",
                                      metadata=doc("habitat (habitat-sim) | grid (built-in 2-D double of the scene's "

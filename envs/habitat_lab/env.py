@@ -13,7 +13,9 @@ are at least the env slots. That needs every scene's episode count, so every gro
 it is small (COUNT_LIMIT_BYTES); larger ones are dealt out by scenes alone, each group loading only its own
 (`content_scenes`). Each group's episodes, ordered by scene, are then cut into one contiguous run per env; each env plays its own
 run endlessly, reshuffled every pass (grouped by scene), by setting habitat-lab's `current_episode` before each
-reset.
+reset. With episode_split=cost (the default) whole scenes go to the groups by their measured step times and move
+during a run when the trainer offers newer measurements (`place_by_cost`): the moved envs take their new episodes as
+`current_episode` at their next reset.
 
 Reward (habitat-lab's task defines measures, not a reward): `slack_reward` + the decrease of `reward_measure`
 + `success_reward` x `success_measure` at the episode's end, + `failed_stop_reward` where the task ended the
@@ -39,7 +41,7 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.placement import measured_costs, scene_costs
+from ddppo.envs.placement import measured_costs, replacement, scene_costs
 from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs, partition,
                                        scene_name)
 from ddppo.envs.habitat_lab.compat import Api
@@ -184,17 +186,13 @@ class HabitatLabVecEnv:
         self.api = api if api is not None else Api()
         self.num_envs = spec.num_envs
         cfg = configured(self.api, options, spec)
-        costs = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""), "env.habitat_lab.scene_costs")
-                 if options.episode_split == "cost" else None)
-        dataset, self._episodes = load_share(self.api, cfg, spec, options.episode_split, costs)
-        if self.num_envs > len(self._episodes):
-            log.warning("only %d episodes for %d envs: some envs replay the same episodes in one pass",
-                        len(self._episodes), self.num_envs)
-        parts = [partition(self._episodes, self.num_envs, i) for i in range(self.num_envs)]
-        check_scenes([self._episodes[k] for part in parts for k in part], str(self.api.get(cfg, "data_path")))
-        scene_of = [ep.scene_id for ep in self._episodes]
-        self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
-        self._iters = [EpisodeIterator(part, scene_of, [spec.seed, i], options.shuffle) for i, part in enumerate(parts)]
+        self._cfg, self._spec = cfg, spec
+        self._movable = options.episode_split == "cost"  # moves its scenes by measured costs (place_by_cost)
+        # episode_split=cost: the costs the scenes are placed by
+        self._placed_by = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""),
+                                          "env.habitat_lab.scene_costs") if self._movable else None)
+        dataset, episodes = load_share(self.api, cfg, spec, options.episode_split, self._placed_by)
+        parts = self._assign(episodes)
         self.step_clock = StepClock(self.num_envs)  # each env's step time per episode (EpisodeInfo.step_s)
         self._envs: list[Any] = []
         try:
@@ -235,6 +233,44 @@ class HabitatLabVecEnv:
         reported = uuids + flattened
         aliases = [ours for theirs, ours in ALIASES.items() if theirs in reported or theirs.split("_")[0] in uuids]
         return tuple(dict.fromkeys(reported + aliases + ["success", "return", "length"]))
+
+    def _assign(self, episodes: list[Any]) -> list[list[int]]:
+        """This group's episodes, cut into one run per env (returned), each env's iterator over its run."""
+        self._episodes = episodes
+        if self.num_envs > len(episodes):
+            log.warning("only %d episodes for %d envs: some envs replay the same episodes in one pass",
+                        len(episodes), self.num_envs)
+        parts = [partition(episodes, self.num_envs, i) for i in range(self.num_envs)]
+        check_scenes([episodes[k] for part in parts for k in part], str(self.api.get(self._cfg, "data_path")))
+        scene_of = [ep.scene_id for ep in episodes]
+        self.scenes = tuple(sorted({scene_name(s) for s in scene_of}))  # ddppo.envs.base.declared_scenes
+        self._iters = [EpisodeIterator(part, scene_of, [self._spec.seed, i], self.opt.shuffle)
+                       for i, part in enumerate(parts)]
+        return parts
+
+    def _place(self, costs: dict[str, float]) -> bool:
+        """This group's episodes placed by `costs` (episode_split=cost); True where they changed (each env then
+        plays its new run from its next reset: habitat-lab's Env takes any episode as `current_episode`)."""
+        before = self._assigned_keys()
+        _, episodes = load_share(self.api, self._cfg, self._spec, "cost", costs)
+        self._placed_by = dict(costs)
+        self._assign(episodes)
+        return self._assigned_keys() != before
+
+    def place_by_cost(self, measured: dict[str, float]) -> bool:
+        """episode_split=cost: the scenes re-placed by the measured costs where that makes the slowest (rank,
+        worker) group measurably faster (ddppo.envs.base.place_by_cost; the same decision in every group, from the
+        dataset's scene list alone)."""
+        if not self._movable or not measured:
+            return False
+        _, groups = group_of(self._spec)
+        scenes = list(self.api.scenes_to_load(self._cfg))
+        if len(scenes) < groups:
+            return False  # the episodes are cut evenly: costs place nothing
+        current = cost_placement(scene_costs(scenes, self._placed_by or {}), groups)
+        if replacement(current, [1] * len(scenes), scene_costs(scenes, measured), groups) is None:
+            return False
+        return self._place(measured)
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
@@ -325,15 +361,21 @@ class HabitatLabVecEnv:
         """Episode order and place per env, and (datasets up to MAX_LISTED episodes) which episodes each env
         plays, so a resume checks it continues on the same ones (and a checkpoint shows the shares)."""
         state = {"version": STATE_VERSION, "num_episodes": len(self._episodes), "episodes_done": self.episodes_done,
-                 "iterators": [it.state_dict() for it in self._iters]}
+                 "iterators": [it.state_dict() for it in self._iters], "placed_by": self._placed_by}
         if len(self._episodes) <= MAX_LISTED:
             state["assigned"] = self._assigned_keys()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore each env's episode order and place in it (running episodes are not restored)."""
-        if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs \
-                or int(state["num_episodes"]) != len(self._episodes):
+        """Restore each env's episode order and place in it (running episodes are not restored), placed as they
+        were when saved (episode_split=cost: by the costs saved with them)."""
+        if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs:
+            raise EnvError(f"habitat-lab env state does not match this run: it holds {len(state['iterators'])} envs, "
+                           f"this run has {self.num_envs} (same env.num_envs needed)")
+        placed_by = state.get("placed_by")
+        if self._movable and placed_by is not None and placed_by != self._placed_by:
+            self._place({str(k): float(v) for k, v in placed_by.items()})  # refused below where it does not fit
+        if int(state["num_episodes"]) != len(self._episodes):
             raise EnvError(f"habitat-lab env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
                            f"{len(self._episodes)} episodes (same env.num_envs and dataset needed)")

@@ -50,7 +50,7 @@ class HabitatLabOptions:
                                                             "key (ENVIRONMENT.MAX_EPISODE_STEPS / habitat.environment."
                                                             "max_episode_steps), after the overrides; 0 = the task "
                                                             "config's", ge=0, hint="0 = the task config's limit"))
-    episode_split: str = episode_split_field("scenes")
+    episode_split: str = episode_split_field()
     scene_costs: str = scene_costs_field()
     split: str = dataclasses.field(default="", metadata=doc("dataset split; empty = the task config's"))
     scenes_dir: str = dataclasses.field(default="", metadata=doc("scenes root; empty = the task config's"))

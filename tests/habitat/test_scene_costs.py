@@ -202,7 +202,8 @@ def test_no_costs_yet_places_every_scene_alike_and_a_named_file_needs_the_cost_s
         "scene_costs=c.json is used only with episode_split=cost (now scenes): set env.habitat.episode_split=cost "
         "or leave scene_costs empty"]
     assert section_problems(HabitatOptions(dataset="x", scene_costs="c.json")) == []  # cost: habitat's default
-    assert section_problems(HabitatLabOptions(config="x", scene_costs="c.json"))[0].startswith("scene_costs=c.json")
+    assert section_problems(HabitatLabOptions(config="x", scene_costs="c.json", episode_split="episodes"))[0].startswith(
+        "scene_costs=c.json")
 
 
 def test_the_env_reads_the_run_directorys_costs_and_a_changed_placement_starts_fresh_episodes(make_options, tmp_path):

@@ -178,6 +178,38 @@ def test_v03_state_of_other_episodes_is_refused(data):
         other.close()
 
 
+def test_v03_cost_split_moves_whole_scenes_by_measured_costs_and_a_state_keeps_the_move(data):
+    """episode_split=cost during a run (issue 44): alike (nothing measured) rank 0 holds gen_000 and gen_002, rank 1
+    gen_001; by these costs rank 0 would carry both slow scenes, so both ranks move (the same decision from the same
+    costs), the moved envs play their new scenes from the next reset, and a saved state puts a fresh env on the
+    moved scenes."""
+    from ddppo.envs.scenes.dataset import scene_name
+
+    measured = {"gen_000": 0.003, "gen_001": 0.001, "gen_002": 0.003}
+
+    def scenes(env):
+        return sorted({scene_name(ep.scene_id) for eps in env.assigned_episodes() for ep in eps})
+
+    ranks = [make(data, EnvSpec(num_envs=2, seed=r, rank=r, world_size=2), episode_split="cost") for r in range(2)]
+    try:
+        assert [scenes(env) for env in ranks] == [["gen_000", "gen_002"], ["gen_001"]]
+        assert [env.place_by_cost(measured) for env in ranks] == [True, True]
+        assert [scenes(env) for env in ranks] == [["gen_000", "gen_001"], ["gen_002"]]
+        assert [env.place_by_cost(measured) for env in ranks] == [False, False]  # placed by these already
+        ranks[1].reset()
+        assert ranks[1].env_scenes == ["gen_002", "gen_002"]
+        ranks[1].step(np.array([1, 1]))
+        fresh = make(data, EnvSpec(num_envs=2, seed=1, rank=1, world_size=2), episode_split="cost")
+        try:
+            fresh.load_state_dict(ranks[1].state_dict())
+            assert scenes(fresh) == ["gen_002"]
+        finally:
+            fresh.close()
+    finally:
+        for env in ranks:
+            env.close()
+
+
 def test_v03_objectgoal_sensor_is_a_discrete_category():
     """habitat-lab 0.3.x's own ObjectGoalSensor (ObjectNav's goal) -> a Discrete observation the policy embeds."""
     import types
