@@ -13,6 +13,10 @@ no env replays while another episode goes unused; `dataset.read_partition`,
 episodes, ordered by scene, are cut again into one contiguous run per env. Each env then plays its own episodes endlessly,
 reshuffled every pass (grouped by scene, since switching scenes is the
 expensive part of a reset).
+
+With episode_split=cost (the default) whole scenes go to the groups by their measured step times, and move during a
+run when the trainer offers newer measurements (`place_by_cost`); the saved state carries the costs the placement
+was made by, and a resume places by them again.
 """
 
 from __future__ import annotations
