@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ddppo.errors import ConfigError, DirectoryBusy
-from ddppo.rundir.holder import (boot_id, describe, identity, lock_scope, pid_alive, process_start, same_node,
+from ddppo.rundir.holder import (boot_id, describe, identity, live_here, lock_scope, process_start, same_node,
                                  stale_reason, warn_once)
 
 try:
@@ -132,8 +132,7 @@ def _editor_gone(edit: Path) -> bool:
     """The edit lock's process ran on this host and is dead (killed while it edited)."""
     editor = _read(edit)
     here = {"host": socket.gethostname(), "boot_id": boot_id()}
-    return isinstance(editor, dict) and same_node(editor, here) and not pid_alive(int(editor.get("pid", 0)),
-                                                                                 editor.get("pid_start"))
+    return isinstance(editor, dict) and same_node(editor, here) and not live_here(editor, here)
 
 
 def _flock(fd: int, what: str, directory: Path) -> str:
@@ -318,9 +317,7 @@ def release_dir(directory: str | Path) -> str:
         state = _flock(fd, "ddppo rundir release", directory)
     try:
         me = identity("ddppo rundir release", None)
-        live_here = isinstance(record, dict) and same_node(record, me) and pid_alive(int(record.get("pid", 0)),
-                                                                                     record.get("pid_start"))
-        if live_here or (state == "busy" and lock_scope(directory)[0] in ("local", "node")):
+        if live_here(record, me) or (state == "busy" and lock_scope(directory)[0] in ("local", "node")):
             raise DirectoryBusy(f"{directory} is held by {describe(record)}, a live process on this host: stop it "
                                 f"(it releases the directory as it ends); release is for holders that are gone")
         if record is _MISSING and state != "busy":

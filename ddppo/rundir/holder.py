@@ -113,6 +113,18 @@ def same_node(record: dict, me: dict) -> bool:
     return bool(me["boot_id"]) and record.get("host") == me["host"] and record.get("boot_id") == me["boot_id"]
 
 
+def live_here(record: Any, me: dict) -> bool:
+    """`record` (a holder or edit record) names a process of this host and boot that is still the one it recorded.
+    A record without a readable pid names none (pid 0 would be this process group to os.kill)."""
+    if not isinstance(record, dict) or not same_node(record, me):
+        return False
+    try:
+        pid = int(record["pid"])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return False
+    return pid > 0 and pid_alive(pid, record.get("pid_start"))
+
+
 def slurm_job_gone(job_id: str) -> bool | None:
     """True when SLURM no longer runs job `job_id`, False while it may, None when squeue does not tell."""
     try:
@@ -139,8 +151,7 @@ def stale_reason(record: Any, me: dict) -> str | None:
         return "its holder record does not read"
     try:
         if same_node(record, me):
-            alive = pid_alive(int(record["pid"]), record.get("pid_start"))
-            return None if alive else f"its process (pid {record['pid']}) is gone"
+            return None if live_here(record, me) else f"its process (pid {record['pid']}) is gone"
         job = (record.get("slurm") or {}).get("job_id")
         if job and job == (me.get("slurm") or {}).get("job_id"):
             return f"it is this SLURM job's own earlier run (job {job}, requeued or retried)"

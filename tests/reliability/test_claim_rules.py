@@ -82,6 +82,8 @@ def test_stale_rules(squeue):
         "eval / sweep: no heartbeat promised": (other_host(heartbeat=now - 10**6, stale_after_s=None), False),
         "a live process on this host, even of this SLURM job": (me(slurm={"job_id": "9"}), False),
         "a record that does not read": ("not a record", True),
+        "a record of this host without a pid": ({k: v for k, v in me().items() if k != "pid"}, True),
+        "a record of this host with pid 0": (me(pid=0), True),
     }
     found = {name: holder.stale_reason(rec, mine) is not None for name, (rec, _) in cases.items()}
     assert found == {name: stale for name, (_, stale) in cases.items()}
@@ -136,6 +138,22 @@ def test_release_dir_frees_a_gone_holders_directory(tmp_path, per_node):
     with pytest.raises(DirectoryBusy, match="live process on this host"):
         release_dir(run)
     claim.release()
+
+
+def test_a_record_of_this_host_without_a_live_pid_names_no_live_process(tmp_path, monkeypatch, per_node):
+    """The one rule of the holder check, the edit lock and `release`: a record of this host names a live process
+    only with a readable pid > 0 that is alive (before, edit locks and release read a missing pid as 0, which
+    os.kill counts as alive: an edit lock that never cleared, a release refused for a process that never was)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    pidless = {k: v for k, v in me().items() if k != "pid"}
+    (run / ".holder.json").write_text(json.dumps(pidless))
+    assert "released" in release_dir(run) and not (run / ".holder.json").exists()
+    (run / ".holder.json").write_text(json.dumps(me(pid=2**22 + 12345)))
+    (run / ".holder.json.edit").write_text(json.dumps(pidless))  # an edit lock whose writer left no pid
+    monkeypatch.setattr(claim_mod, "EDIT_WAIT_S", 0.2)
+    claim_dir(run, "ddppo train", "choose another run.dir").release()  # cleared at once, not after EDIT_STALE_S
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]
 
 
 def test_a_taken_over_claim_stops_at_its_heartbeat(tmp_path):
