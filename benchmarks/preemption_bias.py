@@ -53,6 +53,7 @@ VARIANTS = {
     "placement": ["env.synthetic.scene_placement=cost"],
     "rank+placement": ["preemption.rank_weighting=true", "env.synthetic.scene_placement=cost"],
     "measured": ["env.synthetic.scene_placement=measured"],
+    "measured+off": ["env.synthetic.scene_placement=measured", "preemption.enabled=false"],  # placement alone
     "variable": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost"],
     "variable+rank": ["rollout.mode=variable", "env.num_workers=4", "env.synthetic.scene_placement=cost",
                       "preemption.rank_weighting=true"],
