@@ -76,6 +76,16 @@ def replacement(current: list[list[int]], counts: Sequence[int], costs: Sequence
     return None
 
 
+def saved_placement(state: dict, movable: bool, current: dict[str, float] | None) -> dict[str, float] | None:
+    """The costs a saved env state's placement was made by (its `placed_by`), where the env places by measured
+    costs and they differ from `current` (the costs it is placed by now): the env places by them again before it
+    restores the state; None where nothing is to move."""
+    placed_by = state.get("placed_by")
+    if not movable or placed_by is None or placed_by == current:
+        return None
+    return {str(k): float(v) for k, v in placed_by.items()}
+
+
 def read_scene_costs(path: str, key: str, run_dir_file: bool = False) -> dict[str, float]:
     """The costs in a scene costs file, `{scene: seconds}` (JSON, every value a finite number > 0); EnvError naming
     the file, `key` (the option that names one) and the fix where it is missing, not JSON or malformed.

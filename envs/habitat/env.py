@@ -33,7 +33,7 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.placement import measured_costs
+from ddppo.envs.placement import measured_costs, saved_placement
 from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, moved_placement, partition, read_partition,
                                        resolve_scene, scene_name)
 from ddppo.envs.scenes.gridsim import layout_path_for
@@ -215,9 +215,9 @@ class HabitatPointNavEnv:
         if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs:
             raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs, "
                            f"this run has {self.num_envs} (same env.num_envs needed)")
-        placed_by = state.get("placed_by")
-        if self._movable and placed_by is not None and placed_by != self._placed_by:
-            self._place({str(k): float(v) for k, v in placed_by.items()})  # refused below where it does not fit
+        saved = saved_placement(state, self._movable, self._placed_by)
+        if saved is not None:
+            self._place(saved)  # refused below where it does not fit
         if int(state["num_episodes"]) != len(self._episodes):
             raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
