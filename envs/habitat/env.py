@@ -35,7 +35,7 @@ from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, Step
 from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.placement import measured_costs, saved_placement
 from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, moved_placement, partition, read_partition,
-                                       resolve_scene, scene_name)
+                                       resolve_scene, scene_file_names, scene_name)
 from ddppo.envs.scenes.gridsim import layout_path_for
 from ddppo.envs.scenes.backends import make_simulator
 from ddppo.envs.scenes.interface import ACTIONS, SimSettings
@@ -95,6 +95,7 @@ class HabitatPointNavEnv:
         group, groups = group_of(spec)
         self._placed_by: dict[str, float] | None = None  # episode_split=cost: the costs the scenes are placed by
         self._movable = episodes is None and options.episode_split == "cost"  # by measured costs (place_by_cost)
+        self._scene_files: list[str] | None = None  # the scenes the cost split places whole (read at the first offer)
         if episodes is None:
             if options.episode_split == "cost":
                 self._placed_by = measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""),
@@ -150,8 +151,10 @@ class HabitatPointNavEnv:
         same in every group)."""
         if not self._movable or not measured:
             return False
+        if self._scene_files is None:  # read once (a single-file dataset is parsed to tell)
+            self._scene_files = scene_file_names(self.opt.dataset, list(self.opt.scenes))
         _, groups = group_of(self._spec)
-        if moved_placement(self.opt.dataset, list(self.opt.scenes), groups, self._placed_by or {}, measured) is None:
+        if moved_placement(self._scene_files, groups, self._placed_by or {}, measured) is None:
             return False
         return self._place(measured)
 

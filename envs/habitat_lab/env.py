@@ -41,9 +41,9 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.placement import measured_costs, replacement, saved_placement, scene_costs
-from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs, partition,
-                                       scene_name)
+from ddppo.envs.placement import measured_costs, saved_placement, scene_costs
+from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs,
+                                       moved_placement, partition, scene_name)
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -188,6 +188,7 @@ class HabitatLabVecEnv:
         cfg = configured(self.api, options, spec)
         self._cfg, self._spec = cfg, spec
         self._movable = options.episode_split == "cost"  # moves its scenes by measured costs (place_by_cost)
+        self._scenes_listed: list[str] | None = None  # the dataset's scenes, the cost split's units (first offer)
         # episode_split=cost: the costs the scenes are placed by
         self._placed_by = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""),
                                           "env.habitat_lab.scene_costs") if self._movable else None)
@@ -263,12 +264,10 @@ class HabitatLabVecEnv:
         dataset's scene list alone)."""
         if not self._movable or not measured:
             return False
+        if self._scenes_listed is None:  # asked once (habitat-lab may read the dataset to list them)
+            self._scenes_listed = list(self.api.scenes_to_load(self._cfg))
         _, groups = group_of(self._spec)
-        scenes = list(self.api.scenes_to_load(self._cfg))
-        if len(scenes) < groups:
-            return False  # the episodes are cut evenly: costs place nothing
-        current = cost_placement(scene_costs(scenes, self._placed_by or {}), groups)
-        if replacement(current, [1] * len(scenes), scene_costs(scenes, measured), groups) is None:
+        if moved_placement(self._scenes_listed, groups, self._placed_by or {}, measured) is None:
             return False
         return self._place(measured)
 

@@ -227,17 +227,21 @@ def cost_runs(counts: list[int], costs: Sequence[float], groups: int) -> list[li
     return [[(present[k], 0, counts[present[k]]) for k in group] for group in placed]
 
 
-def moved_placement(path: str, scenes: Sequence[str], groups: int, placed_by: dict[str, float],
-                    measured: dict[str, float]) -> list[list[int]] | None:
-    """split="cost" during a run: per group, the scene files (indices into the dataset's content files, after the
-    `scenes` filter) a placement by the `measured` costs gives it, where that makes the slowest group measurably
-    cheaper than the placement by `placed_by` (envs/placement.py `replacement`); None where it does not, or where
-    costs place nothing (a single-file dataset, fewer scene files than groups: episodes are cut evenly). Reads file
-    names only; the same answer in every group."""
+def scene_file_names(path: str, scenes: Sequence[str]) -> list[str]:
+    """The scene names of a split folder's content files (after the `scenes` filter), what split="cost" places
+    whole; [] for a single-file dataset, whose episodes are cut evenly (read once: the caller keeps the answer)."""
     files, episodes = _sources(path)
     if episodes is not None:
-        return None
-    names = [scene_name(f) for f in files if not scenes or scene_name(f) in set(scenes)]
+        return []
+    return [scene_name(f) for f in files if not scenes or scene_name(f) in set(scenes)]
+
+
+def moved_placement(names: Sequence[str], groups: int, placed_by: dict[str, float],
+                    measured: dict[str, float]) -> list[list[int]] | None:
+    """split="cost" during a run: per group, the scenes (indices into `names`, `scene_file_names`) a placement by
+    the `measured` costs gives it, where that makes the slowest group measurably cheaper than the placement by
+    `placed_by` (envs/placement.py `replacement`); None where it does not, or where costs place nothing (fewer
+    scenes than groups: the episodes are cut evenly). The same answer in every group."""
     if len(names) < groups:
         return None
     current = cost_placement(scene_costs(names, placed_by), groups)
