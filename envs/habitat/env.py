@@ -33,9 +33,10 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.placement import measured_costs, saved_placement
-from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, moved_placement, partition, read_partition,
-                                       resolve_scene, scene_file_names, scene_name)
+from ddppo.envs.placement import measured_costs
+from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, partition, read_partition, resolve_scene,
+                                       scene_file_names, scene_name)
+from ddppo.envs.scenes.moves import SceneMoves, group_of
 from ddppo.envs.scenes.gridsim import layout_path_for
 from ddppo.envs.scenes.backends import make_simulator
 from ddppo.envs.scenes.interface import ACTIONS, SimSettings
@@ -44,13 +45,6 @@ from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
-
-
-def group_of(spec: Any) -> tuple[int, int]:
-    """(group, groups): this batch's share of the whole job, one per (rank, worker)."""
-    workers = int(getattr(spec, "worker_count", 1) or 1)
-    worker = int(getattr(spec, "worker_index", 0) or 0)
-    return spec.rank * workers + worker, spec.world_size * workers
 
 
 def env_partition(episodes: list[Episode], num_envs: int) -> list[list[int]]:
@@ -83,7 +77,7 @@ def check_files(options: HabitatOptions, episodes: list[Episode], indices: list[
                     f"{options.scenes_dir!r}")
 
 
-class HabitatPointNavEnv:
+class HabitatPointNavEnv(SceneMoves):
     """`num_envs` PointNav envs in this process, one simulator each (implements ddppo.envs.base.VecEnv)."""
 
     def __init__(self, options: HabitatOptions, spec: Any, episodes: list[Episode] | None = None):
@@ -95,7 +89,6 @@ class HabitatPointNavEnv:
         group, groups = group_of(spec)
         self._placed_by: dict[str, float] | None = None  # episode_split=cost: the costs the scenes are placed by
         self._movable = episodes is None and options.episode_split == "cost"  # by measured costs (place_by_cost)
-        self._scene_files: list[str] | None = None  # the scenes the cost split places whole (read at the first offer)
         if episodes is None:
             if options.episode_split == "cost":
                 self._placed_by = measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""),
@@ -134,29 +127,14 @@ class HabitatPointNavEnv:
         self._iters = [EpisodeIterator(part, scene_of, [self._spec.seed, i], self.opt.shuffle)
                        for i, part in enumerate(env_partition(episodes, self.num_envs))]
 
-    def _place(self, costs: dict[str, float]) -> bool:
-        """This group's episodes placed by `costs` (episode_split=cost); True where they changed (the envs' running
-        episodes are then of the old placement: the caller starts fresh ones)."""
-        before = self._assigned_digest()
+    def _scene_units(self) -> list[str]:
+        return scene_file_names(self.opt.dataset, list(self.opt.scenes))  # a single-file dataset is parsed to tell
+
+    def _read_share(self, costs: dict[str, float]) -> list[Episode]:
         group, groups = group_of(self._spec)
         episodes = read_partition(self.opt.dataset, groups, group, list(self.opt.scenes), self.num_envs, "cost", costs)
-        self._placed_by = dict(costs)
-        self._assign(episodes)
-        check_files(self.opt, self._episodes, [k for it in self._iters for k in it.indices])
-        return self._assigned_digest() != before
-
-    def place_by_cost(self, measured: dict[str, float]) -> bool:
-        """episode_split=cost: the scenes re-placed by the measured costs where that makes the slowest (rank,
-        worker) group measurably faster (ddppo.envs.base.place_by_cost; the decision, `moved_placement`, is the
-        same in every group)."""
-        if not self._movable or not measured:
-            return False
-        if self._scene_files is None:  # read once (a single-file dataset is parsed to tell)
-            self._scene_files = scene_file_names(self.opt.dataset, list(self.opt.scenes))
-        _, groups = group_of(self._spec)
-        if moved_placement(self._scene_files, groups, self._placed_by or {}, measured) is None:
-            return False
-        return self._place(measured)
+        check_files(self.opt, episodes, range(len(episodes)))
+        return episodes
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
@@ -208,8 +186,8 @@ class HabitatPointNavEnv:
         """A digest of which episodes each env plays: a resume checks it continues on the same ones (a placement
         by cost may give this group other scenes once the measured costs change)."""
         digest = hashlib.sha1()
-        for episodes in self.assigned_episodes():
-            digest.update("\n".join(f"{ep.scene_id}/{ep.episode_id}" for ep in episodes).encode() + b"\0")
+        for keys in self._assigned_keys():
+            digest.update("\n".join(keys).encode() + b"\0")
         return digest.hexdigest()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -218,9 +196,7 @@ class HabitatPointNavEnv:
         if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs:
             raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs, "
                            f"this run has {self.num_envs} (same env.num_envs needed)")
-        saved = saved_placement(state, self._movable, self._placed_by)
-        if saved is not None:
-            self._place(saved)  # refused below where it does not fit
+        self._place_as_saved(state)  # refused below where it does not fit
         if int(state["num_episodes"]) != len(self._episodes):
             raise EnvError(f"habitat env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "

@@ -41,9 +41,10 @@ import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
 from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.placement import measured_costs, saved_placement, scene_costs
-from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs,
-                                       moved_placement, partition, scene_name)
+from ddppo.envs.placement import measured_costs, scene_costs
+from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs, partition,
+                                       scene_name)
+from ddppo.envs.scenes.moves import SceneMoves, group_of
 from ddppo.envs.habitat_lab.compat import Api
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
@@ -52,12 +53,6 @@ log = logging.getLogger(__name__)
 STATE_VERSION = 1
 MAX_LISTED = 100_000  # state_dict lists the episodes of each env for datasets up to this size
 ALIASES = {"softspl": "soft_spl", "collisions_count": "collisions"}  # habitat-lab measure -> ddppo's metric name
-
-
-def group_of(spec: Any) -> tuple[int, int]:
-    """(group, groups): this batch's share of the whole job, one per (rank, worker)."""
-    workers = int(getattr(spec, "worker_count", 1) or 1)
-    return spec.rank * workers + int(getattr(spec, "worker_index", 0) or 0), spec.world_size * workers
 
 
 def scene_share(scenes: list[str], groups: int, group: int) -> tuple[list[str], int, int]:
@@ -173,7 +168,7 @@ def _load_scene_wise(api: Api, cfg: Any, spec: Any, scenes: list[str],
     return dataset, episodes
 
 
-class HabitatLabVecEnv:
+class HabitatLabVecEnv(SceneMoves):
     """`num_envs` habitat-lab Envs in this process (implements ddppo.envs.base.VecEnv)."""
 
     restores_state = False  # habitat-lab cannot put an episode back mid-way: resume starts fresh episodes
@@ -188,7 +183,6 @@ class HabitatLabVecEnv:
         cfg = configured(self.api, options, spec)
         self._cfg, self._spec = cfg, spec
         self._movable = options.episode_split == "cost"  # moves its scenes by measured costs (place_by_cost)
-        self._scenes_listed: list[str] | None = None  # the dataset's scenes, the cost split's units (first offer)
         # episode_split=cost: the costs the scenes are placed by
         self._placed_by = (measured_costs(options.scene_costs, getattr(spec, "scene_costs", ""),
                                           "env.habitat_lab.scene_costs") if self._movable else None)
@@ -249,27 +243,13 @@ class HabitatLabVecEnv:
                        for i, part in enumerate(parts)]
         return parts
 
-    def _place(self, costs: dict[str, float]) -> bool:
-        """This group's episodes placed by `costs` (episode_split=cost); True where they changed (each env then
-        plays its new run from its next reset: habitat-lab's Env takes any episode as `current_episode`)."""
-        before = self._assigned_keys()
-        _, episodes = load_share(self.api, self._cfg, self._spec, "cost", costs)
-        self._placed_by = dict(costs)
-        self._assign(episodes)
-        return self._assigned_keys() != before
+    def _scene_units(self) -> list[str]:
+        return list(self.api.scenes_to_load(self._cfg))  # habitat-lab may read the dataset to list them
 
-    def place_by_cost(self, measured: dict[str, float]) -> bool:
-        """episode_split=cost: the scenes re-placed by the measured costs where that makes the slowest (rank,
-        worker) group measurably faster (ddppo.envs.base.place_by_cost; the same decision in every group, from the
-        dataset's scene list alone)."""
-        if not self._movable or not measured:
-            return False
-        if self._scenes_listed is None:  # asked once (habitat-lab may read the dataset to list them)
-            self._scenes_listed = list(self.api.scenes_to_load(self._cfg))
-        _, groups = group_of(self._spec)
-        if moved_placement(self._scenes_listed, groups, self._placed_by or {}, measured) is None:
-            return False
-        return self._place(measured)
+    def _read_share(self, costs: dict[str, float]) -> list[Any]:
+        """(Each env takes its new episodes as habitat-lab's `current_episode` at its next reset: the Env takes any
+        episode.)"""
+        return load_share(self.api, self._cfg, self._spec, "cost", costs)[1]
 
     # ---------------------------------------------------------------- VecEnv
     def _start_next(self, i: int) -> dict[str, np.ndarray]:
@@ -353,9 +333,6 @@ class HabitatLabVecEnv:
                 log.warning("closing a habitat-lab Env failed: %s", exc)
         self._envs = []
 
-    def _assigned_keys(self) -> list[list[str]]:
-        return [[f"{ep.scene_id}/{ep.episode_id}" for ep in eps] for eps in self.assigned_episodes()]
-
     def state_dict(self) -> dict[str, Any]:
         """Episode order and place per env, and (datasets up to MAX_LISTED episodes) which episodes each env
         plays, so a resume checks it continues on the same ones (and a checkpoint shows the shares)."""
@@ -371,9 +348,7 @@ class HabitatLabVecEnv:
         if state.get("version") != STATE_VERSION or len(state["iterators"]) != self.num_envs:
             raise EnvError(f"habitat-lab env state does not match this run: it holds {len(state['iterators'])} envs, "
                            f"this run has {self.num_envs} (same env.num_envs needed)")
-        saved = saved_placement(state, self._movable, self._placed_by)
-        if saved is not None:
-            self._place(saved)  # refused below where it does not fit
+        self._place_as_saved(state)  # refused below where it does not fit
         if int(state["num_episodes"]) != len(self._episodes):
             raise EnvError(f"habitat-lab env state does not match this run: it holds {len(state['iterators'])} envs "
                            f"and {state.get('num_episodes')} episodes, this run has {self.num_envs} envs and "
