@@ -5,7 +5,8 @@ add up when they share a simulator process or a GPU, so a rank's speed follows t
 `contiguous` deals the scenes in order, whole, the way the episode split deals scene files to (rank, worker)
 groups: with as many scenes as ranks each rank plays one scene, and a slow scene makes a slow rank, which
 straggler preemption then cuts (issue 44). `cost` gives every scene the same number of env slots but spreads
-them by measured cost (step time x episode length: the time an episode of the scene takes), heaviest first,
+them by cost (a slot's mean step time: a group's batched step costs the sum of its envs' step times, whatever
+their episodes' lengths), heaviest first,
 each to the group with the smallest total cost that has a free slot (longest-processing-time-first), so the
 groups' totals come out as equal as the slots allow and preemption rarely cuts anyone.
 

@@ -162,10 +162,11 @@ def read_partition(path: str, groups: int, group: int, scenes: list[str] = (), n
         return mine
     n = len(files)
     if n >= groups:
-        mine = files[group * n // groups:(group + 1) * n // groups]
         if split == "cost":
             mine = [files[s] for s in cost_placement(scene_costs([scene_name(f) for f in files], costs or {}),
                                                      groups)[group]]
+        else:
+            mine = files[group * n // groups:(group + 1) * n // groups]
         return [ep for f in mine for ep in filter_scenes(_parse(f), list(scenes))]
     k = group * n // groups  # this group's file, shared with the groups mapped to the same file
     sharing = [g for g in range(groups) if g * n // groups == k]
