@@ -68,7 +68,6 @@ class ScenePlacement:
     def __init__(self, costs: SceneCosts, collector: Any, interval: int):
         self.costs, self.collector, self.interval = costs, collector, int(interval)
         self.first_offered = False  # every scene timed and offered once
-        self.moves = 0  # how often this rank's envs moved in this job
 
     def due(self, update: int, measured: dict[str, float]) -> bool:
         if self.interval <= 0 or not measured:
@@ -84,7 +83,6 @@ class ScenePlacement:
         measured = self.costs.measured()
         if not self.due(update, measured) or not self.collector.place_by_cost(measured, update):
             return False
-        self.moves += 1
         log.info("update %d: scenes moved by their measured step times (%s); this rank's envs start fresh episodes",
                  update, ", ".join(f"{n} {1000 * c:.2f} ms" for n, c in sorted(measured.items())))
         return True
