@@ -74,7 +74,9 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 
 
 def _prefix(keys: list[str], ours: set[str]) -> str:
-    """The prefix whose removal matches the most of `keys` to `ours` ("" when they match as they are)."""
+    """The prefix to remove from `keys` to find `ours` ("" when they match as they are): the one under which most
+    of ours are found, then the one most keys match through (a whole CLIP's text tower has `transformer.*` keys
+    like its image tower's, which are found under "visual." only)."""
     votes: Counter = Counter()
     for key in keys:
         parts = key.split(".")
@@ -82,7 +84,8 @@ def _prefix(keys: list[str], ours: set[str]) -> str:
             if ".".join(parts[i:]) in ours:
                 votes[".".join(parts[:i]) + "." if i else ""] += 1
                 break
-    return votes.most_common(1)[0][0] if votes else ""
+    present = set(keys)
+    return max(votes, key=lambda p: (sum(p + k in present for k in ours), votes[p]), default="")
 
 
 def match(state: dict[str, torch.Tensor], module: nn.Module, path: str, what: str) -> dict[str, torch.Tensor]:
