@@ -97,3 +97,14 @@ def test_a_missing_file_or_one_of_another_model_is_one_line_before_anything_is_w
         one_line_exit_2(proc, f"policy.encoder_weights={weights}")
         assert says in proc.stderr.strip().splitlines()[-1]
         assert not run.exists() or not any(run.iterdir())
+
+
+def test_bench_encoders_runs_and_writes_its_figures(tmp_path):
+    vision_library("timm")
+    out = tmp_path / "encoders.json"
+    proc = ddppo("bench", "encoders", "--encoder", "timm:test_vit", "--size", "16", "--envs", "2", "--steps", "2",
+                 "--epochs", "1", "--minibatches", "1", "--rounds", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert set(figures["median_s"]) == {"trained", "frozen", "features kept", "encode once"}
+    assert all(v > 0 for v in figures["median_s"].values())
