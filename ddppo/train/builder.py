@@ -192,7 +192,8 @@ class Trainer:
         manager.register("model", self.policy, shared=True)
         manager.register("optimizer", self.updater.optimizer, shared=True)
         manager.register("counters", self.progress, shared=True)
-        manager.register("encoder_weights", self.encoder_weights, shared=True)
+        if self.cfg.policy.encoder_weights:  # the file's sha256, compared on resume
+            manager.register("encoder_weights", self.encoder_weights, shared=True)
         for name, owner in self.normalization.shared_owners().items():  # normalize.reward: the return statistics
             manager.register(name, owner, shared=True)
         manager.register("rng", ckpt.RngState(self.ctx.device))
