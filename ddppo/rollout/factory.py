@@ -26,7 +26,7 @@ def storage_steps(cfg: RolloutConfig) -> int:
     return cfg.num_steps
 
 
-def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, storage: Any, preemption: Any, timer: Any,
+def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, preemption: Any, timer: Any,
                    gamma: float, device: torch.device, label: str = "",
                    metric_names: tuple[str, ...] | None = None, reward_scale: Any = None,
                    obs_transform: Any = None, scene_names: tuple[str, ...] | None = None) -> RolloutCollector:
@@ -37,7 +37,7 @@ def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, storage: Any, 
     problems = strategy_problems(cfg, worker_count(envs))
     if problems:
         raise ValueError("; ".join(problems))
-    args = (envs, policy, storage, preemption, timer, gamma, device, label, cfg.num_steps, metric_names, reward_scale,
+    args = (envs, policy, preemption, timer, gamma, device, cfg.num_steps, label, metric_names, reward_scale,
             obs_transform, scene_names)
     if cfg.mode == "variable":
         return VariableCollector(*args, batch_wait_s=cfg.batch_wait_s, idle_envs=cfg.idle_envs,

@@ -146,15 +146,15 @@ class Trainer:
                                  SceneWindow(self.scene_names, cfg.log.window))
         overlap = cfg.rollout.overlap_learning  # the one place the learning mode is decided
         acting = acting_copy(self.policy) if overlap else self.policy  # collects while the learner updates
-        storage = self._new_storage()
-        self.collector = make_collector(cfg.rollout, self.envs, acting, storage,
+        storage = self.new_storage()
+        self.collector = make_collector(cfg.rollout, self.envs, acting,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
                                         obs_transform=norm.obs_transform, scene_names=self.scene_names)
         self.phases = Phases(cfg, ctx, self.collector, self.advantage, norm, self.updater, self.reference,
                              self.progress, self.timer)
-        self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self._new_storage(), ctx.device,
+        self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)
         self.checkpoints.resume()
@@ -172,11 +172,12 @@ class Trainer:
                                  scene_costs=scene_costs, placement=ScenePlacement(
                                      scene_costs, self.collector, cfg.env.placement_interval_updates))
 
-    def _new_storage(self) -> RolloutStorage:
+    def new_storage(self) -> RolloutStorage:
+        """Buffers for one rollout of this rank (a learning strategy owns one or two; a benchmark may collect into
+        one of its own)."""
         num_envs = self.env_spec.num_envs
-        hidden_shape = tuple(self.policy.initial_hidden(num_envs).shape)
         return RolloutStorage(storage_steps(self.cfg.rollout), num_envs, self.envs.observation_space,
-                              self.envs.action_space, hidden_shape, self.ctx.device)
+                              self.envs.action_space, self.policy.initial_memory(num_envs), self.ctx.device)
 
     def _checkpoint_manager(self, saved_episodes: bool) -> CheckpointManager:
         """The one checkpoint manager, given every saved-state owner: the shared ones (the same on every rank),
