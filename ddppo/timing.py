@@ -31,6 +31,7 @@ ENV_STEP = "env_step"
 OBS_TRANSFER = "obs_transfer"
 STORAGE = "storage"
 STRAGGLER_WAIT = "straggler_wait"
+REWARD_MODEL = "reward_model"  # the reward model's scoring of the steps' results (reward.model)
 # returns and learning (train/, ppo/)
 ADVANTAGE = "advantage"  # the advantage estimate ppo.advantage names (GAE, GRPO, yours): perf/advantage_s
 NORMALIZATION_SYNC = "normalization_sync"  # the normalisation statistics' all-gather and merge (normalize.*)
@@ -42,8 +43,9 @@ LEARNER_WAIT = "learner_wait"  # rollout.overlap_learning: the main thread, coll
 LOG_CHECKPOINT = "log_checkpoint"
 
 # the order of the `perf/*` columns reduced across ranks
-PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, ADVANTAGE, NORMALIZATION_SYNC,
-          REFERENCE_FORWARD, LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT, LOG_CHECKPOINT)
+PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, REWARD_MODEL, ADVANTAGE,
+          NORMALIZATION_SYNC, REFERENCE_FORWARD, LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT,
+          LOG_CHECKPOINT)
 
 
 MAX_PENDING = 4096  # phases whose events are read at the latest (a timer nobody pops: evaluation's)

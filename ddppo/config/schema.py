@@ -312,6 +312,30 @@ class NormalizeConfig:
 
 
 @dataclass(frozen=True)
+class RewardConfig:
+    """A learned reward model between the envs and the learners (ddppo/rollout/reward_model.py): scored under
+    no_grad on the rank's device, one batched call per step, combined with the env's own reward."""
+
+    model: str = field(default="",
+                       metadata=doc("MODULE:NAME of a torch module class or factory in your working directory, "
+                                    "called as model(obs, actions=, episode_step=, done=) on the rank's envs and "
+                                    "returning one reward per env (\"\" = none); a resume with another is refused",
+                                    shape=True))
+    weights: str = field(default="", metadata=doc("a state dict (.pt) the model loads before the run (\"\" = as "
+                                                 "built); a resume with another file or changed contents is "
+                                                 "refused", shape=True))
+    kwargs: dict = field(default_factory=dict, metadata=doc("keyword arguments the model is built with",
+                                                             shape=True))
+    mode: str = field(default="step",
+                      metadata=doc("step: every step's resulting observation is scored; terminal: only an episode's "
+                                   "final observation, once (no per-step reward to hack)",
+                                   choices=("step", "terminal"), shape=True))
+    env_weight: float = field(default=1.0, metadata=doc("the reward is env_weight x the env's reward + "
+                                                       "model_weight x the model's"))
+    model_weight: float = field(default=1.0, metadata=doc("see reward.env_weight"))
+
+
+@dataclass(frozen=True)
 class WandbConfig:
     """Weights & Biases logging (rank 0; extra `wandb`): the same tags and env-step as TensorBoard."""
 
@@ -387,6 +411,7 @@ class Config:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

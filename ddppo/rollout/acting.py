@@ -106,14 +106,16 @@ class Actor:
         return Action(action, logp, value, env_action)
 
     def step(self, env_action: np.ndarray, where: str,
-             scale: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Step:
-        """Step the envs; the new observation and start flags become current. `scale(reward, done)`: the
-        rewards the device gets (the collector's reward scaling, on the host), else the envs' own."""
+             rewards: Callable[[StepResult, np.ndarray], np.ndarray] | None = None) -> Step:
+        """Step the envs; the new observation and start flags become current. `rewards(result, env_action)`: the
+        rewards the device gets (the collector's reward model and reward scaling, on the host), else the envs'
+        own."""
         with self.timer(timing.ENV_STEP):
             res = self.envs.step(env_action)
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, where, self.label)
-            reward = res.reward if scale is None else scale(res.reward, res.done)
+        reward = res.reward if rewards is None else rewards(res, env_action)  # a reward model times its own phase
+        with self.timer(timing.OBS_TRANSFER):
             obs = res.obs if self.obs_transform is None else self.obs_transform.observe(res.obs)
             self.obs, flags = self.staging.step_to_device(obs, {"reward": reward, "done": res.done,
                                                                     "started": res.started, "idle": res.idle})

@@ -93,7 +93,7 @@ class RolloutCollector:
     def __init__(self, envs: VecEnv, policy: Policy, preemption: Preemption, timer: Timer, gamma: float,
                  device: torch.device, num_steps: int, label: str = "",
                  metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None,
-                 scene_names: tuple[str, ...] | None = None):
+                 scene_names: tuple[str, ...] | None = None, reward_model: Any = None):
         self.envs, self.policy = envs, policy
         self.storage: RolloutStorage | None = None  # the buffers being collected into (only during `collect`)
         # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
@@ -105,6 +105,9 @@ class RolloutCollector:
         # the host, as they leave the envs, before a truncation's bootstrap is added (the critic's values are in
         # the scaled units); None: the envs' own rewards
         self.reward_scale: Any = reward_scale
+        # reward.model: a ddppo.rollout.reward_model.RewardModel scoring each step's results, combined with the
+        # envs' rewards before the scaling; None: the envs' rewards alone
+        self.reward_model: Any = reward_model
         # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
         # observation on the host (the first after reset included) before it goes to the device; None: as is
         self.actor = Actor(envs, policy, device, timer, label, obs_transform)
@@ -211,6 +214,8 @@ class RolloutCollector:
     def fresh_episodes(self, update: int) -> None:
         """New episodes in every env, seeded from `update`, marked as starts, memory emptied."""
         self._forget()
+        if self.reward_model is not None:
+            self.reward_model.restart()
         self.actor.begin(fresh_reset(self.envs, update))
         self.actor.detach()
         self.scenes.restart(self.envs)
@@ -266,6 +271,19 @@ class RolloutCollector:
             collected = s.step * self.envs.num_envs if s.lengths is None else int(s.lengths.sum())
             for watch in self.episode_watchers:
                 watch(episodes, collected)
+
+    def host_rewards(self, res: StepResult, actions: Any, env_index: np.ndarray | None = None) -> np.ndarray:
+        """The rewards the storage keeps for the rows of `res` (row i is env `env_index[i]`, default env i), on the
+        host: the reward model's combined with the env's (reward.*), then scaled (normalize.reward). `actions`: the
+        actions the rows took, or a function of `env_index` giving them (read only by a reward model)."""
+        reward = res.reward
+        if self.reward_model is not None:
+            taken = actions(env_index) if callable(actions) else actions
+            reward = self.reward_model.combine(reward, res, taken, env_index)
+        if self.reward_scale is not None:
+            reward = (self.reward_scale(reward, res.done) if env_index is None
+                      else self.reward_scale(reward, res.done, env_index))
+        return reward
 
     def truncation_bootstrap(self, res: StepResult, memory: Memory,
                              env_index: np.ndarray | None = None) -> torch.Tensor:

@@ -23,7 +23,7 @@ class LockstepCollector(RolloutCollector):
                 break
             a = actor.act()
             t_step = time.perf_counter()
-            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout", self.reward_scale)
+            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout", self.host_rewards)
             slowest = max(slowest, time.perf_counter() - t_step)
             res = step.result
             if res.truncated.any() and self.policy.critic is not None:

@@ -83,9 +83,9 @@ class WorkerCollector(RolloutCollector):
             np.maximum(self.slowest[w.lo:w.hi], now - self.sent_at[w.lo:w.hi], out=self.slowest[w.lo:w.hi])
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, f"in update {update}'s rollout", self.label, idx.numpy())
-            at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
-            scale = self.reward_scale
-            reward = res.reward if scale is None else scale(res.reward, res.done, idx.numpy())
+        at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
+        reward = self.host_rewards(res, self._env_actions, idx.numpy())
+        with self.timer(timing.OBS_TRANSFER):
             # normalize.update=step: counted and normalised as the lockstep acting path does (Actor.step)
             raw = res.obs if actor.obs_transform is None else actor.obs_transform.observe(res.obs)
             obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done}, index=at)
@@ -102,6 +102,12 @@ class WorkerCollector(RolloutCollector):
             actor.start[idx_dev] = done
             mem.assign(actor.memory, idx_dev, memory_after)
             self.add_episodes(res.episodes, sums, counts)
+
+
+    def _env_actions(self, envs: np.ndarray) -> np.ndarray:
+        """The actions the envs `envs` were sent (read only by a reward model: one device read)."""
+        action = self.pending["action"][torch.from_numpy(envs).to(self.device)].cpu().numpy()
+        return action if self.actor.bounds is None else np.clip(action, *self.actor.bounds)
 
 
 def concat(results: list[StepResult]) -> StepResult:

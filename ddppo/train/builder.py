@@ -48,6 +48,7 @@ from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.episode_metrics import env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.reward_model import reward_model_for
 from ddppo.rollout.scenes import env_scene_names
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.rundir import RunDir
@@ -136,6 +137,7 @@ class Trainer:
         self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
                                   advantage=self.advantage)
+        self.reward_model = reward_model_for(cfg.reward, num_envs, ctx.device, self.timer)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, *spaces, num_envs, ctx.device)
@@ -151,7 +153,8 @@ class Trainer:
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
-                                        obs_transform=norm.obs_transform, scene_names=self.scene_names)
+                                        obs_transform=norm.obs_transform, scene_names=self.scene_names,
+                                        reward_model=self.reward_model)
         self.phases = Phases(cfg, ctx, self.collector, self.advantage, norm, self.updater, self.reference,
                              self.progress, self.timer)
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
@@ -197,6 +200,11 @@ class Trainer:
             manager.register("reference", self.reference, episodic=True)
         for name, owner in self.normalization.episode_owners().items():  # each env's running return
             manager.register(name, owner, episodic=True)
+        if self.reward_model is not None:  # which model and weights (checked at resume), each env's episode step
+            for name, owner in self.reward_model.shared_owners().items():
+                manager.register(name, owner, shared=True)
+            for name, owner in self.reward_model.episode_owners().items():
+                manager.register(name, owner, episodic=True)
         return manager
 
     def train(self) -> int:
