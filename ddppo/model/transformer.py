@@ -1,0 +1,171 @@
+"""A causal transformer core over the episode's steps, with a per-env KV cache as its memory.
+
+A pre-norm decoder (RMSNorm, SwiGLU MLP, multi-head attention through `scaled_dot_product_attention` with a
+boolean mask, rotary or learned positions over the episode step, as PoliFormer's decoder). Its memory, a
+`dict[str, Tensor]` with the env first (the memory protocol of ddppo/model/memory.py):
+
+- ``k``, ``v``: (N, layers, heads, context - 1, head_dim), each layer's keys (rotated) and values of the env's
+  last `context - 1` steps, oldest first, the valid ones at the end; in the weights' dtype;
+- ``len``: (N,) int64, how many of those slots are valid (the rest are padding, never attended);
+- ``pos``: (N,) int64, the episode step of the env's next token.
+
+One code path for acting (T = 1) and learning (T > 1): the T new steps are queries; the keys are the cached
+prefix followed by the T new steps. Query t of env n sees
+
+- a new step s iff s <= t, no episode starts in (s, t] and t - s < context;
+- a cached slot iff no episode starts at or before t in the T steps, the slot is valid, and it is less than
+  `context` episode steps before t.
+
+The prefix's keys and values are the cache's as acting wrote them (no gradient flows into them: in learning they
+are the stale values of the weights that acted, as a GRU's state at the rollout's start is stale), the new steps'
+are computed from `x`. So, at equal parameters, acting step by step from a memory and one pass over the same steps
+from that memory give the same outputs, and the memory they return is the same: the last `context - 1` steps.
+An episode start empties an env's cache by its length, never by touching another env's slots.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+LEARNED_POSITIONS = 1024  # positions=learned: episode steps at or past this share the last embedding
+ROTARY_BASE = 10000.0
+
+
+def _ffn_width(d: int) -> int:
+    """SwiGLU's hidden width: two thirds of 4 d (LLaMA's), rounded up to a multiple of 8."""
+    return 8 * ((8 * d // 3 + 7) // 8)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding, halves form: x (N, H, T, hd), cos/sin (N, 1, T, hd / 2)."""
+    a, b = x.chunk(2, -1)
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        width = _ffn_width(d)
+        self.gate = nn.Linear(d, width, bias=False)
+        self.up = nn.Linear(d, width, bias=False)
+        self.down = nn.Linear(width, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    """One pre-norm decoder layer: x + attention(norm(x)), then + SwiGLU(norm(.))."""
+
+    def __init__(self, d: int, heads: int, dropout: float):
+        super().__init__()
+        self.heads, self.head_dim, self.dropout = heads, d // heads, dropout
+        self.attn_norm = nn.RMSNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
+        self.mlp_norm = nn.RMSNorm(d)
+        self.mlp = SwiGLU(d)
+
+    def forward(self, x, k_prefix, v_prefix, mask, rotary, drop: bool):
+        """x (T, N, D); k/v_prefix (N, H, S, hd); mask (N, 1, T, S + T) -> x, this layer's keys and values
+        over prefix + new steps (N, H, S + T, hd)."""
+        T, N, D = x.shape
+        q, k, v = self.qkv(self.attn_norm(x)).view(T, N, 3, self.heads, self.head_dim).permute(2, 1, 3, 0, 4)
+        if rotary is not None:
+            q, k = _rotate(q, *rotary), _rotate(k, *rotary)
+        k = torch.cat([k_prefix.to(k.dtype), k], 2)
+        v = torch.cat([v_prefix.to(v.dtype), v], 2)
+        p = self.dropout if drop else 0.0
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        x = x + F.dropout(self.out(a.permute(2, 0, 1, 3).reshape(T, N, D)), p, drop)
+        x = x + F.dropout(self.mlp(self.mlp_norm(x)), p, drop)
+        return x, k, v
+
+
+class TransformerCore(nn.Module):
+    """`out, memory = core(x, memory, start)`: x (T, N, D), start (T, N) (1.0 where x[t] begins an episode)
+    -> out (T, N, D) and the memory after the T steps. Dropout (policy.transformer.dropout) applies only where
+    gradients are taken (the learning pass), so acting, `ddppo eval` and the old log-probs stay deterministic."""
+
+    def __init__(self, size: int, layers: int, heads: int, context: int, positions: str = "rotary",
+                 dropout: float = 0.0):
+        super().__init__()
+        if size % heads or (size // heads) % 2:
+            raise ValueError(f"policy.transformer.heads={heads} must divide policy.hidden_size={size} into an even "
+                             f"head width (rotary pairs): pick heads so that hidden_size / heads is even")
+        if context < 1:
+            raise ValueError(f"policy.transformer.context={context} must be at least 1")
+        if positions not in ("rotary", "learned"):
+            raise ValueError(f"policy.transformer.positions={positions!r}: use rotary or learned")
+        self.size, self.layers, self.heads, self.context = size, layers, heads, context
+        self.head_dim, self.positions, self.dropout = size // heads, positions, dropout
+        self.blocks = nn.ModuleList(Block(size, heads, dropout) for _ in range(layers))
+        self.norm = nn.RMSNorm(size)
+        self.position = nn.Embedding(LEARNED_POSITIONS, size) if positions == "learned" else None
+        inv = ROTARY_BASE ** (-torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim)
+        self.register_buffer("inv_freq", inv.float(), persistent=False)
+
+    # ------------------------------------------------------------------ memory
+    def initial_memory(self, num_envs: int, device: torch.device | str = "cpu",
+                       dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """An empty cache for `num_envs` envs, in the weights' dtype unless `dtype` says otherwise."""
+        dtype = dtype or self.norm.weight.dtype
+        shape = (num_envs, self.layers, self.heads, self.context - 1, self.head_dim)
+        return {"k": torch.zeros(shape, device=device, dtype=dtype),
+                "v": torch.zeros(shape, device=device, dtype=dtype),
+                "len": torch.zeros(num_envs, device=device, dtype=torch.int64),
+                "pos": torch.zeros(num_envs, device=device, dtype=torch.int64)}
+
+    def memory_bytes_per_env(self, element_size: int = 4) -> int:
+        """The cache's bytes per env: layers x 2 x (context - 1) x hidden x element size, plus len and pos."""
+        return self.layers * 2 * (self.context - 1) * self.size * element_size + 16
+
+    # ----------------------------------------------------------------- forward
+    def _layout(self, start: torch.Tensor, length: torch.Tensor, pos: torch.Tensor):
+        """Episode steps of the new tokens (T, N), the attention mask (N, 1, T, S + T), the prefix slots any
+        query may read (N, S), and the valid cache length after the T steps (N,)."""
+        T, N = start.shape
+        S, dev = self.context - 1, start.device
+        started = start != 0
+        steps = torch.arange(T, device=dev).view(T, 1)
+        last_start = torch.where(started, steps, -1).cummax(0).values  # (T, N): -1 while the memory's episode goes on
+        fresh = last_start >= 0
+        episode_step = torch.where(fresh, steps - last_start, pos.view(1, N) + steps)
+        seg = started.to(torch.int64).cumsum(0).t()  # (N, T): episode segment within the T steps; 0 continues memory
+        t, s = steps.view(1, T, 1), steps.view(1, 1, T)
+        new = (s <= t) & (t - s < self.context) & (seg.unsqueeze(2) == seg.unsqueeze(1))  # (N, T, T)
+        slot = torch.arange(S, device=dev)
+        valid = slot.view(1, S) >= (S - length).view(N, 1)  # (N, S): the cache's valid slots, right-aligned
+        # slot j is (S - j) episode steps before the memory's next token, t + S - j before query t: < context iff j >= t
+        prefix = valid.unsqueeze(1) & (seg == 0).unsqueeze(2) & (slot.view(1, 1, S) >= t)  # (N, T, S)
+        mask = torch.cat([prefix, new], 2).unsqueeze(1)
+        readable = valid & ~started[0].view(N, 1)
+        after = torch.where(fresh[-1], T - last_start[-1], length + T).clamp(max=S)
+        return episode_step, mask, readable, after
+
+    def forward(self, x: torch.Tensor, memory: dict[str, torch.Tensor],
+                start: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        T, N, _ = x.shape
+        S = self.context - 1
+        episode_step, mask, readable, length = self._layout(start, memory["len"], memory["pos"])
+        rotary = None
+        if self.position is not None:
+            x = x + self.position(episode_step.clamp(max=LEARNED_POSITIONS - 1))
+        else:
+            angle = episode_step.t().unsqueeze(-1).to(self.inv_freq.dtype) * self.inv_freq  # (N, T, hd / 2)
+            rotary = (angle.cos().unsqueeze(1).to(x.dtype), angle.sin().unsqueeze(1).to(x.dtype))
+        keep = readable.view(N, 1, 1, S, 1)  # padding and a finished episode's slots read as zeros, never NaN
+        k_mem = torch.where(keep, memory["k"], 0).unbind(1)
+        v_mem = torch.where(keep, memory["v"], 0).unbind(1)
+        drop = self.training and self.dropout > 0 and torch.is_grad_enabled()
+        ks, vs = [], []
+        for block, k_prefix, v_prefix in zip(self.blocks, k_mem, v_mem):
+            x, k, v = block(x, k_prefix, v_prefix, mask, rotary, drop)
+            ks.append(k.narrow(2, k.shape[2] - S, S).detach())  # the last S steps: the window slides
+            vs.append(v.narrow(2, v.shape[2] - S, S).detach())
+        dtype = memory["k"].dtype
+        new_memory = {"k": torch.stack(ks, 1).to(dtype), "v": torch.stack(vs, 1).to(dtype),
+                      "len": length, "pos": episode_step[-1] + 1}
+        return self.norm(x), new_memory

@@ -1,0 +1,228 @@
+"""The transformer core: acting step by step with its KV cache and the batched learning pass agree."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ddppo.model.transformer import TransformerCore
+
+D, LAYERS, HEADS = 16, 2, 4
+
+
+def _select(memory: dict, envs: torch.Tensor) -> dict:
+    return {k: v[envs] for k, v in memory.items()}
+
+
+def _assign(memory: dict, envs: torch.Tensor, sub: dict) -> dict:
+    out = {k: v.clone() for k, v in memory.items()}
+    for k, v in sub.items():
+        out[k][envs] = v
+    return out
+
+
+def _core(context: int, layers: int = LAYERS, positions: str = "rotary") -> TransformerCore:
+    torch.manual_seed(0)
+    return TransformerCore(D, layers, HEADS, context, positions=positions).eval()
+
+
+def _act(core, x, start, memory):
+    """Acting, one step at a time: out (T, N, D) and the memory after."""
+    outs = []
+    with torch.no_grad():
+        for t in range(x.shape[0]):
+            out, memory = core(x[t:t + 1], memory, start[t:t + 1])
+            outs.append(out)
+    return torch.cat(outs), memory
+
+
+def _warm_memory(core, lengths: list[int]) -> dict:
+    """A memory at a rollout boundary: env n has acted lengths[n] steps of one episode (unequal cache lengths)."""
+    n, most = len(lengths), max(lengths)
+    memory = core.initial_memory(n)
+    x = torch.randn(most, n, D)
+    for t in range(most):
+        envs = torch.tensor([i for i in range(n) if t >= most - lengths[i]], dtype=torch.int64)
+        if len(envs):
+            with torch.no_grad():
+                _, sub = core(x[t:t + 1, envs], _select(memory, envs),
+                              torch.zeros(1, len(envs)) if t > 0 else torch.ones(1, len(envs)))
+            memory = _assign(memory, envs, sub)
+    return memory
+
+
+def _assert_memory_equal(a: dict, b: dict) -> None:
+    """Equal lengths and positions, and equal keys and values in the valid slots (the rest are never read)."""
+    assert a.keys() == b.keys()
+    assert torch.equal(a["len"], b["len"]) and torch.equal(a["pos"], b["pos"])
+    slots = a["k"].shape[3]
+    valid = (torch.arange(slots).view(1, slots) >= slots - a["len"].view(-1, 1)).view(len(a["len"]), 1, 1, slots, 1)
+    for key in ("k", "v"):
+        assert (torch.where(valid, a[key] - b[key], 0).abs() <= 1e-5).all(), key
+
+
+@pytest.mark.parametrize("positions", ["rotary", "learned"])
+@pytest.mark.parametrize("context", [1, 6, 40])
+def test_acting_and_learning_agree(context, positions):
+    core = _core(context, positions=positions)
+    T, N = 24, 6
+    memory = _warm_memory(core, [0, 3, 9, 2, 30, 5])  # unequal lengths, one over the window, one empty
+    start = torch.zeros(T, N)
+    start[0, 0] = 1  # a start at t=0
+    start[1, 1] = 1  # right after the rollout boundary
+    start[11, 2] = 1  # mid-sequence
+    start[[3, 4, 20], 3] = 1  # an episode longer than the context (3..19), and back-to-back starts
+    # env 4 continues its 30-step episode through the whole rollout (slides past the context); env 5 never starts
+    x = torch.randn(T, N, D)
+    acted, acted_memory = _act(core, x, start, memory)
+    learned, learned_memory = core(x, memory, start)
+    delta = (acted - learned).abs().max().item()
+    print(f"max |acting - learning| = {delta:.2e} (context {context}, {positions})")
+    assert delta < 1e-5
+    _assert_memory_equal(acted_memory, learned_memory)
+
+
+def test_rollouts_carried_across_boundaries_agree():
+    """Two rollouts: the memory the first returns is the second's start, for acting and learning alike."""
+    core = _core(5)
+    T, N = 7, 3
+    memory = core.initial_memory(N)
+    x, start = torch.randn(3 * T, N, D), (torch.rand(3 * T, N) < 0.15).float()
+    acted, _ = _act(core, x, start, memory)
+    outs = []
+    with torch.no_grad():
+        for r in range(3):
+            out, memory = core(x[r * T:(r + 1) * T], memory, start[r * T:(r + 1) * T])
+            outs.append(out)
+    assert (torch.cat(outs) - acted).abs().max() < 1e-5
+
+
+def test_variable_subsets_and_a_short_env_agree():
+    """Envs step in subsets (variable mode), one preempted after a few steps; the learning pass over each env's
+    own steps (padded after its last) from the rollout's start memory gives the outputs acting gave."""
+    core = _core(4)
+    N, ticks = 5, 30
+    g = torch.Generator().manual_seed(1)
+    memory = _warm_memory(core, [2, 0, 6, 1, 3])
+    start_memory = memory
+    xs, starts, outs = [[] for _ in range(N)], [[] for _ in range(N)], [[] for _ in range(N)]
+    for _ in range(ticks):
+        envs = torch.nonzero(torch.rand(N, generator=g) < 0.5).squeeze(1)
+        envs = envs[envs != 4] if len(xs[4]) >= 2 else envs  # env 4: preempted after two steps
+        if not len(envs):
+            continue
+        x = torch.randn(1, len(envs), D, generator=g)
+        start = (torch.rand(1, len(envs), generator=g) < 0.2).float()
+        with torch.no_grad():
+            out, sub = core(x, _select(memory, envs), start)
+        memory = _assign(memory, envs, sub)
+        for i, e in enumerate(envs.tolist()):
+            xs[e].append(x[0, i])
+            starts[e].append(start[0, i])
+            outs[e].append(out[0, i])
+    T = max(len(s) for s in xs)
+    x_pad, start_pad = torch.randn(T, N, D, generator=g), torch.zeros(T, N)
+    for e in range(N):
+        if xs[e]:
+            x_pad[: len(xs[e]), e] = torch.stack(xs[e])
+            start_pad[: len(xs[e]), e] = torch.stack(starts[e])
+    learned, _ = core(x_pad, start_memory, start_pad)
+    delta = max((learned[: len(outs[e]), e] - torch.stack(outs[e])).abs().max().item() for e in range(N) if outs[e])
+    print(f"max |acting - learning| in variable mode = {delta:.2e}")
+    assert len(xs[4]) == 2 and delta < 1e-5
+
+
+def test_a_start_empties_the_cache():
+    """What came before an episode start (inputs, cache) does not change any output after it."""
+    core = _core(8)
+    T, N = 12, 2
+    x, start = torch.randn(T, N, D), torch.zeros(T, N)
+    start[5] = 1
+    memory = _warm_memory(core, [4, 7])
+    other_x = x.clone()
+    other_x[:5] = torch.randn(5, N, D)
+    other_memory = _warm_memory(core, [6, 1])
+    for run in (lambda xx, m: _act(core, xx, start, m), lambda xx, m: core(xx, m, start)):
+        a, mem_a = run(x, memory)
+        b, mem_b = run(other_x, other_memory)
+        assert not torch.equal(a[:5], b[:5])
+        assert torch.equal(a[5:], b[5:])
+        assert torch.equal(mem_a["len"], mem_b["len"]) and torch.equal(mem_a["pos"], mem_b["pos"])
+
+
+def test_the_window_holds_context_steps():
+    """One layer, context C: the output at t depends on x[t - C + 1] but not on x[t - C]."""
+    C, T = 4, 10
+    core = _core(C, layers=1)
+    x, start = torch.randn(T, 1, D), torch.zeros(T, 1)
+    base, _ = _act(core, x, start, core.initial_memory(1))
+    for s, changes in ((T - 1 - C, False), (T - C, True)):
+        moved = x.clone()
+        moved[s] += 1.0
+        out, _ = _act(core, moved, start, core.initial_memory(1))
+        assert torch.equal(out[-1], base[-1]) != changes
+
+
+def test_memory_counts_the_episode():
+    core = _core(3)
+    start = torch.tensor([[1.0], [0.0], [0.0], [0.0], [1.0], [0.0]])
+    _, memory = core(torch.randn(6, 1, D), core.initial_memory(1), start)
+    assert memory["len"].tolist() == [2] and memory["pos"].tolist() == [2]
+    assert memory["k"].shape == (1, LAYERS, HEADS, 2, D // HEADS) and memory["k"].dtype == torch.float32
+    assert core.memory_bytes_per_env() == LAYERS * 2 * 2 * D * 4 + 16
+
+
+def test_gradient_reaches_every_parameter():
+    core = _core(6, positions="learned").train()
+    x = torch.randn(9, 3, D, requires_grad=True)
+    start = torch.zeros(9, 3)
+    start[4, 1] = 1
+    out, memory = core(x, _warm_memory(core, [2, 0, 5]), start)
+    out.square().sum().backward()
+    for name, p in core.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    assert x.grad.abs().sum() > 0 and not memory["k"].requires_grad
+
+
+def test_dropout_only_where_gradients_are_taken():
+    torch.manual_seed(0)
+    core = TransformerCore(D, LAYERS, HEADS, 5, dropout=0.5).train()
+    x, start, memory = torch.randn(4, 2, D), torch.zeros(4, 2), core.initial_memory(2)
+    with torch.no_grad():
+        a, _ = core(x, memory, start)
+        b, _ = core(x, memory, start)
+    assert torch.equal(a, b)
+    c, _ = core(x, memory, start)
+    assert not torch.equal(a, c)
+
+
+def test_attention_goes_through_sdpa(monkeypatch):
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(q, k, v, attn_mask=None, **kw):
+        calls.append(attn_mask.dtype)
+        return sdpa(q, k, v, attn_mask=attn_mask, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+    core = _core(5)
+    core(torch.randn(3, 2, D), core.initial_memory(2), torch.zeros(3, 2))
+    assert calls == [torch.bool] * LAYERS
+
+
+@pytest.mark.parametrize("heads", [3, 16])
+def test_heads_must_split_the_width_evenly(heads):
+    with pytest.raises(ValueError, match="policy.transformer.heads"):
+        TransformerCore(D, 1, heads, 4)
+
+
+def test_padding_and_a_finished_episode_are_never_read():
+    """NaN in the slots an env may not read (padding, the cache of an episode that just ended) stays out."""
+    core = _core(5)
+    memory = _warm_memory(core, [2, 4])
+    memory["k"][0, :, :, :2] = float("nan")  # env 0: padding (its 2 valid slots are the last two)
+    memory["v"][1] = float("nan")  # env 1: its whole cache, at an episode start
+    start = torch.tensor([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    acted, _ = _act(core, torch.randn(3, 2, D), start, memory)
+    learned, _ = core(torch.randn(3, 2, D), memory, start)
+    assert torch.isfinite(acted).all() and torch.isfinite(learned).all()
