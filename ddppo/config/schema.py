@@ -231,6 +231,29 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
+class TransformerConfig:
+    """The transformer core (policy.rnn_type=transformer): a causal decoder over the episode's steps whose memory
+    is a per-env KV cache of the last context - 1 steps."""
+
+    layers: int = field(default=2, metadata=doc("decoder layers (pre-norm: RMSNorm, attention, SwiGLU MLP)",
+                                                shape=True, gt=0))
+    heads: int = field(default=4, metadata=doc("attention heads; must divide policy.hidden_size into an even head "
+                                               "width", shape=True, gt=0))
+    context: int = field(default=64,
+                         metadata=doc("steps a token attends to, itself included (older steps slide out of the "
+                                      "cache); at most the env's max_episode_steps where it has one: the cache holds "
+                                      "layers x 2 x (context - 1) x hidden_size values per env", shape=True, gt=0))
+    positions: str = field(default="rotary",
+                           metadata=doc("rotary (rotary embedding of the episode step in every layer's queries and "
+                                        "keys) | learned (an embedding of the episode step added to the input; steps "
+                                        "from 1023 on share the last)", shape=True, choices=("rotary", "learned")))
+    dropout: float = field(default=0.0,
+                           metadata=doc("dropout in attention and after each sublayer, in the learning pass only "
+                                        "(acting stays deterministic, so PPO's ratio then compares a dropped-out "
+                                        "network with the acting one)", ge=0, lt=1))
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
     """Network architecture."""
 
@@ -251,8 +274,13 @@ class PolicyConfig:
                             metadata=doc("relu | tanh: the nonlinearity of the vector-observation encoders and the "
                                          "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
                                          "encoders keep ReLU", shape=True, choices=("relu", "tanh")))
-    rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
-    rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
+    rnn_type: str = field(default="gru",
+                          metadata=doc("gru | lstm | transformer (causal attention over the episode's last "
+                                       "policy.transformer.context steps, a per-env KV cache) | none", shape=True,
+                                       choices=("gru", "lstm", "transformer", "none")))
+    rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers (gru, lstm)", shape=True, gt=0))
+    transformer: TransformerConfig = field(default_factory=TransformerConfig,
+                                           metadata=doc("the transformer core (rnn_type=transformer)"))
     image_encoder: str = field(default="cnn",
                                metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | MODULE:NAME (your "
                                             "own, registered with ddppo.model.build.register_encoder) for image "

@@ -2,7 +2,7 @@
 
 A pre-norm decoder (RMSNorm, SwiGLU MLP, multi-head attention through `scaled_dot_product_attention` with a
 boolean mask, rotary or learned positions over the episode step, as PoliFormer's decoder). Its memory, a
-`dict[str, Tensor]` with the env first (the memory protocol of ddppo/model/memory.py):
+`dict[str, Tensor]` with the env first (the policy's memory protocol):
 
 - ``k``, ``v``: (N, layers, heads, context - 1, head_dim), each layer's keys (rotated) and values of the env's
   last `context - 1` steps, oldest first, the valid ones at the end; in the weights' dtype;
@@ -29,14 +29,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-LEARNED_POSITIONS = 1024  # positions=learned: episode steps at or past this share the last embedding
+from ddppo.config.sizes import LEARNED_POSITIONS, ffn_width
+
 ROTARY_BASE = 10000.0
-
-
-def _ffn_width(d: int) -> int:
-    """SwiGLU's hidden width: two thirds of 4 d (LLaMA's), rounded up to a multiple of 8."""
-    return 8 * ((8 * d // 3 + 7) // 8)
-
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding, halves form: x (N, H, T, hd), cos/sin (N, 1, T, hd / 2)."""
@@ -47,7 +42,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 class SwiGLU(nn.Module):
     def __init__(self, d: int):
         super().__init__()
-        width = _ffn_width(d)
+        width = ffn_width(d)
         self.gate = nn.Linear(d, width, bias=False)
         self.up = nn.Linear(d, width, bias=False)
         self.down = nn.Linear(width, d, bias=False)
@@ -117,10 +112,6 @@ class TransformerCore(nn.Module):
                 "v": torch.zeros(shape, device=device, dtype=dtype),
                 "len": torch.zeros(num_envs, device=device, dtype=torch.int64),
                 "pos": torch.zeros(num_envs, device=device, dtype=torch.int64)}
-
-    def memory_bytes_per_env(self, element_size: int = 4) -> int:
-        """The cache's bytes per env: layers x 2 x (context - 1) x hidden x element size, plus len and pos."""
-        return self.layers * 2 * (self.context - 1) * self.size * element_size + 16
 
     # ----------------------------------------------------------------- forward
     def _layout(self, start: torch.Tensor, length: torch.Tensor, pos: torch.Tensor):

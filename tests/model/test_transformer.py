@@ -169,7 +169,6 @@ def test_memory_counts_the_episode():
     _, memory = core(torch.randn(6, 1, D), core.initial_memory(1), start)
     assert memory["len"].tolist() == [2] and memory["pos"].tolist() == [2]
     assert memory["k"].shape == (1, LAYERS, HEADS, 2, D // HEADS) and memory["k"].dtype == torch.float32
-    assert core.memory_bytes_per_env() == LAYERS * 2 * 2 * D * 4 + 16
 
 
 def test_gradient_reaches_every_parameter():
@@ -226,3 +225,18 @@ def test_padding_and_a_finished_episode_are_never_read():
     acted, _ = _act(core, torch.randn(3, 2, D), start, memory)
     learned, _ = core(torch.randn(3, 2, D), memory, start)
     assert torch.isfinite(acted).all() and torch.isfinite(learned).all()
+
+
+@pytest.mark.parametrize("overrides", [["policy.transformer.positions=learned", "policy.transformer.context=9"],
+                                       ["policy.transformer.layers=3", "policy.hidden_size=48"]])
+def test_config_sizes_are_the_core_s(overrides):
+    """`ddppo config`'s figures (ddppo.config.sizes, from the config alone) are the built core's."""
+    from ddppo.config import load_config
+    from ddppo.config.sizes import core_parameters, memory_bytes_per_env
+
+    cfg = load_config(None, ["policy.rnn_type=transformer", *overrides])
+    t = cfg.policy.transformer
+    core = TransformerCore(cfg.policy.hidden_size, t.layers, t.heads, t.context, t.positions)
+    assert core_parameters(cfg) == sum(p.numel() for p in core.parameters())
+    memory = core.initial_memory(1)
+    assert memory_bytes_per_env(cfg) == sum(v.numel() * v.element_size() for v in memory.values())
