@@ -63,15 +63,23 @@ class Block(nn.Module):
         self.mlp_norm = nn.RMSNorm(d)
         self.mlp = SwiGLU(d)
 
-    def forward(self, x, k_prefix, v_prefix, mask, rotary, drop: bool):
-        """x (T, N, D); k/v_prefix (N, H, S, hd); mask (N, 1, T, S + T) -> x, this layer's keys and values
-        over prefix + new steps (N, H, S + T, hd)."""
+    def forward(self, x, prefix, mask, rotary, drop: bool, into: tuple | None):
+        """x (T, N, D); prefix: the cached keys and values (N, H, S, hd); mask (N, 1, T, S + T) -> x, and this
+        layer's keys and values over prefix + new steps (N, H, S + T, hd). `into`: two such tensors whose first S
+        steps already hold the prefix, to write the new steps into (acting, no gradient: one copy of the cache
+        per step instead of two); else they are concatenated."""
         T, N, D = x.shape
         q, k, v = self.qkv(self.attn_norm(x)).view(T, N, 3, self.heads, self.head_dim).permute(2, 1, 3, 0, 4)
         if rotary is not None:
             q, k = _rotate(q, *rotary), _rotate(k, *rotary)
-        k = torch.cat([k_prefix.to(k.dtype), k], 2)
-        v = torch.cat([v_prefix.to(v.dtype), v], 2)
+        # a non-finite step (a NaN observation) keeps zeros in the cache: masked slots weigh exactly 0 only if finite
+        k, v = torch.nan_to_num(k, 0.0, 0.0, 0.0), torch.nan_to_num(v, 0.0, 0.0, 0.0)
+        if into is None:
+            k, v = torch.cat([prefix[0].to(k.dtype), k], 2), torch.cat([prefix[1].to(v.dtype), v], 2)
+        else:
+            S = into[0].shape[2] - T
+            into[0][:, :, S:], into[1][:, :, S:] = k, v
+            k, v = into[0].to(q.dtype), into[1].to(q.dtype)
         p = self.dropout if drop else 0.0
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         x = x + F.dropout(self.out(a.permute(2, 0, 1, 3).reshape(T, N, D)), p, drop)
@@ -115,8 +123,8 @@ class TransformerCore(nn.Module):
 
     # ----------------------------------------------------------------- forward
     def _layout(self, start: torch.Tensor, length: torch.Tensor, pos: torch.Tensor):
-        """Episode steps of the new tokens (T, N), the attention mask (N, 1, T, S + T), the prefix slots any
-        query may read (N, S), and the valid cache length after the T steps (N,)."""
+        """Episode steps of the new tokens (T, N), the attention mask (N, 1, T, S + T) and the valid cache length
+        after the T steps (N,)."""
         T, N = start.shape
         S, dev = self.context - 1, start.device
         started = start != 0
@@ -132,31 +140,36 @@ class TransformerCore(nn.Module):
         # slot j is (S - j) episode steps before the memory's next token, t + S - j before query t: < context iff j >= t
         prefix = valid.unsqueeze(1) & (seg == 0).unsqueeze(2) & (slot.view(1, 1, S) >= t)  # (N, T, S)
         mask = torch.cat([prefix, new], 2).unsqueeze(1)
-        readable = valid & ~started[0].view(N, 1)
         after = torch.where(fresh[-1], T - last_start[-1], length + T).clamp(max=S)
-        return episode_step, mask, readable, after
+        return episode_step, mask, after
 
     def forward(self, x: torch.Tensor, memory: dict[str, torch.Tensor],
                 start: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         T, N, _ = x.shape
         S = self.context - 1
-        episode_step, mask, readable, length = self._layout(start, memory["len"], memory["pos"])
+        episode_step, mask, length = self._layout(start, memory["len"], memory["pos"])
         rotary = None
         if self.position is not None:
             x = x + self.position(episode_step.clamp(max=LEARNED_POSITIONS - 1))
         else:
             angle = episode_step.t().unsqueeze(-1).to(self.inv_freq.dtype) * self.inv_freq  # (N, T, hd / 2)
             rotary = (angle.cos().unsqueeze(1).to(x.dtype), angle.sin().unsqueeze(1).to(x.dtype))
-        keep = readable.view(N, 1, 1, S, 1)  # padding and a finished episode's slots read as zeros, never NaN
-        k_mem = torch.where(keep, memory["k"], 0).unbind(1)
-        v_mem = torch.where(keep, memory["v"], 0).unbind(1)
-        drop = self.training and self.dropout > 0 and torch.is_grad_enabled()
+        grad = torch.is_grad_enabled()
+        drop = self.training and self.dropout > 0 and grad
+        k_mem, v_mem = memory["k"], memory["v"]
+        if not grad:  # acting: the cache copied once into [cache ; new steps], whose last S steps are the memory after
+            k_all = k_mem.new_empty(*k_mem.shape[:3], S + T, k_mem.shape[-1])
+            v_all = torch.empty_like(k_all)
+            k_all[..., :S, :], v_all[..., :S, :] = k_mem, v_mem
         ks, vs = [], []
-        for block, k_prefix, v_prefix in zip(self.blocks, k_mem, v_mem):
-            x, k, v = block(x, k_prefix, v_prefix, mask, rotary, drop)
-            ks.append(k.narrow(2, k.shape[2] - S, S).detach())  # the last S steps: the window slides
-            vs.append(v.narrow(2, v.shape[2] - S, S).detach())
-        dtype = memory["k"].dtype
-        new_memory = {"k": torch.stack(ks, 1).to(dtype), "v": torch.stack(vs, 1).to(dtype),
-                      "len": length, "pos": episode_step[-1] + 1}
+        for layer, block in enumerate(self.blocks):
+            into = None if grad else (k_all[:, layer], v_all[:, layer])
+            x, k, v = block(x, (k_mem[:, layer], v_mem[:, layer]), mask, rotary, drop, into)
+            ks.append(k.narrow(2, T, S).detach())  # the last S steps: the window slides
+            vs.append(v.narrow(2, T, S).detach())
+        if grad:
+            k_new, v_new = torch.stack(ks, 1).to(k_mem.dtype), torch.stack(vs, 1).to(v_mem.dtype)
+        else:
+            k_new, v_new = k_all[..., T:, :], v_all[..., T:, :]
+        new_memory = {"k": k_new, "v": v_new, "len": length, "pos": episode_step[-1] + 1}
         return self.norm(x), new_memory

@@ -215,16 +215,18 @@ def test_heads_must_split_the_width_evenly(heads):
         TransformerCore(D, 1, heads, 4)
 
 
-def test_padding_and_a_finished_episode_are_never_read():
-    """NaN in the slots an env may not read (padding, the cache of an episode that just ended) stays out."""
-    core = _core(5)
-    memory = _warm_memory(core, [2, 4])
-    memory["k"][0, :, :, :2] = float("nan")  # env 0: padding (its 2 valid slots are the last two)
-    memory["v"][1] = float("nan")  # env 1: its whole cache, at an episode start
-    start = torch.tensor([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
-    acted, _ = _act(core, torch.randn(3, 2, D), start, memory)
-    learned, _ = core(torch.randn(3, 2, D), memory, start)
-    assert torch.isfinite(acted).all() and torch.isfinite(learned).all()
+def test_a_non_finite_step_stays_in_its_episode():
+    """A NaN input (a broken observation) gives NaN at its step and in its episode's later steps' attention, never
+    after the next episode start: the cache keeps zeros for it, as masked slots must weigh exactly 0."""
+    core = _core(8)
+    x, start = torch.randn(6, 1, D), torch.zeros(6, 1)
+    x[1] = float("nan")
+    start[3] = 1
+    acted, memory = _act(core, x, start, core.initial_memory(1))
+    learned, _ = core(x, core.initial_memory(1), start)
+    for out in (acted, learned):
+        assert torch.isnan(out[1]).all() and torch.isfinite(out[3:]).all()
+    assert torch.isfinite(memory["k"]).all() and torch.isfinite(memory["v"]).all()
 
 
 @pytest.mark.parametrize("overrides", [["policy.transformer.positions=learned", "policy.transformer.context=9"],
