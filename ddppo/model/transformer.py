@@ -157,10 +157,16 @@ class TransformerCore(nn.Module):
         grad = torch.is_grad_enabled()
         drop = self.training and self.dropout > 0 and grad
         k_mem, v_mem = memory["k"], memory["v"]
+        # an env starting an episode reads its cache as zeros, whatever it holds (masked slots weigh exactly 0 only
+        # if finite: a NaN there would poison the new episode); the steps' own non-finite keys are zeroed in Block
+        restart = torch.nonzero(start[0] != 0).squeeze(1)
         if not grad:  # acting: the cache copied once into [cache ; new steps], whose last S steps are the memory after
             k_all = k_mem.new_empty(*k_mem.shape[:3], S + T, k_mem.shape[-1])
             v_all = torch.empty_like(k_all)
             k_all[..., :S, :], v_all[..., :S, :] = k_mem, v_mem
+            k_all.index_fill_(0, restart, 0.0), v_all.index_fill_(0, restart, 0.0)
+        else:
+            k_mem, v_mem = k_mem.index_fill(0, restart, 0.0), v_mem.index_fill(0, restart, 0.0)
         ks, vs = [], []
         for layer, block in enumerate(self.blocks):
             into = None if grad else (k_all[:, layer], v_all[:, layer])

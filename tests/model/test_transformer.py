@@ -215,6 +215,20 @@ def test_heads_must_split_the_width_evenly(heads):
         TransformerCore(D, 1, heads, 4)
 
 
+def test_a_start_reads_a_poisoned_cache_as_empty():
+    """An episode start ignores whatever the cache holds, NaN included (masked slots weigh exactly 0 only if they
+    are finite), in acting and learning alike."""
+    core = _core(5)
+    memory = _warm_memory(core, [2, 4])
+    memory["k"][1], memory["v"][1] = float("nan"), float("inf")
+    start = torch.tensor([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    x = torch.randn(3, 2, D)
+    acted, after = _act(core, x, start, memory)
+    learned, _ = core(x, memory, start)
+    assert torch.isfinite(acted).all() and torch.isfinite(learned).all()
+    assert torch.isfinite(after["k"]).all() and torch.isfinite(after["v"]).all()
+
+
 def test_a_non_finite_step_stays_in_its_episode():
     """A NaN input (a broken observation) gives NaN at its step and in its episode's later steps' attention, never
     after the next episode start: the cache keeps zeros for it, as masked slots must weigh exactly 0."""
@@ -242,3 +256,14 @@ def test_config_sizes_are_the_core_s(overrides):
     assert core_parameters(cfg) == sum(p.numel() for p in core.parameters())
     memory = core.initial_memory(1)
     assert memory_bytes_per_env(cfg) == sum(v.numel() * v.element_size() for v in memory.values())
+
+
+def test_bf16_autocast_keeps_the_cache_in_the_weights_dtype():
+    core = _core(6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.no_grad():
+            _, memory = core(torch.randn(1, 3, D), core.initial_memory(3), torch.zeros(1, 3))
+        out, after = core(torch.randn(5, 3, D), memory, torch.zeros(5, 3))
+    out.float().sum().backward()
+    assert memory["k"].dtype == after["v"].dtype == torch.float32
+    assert core.blocks[0].qkv.weight.grad is not None
