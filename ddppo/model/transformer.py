@@ -10,7 +10,8 @@ boolean mask, rotary or learned positions over the episode step, as PoliFormer's
 - ``pos``: (N,) int64, the episode step of the env's next token.
 
 One code path for acting (T = 1) and learning (T > 1): the T new steps are queries; the keys are the cached
-prefix followed by the T new steps. Query t of env n sees
+prefix followed by the T new steps (assembled in place when no gradient is taken, concatenated when one is).
+Query t of env n sees
 
 - a new step s iff s <= t, no episode starts in (s, t] and t - s < context;
 - a cached slot iff no episode starts at or before t in the T steps, the slot is valid, and it is less than
@@ -20,7 +21,8 @@ The prefix's keys and values are the cache's as acting wrote them (no gradient f
 are the stale values of the weights that acted, as a GRU's state at the rollout's start is stale), the new steps'
 are computed from `x`. So, at equal parameters, acting step by step from a memory and one pass over the same steps
 from that memory give the same outputs, and the memory they return is the same: the last `context - 1` steps.
-An episode start empties an env's cache by its length, never by touching another env's slots.
+An episode start empties an env's cache by its length (and reads it as zeros, whatever it holds), never by
+touching another env's slots.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from torch.nn import functional as F
 from ddppo.config.sizes import LEARNED_POSITIONS, ffn_width
 
 ROTARY_BASE = 10000.0
+
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding, halves form: x (N, H, T, hd), cos/sin (N, 1, T, hd / 2)."""
