@@ -5,8 +5,8 @@ uint8 or float, kept in its dtype until the encoder, which maps the space's
 finite bounds to [0, 1] (uint8 0-255: x / 255); a Discrete space is a category,
 embedded; anything else is flattened into a vector.
 The policy's memory (ddppo/model/memory.py) is a dict of env-first tensors that only the policy reads: a GRU's
-state {"rnn": (N, layers, H)}; for an LSTM, h and c stacked along the layers, (N, 2 * layers, H); {} without a
-core.
+state {"rnn": (N, layers, H)}; for an LSTM, h and c stacked along the layers, (N, 2 * layers, H); the
+transformer's KV cache (ddppo/model/transformer.py); {} without a core.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ddppo.config import PolicyConfig
 from ddppo.model.memory import Memory
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
+from ddppo.model.transformer import TransformerCore
 from ddppo.user_code import ENCODERS
 
 
@@ -239,6 +240,17 @@ class RecurrentCore(nn.Module):
         return out, hn[:, last]
 
 
+def make_core(cfg: PolicyConfig, width: int) -> nn.Module | None:
+    """policy.rnn_type's memory core over features of `width`: a GRU or LSTM, the transformer (policy.transformer),
+    or None. Each defines its memory (`initial_memory`) and is called as `out, memory = core(x, memory, start)`."""
+    if cfg.rnn_type == "none":
+        return None
+    if cfg.rnn_type == "transformer":
+        t = cfg.transformer
+        return TransformerCore(width, t.layers, t.heads, t.context, t.positions, t.dropout)
+    return RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers)
+
+
 def separate_critic(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                     cfg: PolicyConfig) -> bool:
     """policy.critic resolved: separate, or auto on continuous control with an MLP policy (no recurrence)."""
@@ -288,7 +300,7 @@ class Policy(nn.Module):
             raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "
                              "is not implemented): set policy.rnn_type=none or policy.critic=shared")
         self.critic_trunk = Trunk(obs_space, cfg) if separate else None
-        self.core = RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers) if cfg.rnn_type != "none" else None
+        self.core = make_core(cfg, width)
         self.hidden_size = width
         self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
         if self.discrete:

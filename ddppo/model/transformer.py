@@ -2,7 +2,7 @@
 
 A pre-norm decoder (RMSNorm, SwiGLU MLP, multi-head attention through `scaled_dot_product_attention` with a
 boolean mask, rotary or learned positions over the episode step, as PoliFormer's decoder). Its memory, a
-`dict[str, Tensor]` with the env first (the policy's memory protocol):
+`dict[str, Tensor]` with the env first (ddppo/model/memory.py):
 
 - ``k``, ``v``: (N, layers, heads, context - 1, head_dim), each layer's keys (rotated) and values of the env's
   last `context - 1` steps, oldest first, the valid ones at the end; in the weights' dtype;
@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ddppo.config.sizes import LEARNED_POSITIONS, ffn_width
+from ddppo.errors import CheckpointError
 
 ROTARY_BASE = 10000.0
 
@@ -123,6 +124,12 @@ class TransformerCore(nn.Module):
                 "v": torch.zeros(shape, device=device, dtype=dtype),
                 "len": torch.zeros(num_envs, device=device, dtype=torch.int64),
                 "pos": torch.zeros(num_envs, device=device, dtype=torch.int64)}
+
+    def legacy_memory(self, hidden: torch.Tensor) -> dict[str, torch.Tensor]:
+        """No checkpoint from before the memory protocol holds a transformer's cache (it had one tensor per env)."""
+        raise CheckpointError("this checkpoint saved its recurrent state as one tensor, from before "
+                              "policy.rnn_type=transformer existed: it cannot hold a transformer's KV cache; resume it "
+                              "with the policy.rnn_type it was trained with")
 
     # ----------------------------------------------------------------- forward
     def _layout(self, start: torch.Tensor, length: torch.Tensor, pos: torch.Tensor):

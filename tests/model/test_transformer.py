@@ -5,20 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ddppo.model.memory import assign, clone, select
 from ddppo.model.transformer import TransformerCore
 
 D, LAYERS, HEADS = 16, 2, 4
-
-
-def _select(memory: dict, envs: torch.Tensor) -> dict:
-    return {k: v[envs] for k, v in memory.items()}
-
-
-def _assign(memory: dict, envs: torch.Tensor, sub: dict) -> dict:
-    out = {k: v.clone() for k, v in memory.items()}
-    for k, v in sub.items():
-        out[k][envs] = v
-    return out
 
 
 def _core(context: int, layers: int = LAYERS, positions: str = "rotary") -> TransformerCore:
@@ -45,9 +35,9 @@ def _warm_memory(core, lengths: list[int]) -> dict:
         envs = torch.tensor([i for i in range(n) if t >= most - lengths[i]], dtype=torch.int64)
         if len(envs):
             with torch.no_grad():
-                _, sub = core(x[t:t + 1, envs], _select(memory, envs),
+                _, sub = core(x[t:t + 1, envs], select(memory, envs),
                               torch.zeros(1, len(envs)) if t > 0 else torch.ones(1, len(envs)))
-            memory = _assign(memory, envs, sub)
+            assign(memory, envs, sub)
     return memory
 
 
@@ -104,7 +94,7 @@ def test_variable_subsets_and_a_short_env_agree():
     N, ticks = 5, 30
     g = torch.Generator().manual_seed(1)
     memory = _warm_memory(core, [2, 0, 6, 1, 3])
-    start_memory = memory
+    start_memory = clone(memory)
     xs, starts, outs = [[] for _ in range(N)], [[] for _ in range(N)], [[] for _ in range(N)]
     for _ in range(ticks):
         envs = torch.nonzero(torch.rand(N, generator=g) < 0.5).squeeze(1)
@@ -114,8 +104,8 @@ def test_variable_subsets_and_a_short_env_agree():
         x = torch.randn(1, len(envs), D, generator=g)
         start = (torch.rand(1, len(envs), generator=g) < 0.2).float()
         with torch.no_grad():
-            out, sub = core(x, _select(memory, envs), start)
-        memory = _assign(memory, envs, sub)
+            out, sub = core(x, select(memory, envs), start)
+        assign(memory, envs, sub)
         for i, e in enumerate(envs.tolist()):
             xs[e].append(x[0, i])
             starts[e].append(start[0, i])
@@ -267,3 +257,68 @@ def test_bf16_autocast_keeps_the_cache_in_the_weights_dtype():
     out.float().sum().backward()
     assert memory["k"].dtype == after["v"].dtype == torch.float32
     assert core.blocks[0].qkv.weight.grad is not None
+
+
+def _policy(**transformer):
+    import gymnasium
+    import numpy as np
+
+    from ddppo.config import PolicyConfig, TransformerConfig
+    from ddppo.model.policy import Policy
+
+    space = gymnasium.spaces.Dict({"pointgoal": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
+                                   "rgb": gymnasium.spaces.Box(0, 255, (8, 8, 3), np.uint8)})
+    torch.manual_seed(0)
+    cfg = PolicyConfig(hidden_size=16, rnn_type="transformer", transformer=TransformerConfig(**transformer))
+    return Policy(space, gymnasium.spaces.Discrete(4), cfg)
+
+
+def _obs(T, N, gen):
+    return {"pointgoal": torch.randn(T, N, 3, generator=gen),
+            "rgb": torch.randint(0, 256, (T, N, 8, 8, 3), dtype=torch.uint8, generator=gen)}
+
+
+@pytest.mark.parametrize("mode", ["lockstep", "variable"])
+def test_policy_log_probs_of_acting_and_learning_agree(mode):
+    """Policy level (encoders, core, heads): the log-probs and values `evaluate` computes over a rollout from the
+    memory at its start are those `act` gave step by step, in lockstep and with envs stepping in subsets."""
+    p = _policy(layers=2, heads=2, context=5)
+    N, T = 4, 12
+    gen = torch.Generator().manual_seed(2)
+    memory = p.initial_memory(N)
+    for t in range(7):  # a previous rollout: caches of unequal length, one env over the context
+        envs = torch.arange(N)[t * torch.ones(N, dtype=torch.int64) >= torch.tensor([0, 5, 2, 6])]
+        obs = {k: v[0] for k, v in _obs(1, len(envs), gen).items()}
+        *_, sub = p.act(obs, select(memory, envs), (torch.rand(len(envs), generator=gen) < 0.1).float())
+        assign(memory, envs, sub)
+    start_memory = clone(memory)
+    obs, start = _obs(T, N, gen), (torch.rand(T, N, generator=gen) < 0.15).float()
+    start[0, 1] = start[1, 2] = 1
+    steps = torch.full((N,), T) if mode == "lockstep" else torch.tensor([T, 3, 9, 7])  # env 1 preempted
+    acts, logps, values = torch.zeros(T, N, dtype=torch.int64), torch.zeros(T, N), torch.zeros(T, N)
+    done = torch.zeros(N, dtype=torch.int64)
+    while (done < steps).any():
+        envs = torch.nonzero(done < steps).squeeze(1)
+        if mode == "variable":
+            envs = envs[torch.rand(len(envs), generator=gen) < 0.6]
+        if not len(envs):
+            continue
+        t = done[envs]
+        a, lp, v, sub = p.act({k: x[t, envs] for k, x in obs.items()}, select(memory, envs), start[t, envs])
+        assign(memory, envs, sub)
+        acts[t, envs], logps[t, envs], values[t, envs] = a, lp, v
+        done[envs] += 1
+    lp, _, v = p.evaluate(obs, start_memory, start, acts)
+    valid = torch.arange(T).view(T, 1) < steps.view(1, N)
+    delta = max((lp - logps)[valid].abs().max().item(), (v - values)[valid].abs().max().item())
+    print(f"max |delta log-prob or value| {mode} = {delta:.2e}")
+    assert delta < 1e-5
+
+
+def test_policy_builds_the_configured_transformer():
+    p = _policy(layers=3, heads=4, context=7, positions="learned")
+    assert isinstance(p.core, TransformerCore) and len(p.core.blocks) == 3 and p.core.position is not None
+    memory = p.initial_memory(2)
+    assert memory["k"].shape == (2, 3, 4, 6, 4) and set(memory) == {"k", "v", "len", "pos"}
+    with pytest.raises(Exception, match="rnn_type=transformer"):
+        p.legacy_memory(torch.zeros(1, 2, 16))
