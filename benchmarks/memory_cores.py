@@ -21,28 +21,10 @@ from pathlib import Path
 
 import torch
 
+from ddppo.model.memory import nbytes, select
 from ddppo.model.policy import RecurrentCore
 from ddppo.model.transformer import TransformerCore
 from ddppo.rundir import atomic_write
-
-
-class _GRU(torch.nn.Module):
-    """The GRU core behind the memory call the transformer has: (x, {"rnn": state}, start)."""
-
-    def __init__(self, hidden: int):
-        super().__init__()
-        self.core = RecurrentCore("gru", hidden, 1)
-
-    def initial_memory(self, n: int) -> dict:
-        return {"rnn": torch.zeros(1, n, self.core.rnn.hidden_size)}
-
-    def forward(self, x, memory, start):
-        out, h = self.core(x, memory["rnn"], start)
-        return out, {"rnn": h}
-
-
-def _select(memory: dict, envs: slice, axis: dict) -> dict:
-    return {k: v[(slice(None),) * axis.get(k, 0) + (envs,)] for k, v in memory.items()}
 
 
 def _time_rollout(core, x, start, memory) -> tuple[float, dict]:
@@ -53,13 +35,13 @@ def _time_rollout(core, x, start, memory) -> tuple[float, dict]:
     return time.perf_counter() - t0, memory
 
 
-def _time_update(core, x, start, memory, epochs: int, minibatches: int, axis: dict) -> float:
+def _time_update(core, x, start, memory, epochs: int, minibatches: int) -> float:
     n = x.shape[1] // minibatches
     t0 = time.perf_counter()
     for _ in range(epochs):
         for m in range(minibatches):
             envs = slice(m * n, (m + 1) * n)
-            out, _ = core(x[:, envs], _select(memory, envs, axis), start[:, envs])
+            out, _ = core(x[:, envs], select(memory, envs), start[:, envs])
             out.square().mean().backward()
     return time.perf_counter() - t0
 
@@ -80,21 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cores = {"gru": (_GRU(args.hidden), {"rnn": 1})}
+    cores = {"gru": RecurrentCore("gru", args.hidden, 1)}
     for c in args.contexts:
-        cores[f"transformer c={c}"] = (TransformerCore(args.hidden, args.layers, args.heads, c), {})
+        cores[f"transformer c={c}"] = TransformerCore(args.hidden, args.layers, args.heads, c)
     x = torch.randn(args.steps, args.envs, args.hidden)
     start = (torch.rand(args.steps, args.envs) < 0.02).float()
-    memories = {name: core.initial_memory(args.envs) for name, (core, _) in cores.items()}
-    for name, (core, _) in cores.items():  # warm-up: a rollout fills the caches (and the allocator)
+    memories = {name: core.initial_memory(args.envs) for name, core in cores.items()}
+    for name, core in cores.items():  # warm-up: a rollout fills the caches (and the allocator)
         _, memories[name] = _time_rollout(core, x, start, memories[name])
     times: dict[str, dict[str, list[float]]] = {name: {"act_s": [], "learn_s": []} for name in cores}
     for _ in range(args.rounds):
-        for name, (core, axis) in cores.items():
+        for name, core in cores.items():
             begin = memories[name]
             acted, memories[name] = _time_rollout(core, x, start, begin)
             times[name]["act_s"].append(acted)
-            times[name]["learn_s"].append(_time_update(core, x, start, begin, args.epochs, args.minibatches, axis))
+            times[name]["learn_s"].append(_time_update(core, x, start, begin, args.epochs, args.minibatches))
     med = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
     gru = med["gru"]
     print(f"{args.envs} envs x {args.steps} steps, hidden {args.hidden}, transformer {args.layers} layers x "
@@ -104,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'memory B/env':>14}")
     rows = []
     for name, m in med.items():
-        mem = sum(v[0:1].numel() * v.element_size() if k != "rnn" else v[:, 0:1].numel() * v.element_size()
-                  for k, v in memories[name].items())
+        mem = nbytes(select(memories[name], slice(0, 1)))
         rows.append({"core": name, **m, "act_vs_gru": m["act_s"] / gru["act_s"],
                      "learn_vs_gru": m["learn_s"] / gru["learn_s"], "memory_bytes_per_env": mem})
         print(f"{name:<18}{m['act_s'] * 1e3:>19.1f}{m['act_s'] / gru['act_s']:>8.2f}{m['learn_s'] * 1e3:>20.1f}"
