@@ -259,7 +259,7 @@ def test_bf16_autocast_keeps_the_cache_in_the_weights_dtype():
     assert core.blocks[0].qkv.weight.grad is not None
 
 
-def _policy(**transformer):
+def _policy(rnn_type="transformer", **transformer):
     import gymnasium
     import numpy as np
 
@@ -269,7 +269,7 @@ def _policy(**transformer):
     space = gymnasium.spaces.Dict({"pointgoal": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
                                    "rgb": gymnasium.spaces.Box(0, 255, (8, 8, 3), np.uint8)})
     torch.manual_seed(0)
-    cfg = PolicyConfig(hidden_size=16, rnn_type="transformer", transformer=TransformerConfig(**transformer))
+    cfg = PolicyConfig(hidden_size=16, rnn_type=rnn_type, rnn_layers=2, transformer=TransformerConfig(**transformer))
     return Policy(space, gymnasium.spaces.Discrete(4), cfg)
 
 
@@ -279,10 +279,12 @@ def _obs(T, N, gen):
 
 
 @pytest.mark.parametrize("mode", ["lockstep", "variable"])
-def test_policy_log_probs_of_acting_and_learning_agree(mode):
+@pytest.mark.parametrize("rnn_type", ["transformer", "gru", "lstm"])
+def test_policy_log_probs_of_acting_and_learning_agree(rnn_type, mode):
     """Policy level (encoders, core, heads): the log-probs and values `evaluate` computes over a rollout from the
-    memory at its start are those `act` gave step by step, in lockstep and with envs stepping in subsets."""
-    p = _policy(layers=2, heads=2, context=5)
+    memory at its start are those `act` gave step by step, in lockstep and with envs stepping in subsets (a
+    preempted env among them); the GRU and LSTM keep the same promise."""
+    p = _policy(rnn_type, **({"layers": 2, "heads": 2, "context": 5} if rnn_type == "transformer" else {}))
     N, T = 4, 12
     gen = torch.Generator().manual_seed(2)
     memory = p.initial_memory(N)
@@ -311,7 +313,7 @@ def test_policy_log_probs_of_acting_and_learning_agree(mode):
     lp, _, v = p.evaluate(obs, start_memory, start, acts)
     valid = torch.arange(T).view(T, 1) < steps.view(1, N)
     delta = max((lp - logps)[valid].abs().max().item(), (v - values)[valid].abs().max().item())
-    print(f"max |delta log-prob or value| {mode} = {delta:.2e}")
+    print(f"max |delta log-prob or value| {rnn_type} {mode} = {delta:.2e}")
     assert delta < 1e-5
 
 
