@@ -50,6 +50,7 @@ class GridCamera:
         self._cos = np.cos(offsets).astype(np.float32)
         angles = heading_geometry(num_headings)[0][:, None] + offsets[None, :]  # (D, W)
         self._uy, self._ux = -np.sin(angles), np.cos(angles)  # ray directions in (row, col)
+        self._uy32, self._ux32 = self._uy.astype(np.float32), self._ux.astype(np.float32)
         dy, dx, enter = _ray_cells(angles, math.hypot(m_h, m_w) + 1.0)  # every ray meets the border before
         self._dy, self._dx, self._enter = dy, dx, enter.astype(np.float32)
         # where each ray enters each cell: which face (a column boundary: the wall runs along rows) and how far
@@ -63,6 +64,7 @@ class GridCamera:
         rows = np.arange(h) + 0.5 - h / 2.0  # pixel rows' offsets from the horizon, + = down
         self._rows = rows.astype(np.float32)
         self._surface = (f * 0.5 / np.maximum(np.abs(rows), 1e-6)).astype(np.float32)  # floor/ceiling distance
+        self._reach = self._surface[rows > 0][:, None] / self._cos[None, :]  # (H_low, W) along a ray to the floor
 
     def render(self, maps: np.ndarray, pos: np.ndarray, heading: np.ndarray, goal: np.ndarray,
                depth: bool, rgb: bool) -> dict[str, np.ndarray]:
@@ -114,18 +116,32 @@ class GridCamera:
         return d.astype(np.float32)[..., None]
 
     def _rgb(self, wall, pillar, wall_d, goal_d, hit, row, col, heading) -> np.ndarray:
+        """Every pixel as a surface kind and a brightness level, looked up in one palette of uint8 colours."""
         edge = np.minimum(hit["along"], 1.0 - hit["along"]) < 0.04
-        shade = np.where(hit["col_face"], 0.8, 1.0) * np.where(edge, 0.55, 1.0) / (1.0 + _FADE * wall_d)
-        wall_rgb = np.where(hit["furniture"][..., None], FURNITURE, WALL) * shade[..., None]  # (N, W, 3)
-        # floor: chequered cells, found where each floor pixel's ray meets the floor
-        reach = self._surface[None, :, None] / self._cos[None, None, :]  # (1, H, W) along the ray
-        fy = row[:, None, None] + 0.5 + reach * self._uy[heading][:, None, :]
-        fx = col[:, None, None] + 0.5 + reach * self._ux[heading][:, None, :]
-        chequer = (np.floor(fy) + np.floor(fx)) % 2 == 1
-        fade = (1.0 / (1.0 + _FADE * self._surface))[None, :, None, None]
-        below = (self._rows > 0)[None, :, None, None]
-        surface = np.where(below, np.where(chequer[..., None], FLOOR_ALT, FLOOR), CEILING) * fade
-        image = np.where(wall[..., None], wall_rgb[:, None, :, :], surface)
-        goal_rgb = GOAL / (1.0 + 0.5 * _FADE * goal_d[..., None])  # (N, W, 3): the goal fades less
-        image = np.where(pillar[..., None], goal_rgb[:, None, :, :], image)
-        return np.clip(image, 0, 255).astype(np.uint8)
+        wall_light = np.where(hit["col_face"], 0.8, 1.0) * np.where(edge, 0.55, 1.0) / (1.0 + _FADE * wall_d)
+        wall_code = np.where(hit["furniture"], _FURNITURE, _WALL) * _LEVELS + _level(wall_light)  # (N, W)
+        goal_code = _GOAL * _LEVELS + _level(1.0 / (1.0 + 0.5 * _FADE * goal_d))  # the goal fades less
+        # floor and ceiling: per row, the floor chequered where each pixel's ray meets it
+        surface_light = _level(1.0 / (1.0 + _FADE * self._surface))  # (H,)
+        low = self._rows > 0
+        reach = self._reach[None]  # (1, H_low, W) along the ray
+        fy = (row.astype(np.float32) + np.float32(0.5))[:, None, None] + reach * self._uy32[heading][:, None, :]
+        fx = (col.astype(np.float32) + np.float32(0.5))[:, None, None] + reach * self._ux32[heading][:, None, :]
+        chequer = (np.floor(fy) + np.floor(fx)).astype(np.int16) & 1  # (N, H_low, W)
+        code = np.empty(wall.shape, np.int16)
+        code[:, ~low, :] = (_CEILING * _LEVELS + surface_light[~low])[None, :, None]
+        code[:, low, :] = (_FLOOR + chequer) * _LEVELS + surface_light[low][None, :, None]
+        code = np.where(wall, wall_code[:, None, :], code)
+        code = np.where(pillar, goal_code[:, None, :], code)
+        return _PALETTE[code]
+
+
+_LEVELS = 64
+_CEILING, _FLOOR, _FLOOR_ALT, _WALL, _FURNITURE, _GOAL = range(6)  # surface kinds, rows of the palette
+_PALETTE = np.clip(np.stack([CEILING, FLOOR, FLOOR_ALT, WALL, FURNITURE, GOAL])[:, None, :]
+                   * (np.arange(_LEVELS) / (_LEVELS - 1))[None, :, None], 0, 255).round().astype(np.uint8).reshape(-1, 3)
+
+
+def _level(light: np.ndarray) -> np.ndarray:
+    """Brightness in [0, 1] -> a palette level."""
+    return np.rint(np.clip(light, 0.0, 1.0) * (_LEVELS - 1)).astype(np.int16)
