@@ -74,14 +74,13 @@ class GridCamera:
         hit = self._cast(maps, row, col, heading)
         goal_t = self._goal_distance(row, col, heading, goal, hit["t"])
         wall_d, goal_d = hit["t"] * self._cos, goal_t * self._cos  # (N, W) perpendicular distances
-        wall = np.abs(self._rows)[None, :, None] <= self.focal * 0.5 / wall_d[:, None, :]  # (N, H, W)
         pillar = ((self._rows[None, :, None] <= self.focal * 0.5 / goal_d[:, None, :])
                   & (self._rows[None, :, None] >= self.focal * (0.5 - GOAL_HEIGHT) / goal_d[:, None, :]))
         out = {}
         if depth:
-            out["depth"] = self._depth(wall, pillar, wall_d, goal_d)
+            out["depth"] = self._depth(pillar, wall_d, goal_d)
         if rgb:
-            out["rgb"] = self._rgb(wall, pillar, wall_d, goal_d, hit, row, col, heading)
+            out["rgb"] = self._rgb(pillar, wall_d, goal_d, hit, row, col, heading)
         return out
 
     def _cast(self, maps, row, col, heading) -> dict[str, np.ndarray]:
@@ -107,16 +106,18 @@ class GridCamera:
         seen = (miss2 <= GOAL_RADIUS ** 2) & (t > 0) & (t < wall_t)
         return np.where(seen, t, np.inf).astype(np.float32)
 
-    def _depth(self, wall, pillar, wall_d, goal_d) -> np.ndarray:
-        d = np.where(wall, wall_d[:, None, :], self._surface[None, :, None])
+    def _depth(self, pillar, wall_d, goal_d) -> np.ndarray:
+        # a pixel sees the wall where the wall is nearer than the floor or ceiling along its row
+        d = np.minimum(wall_d[:, None, :], self._surface[None, :, None])
         d = np.where(pillar, goal_d[:, None, :], d)
         d = np.minimum(d, self.max_range) / self.max_range
         if self.depth_dtype == np.uint8:
             return np.rint(d * 255.0).astype(np.uint8)[..., None]
         return d.astype(np.float32)[..., None]
 
-    def _rgb(self, wall, pillar, wall_d, goal_d, hit, row, col, heading) -> np.ndarray:
+    def _rgb(self, pillar, wall_d, goal_d, hit, row, col, heading) -> np.ndarray:
         """Every pixel as a surface kind and a brightness level, looked up in one palette of uint8 colours."""
+        wall = self._surface[None, :, None] >= wall_d[:, None, :]  # (N, H, W)
         edge = np.minimum(hit["along"], 1.0 - hit["along"]) < 0.04
         wall_light = np.where(hit["col_face"], 0.8, 1.0) * np.where(edge, 0.55, 1.0) / (1.0 + _FADE * wall_d)
         wall_code = np.where(hit["furniture"], _FURNITURE, _WALL) * _LEVELS + _level(wall_light)  # (N, W)
