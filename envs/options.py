@@ -42,8 +42,9 @@ class GridNavOptions:
     fov_degrees: float = dataclasses.field(default=360.0,
                                            metadata=doc("field of view of the range scan (360 = all around)", gt=0,
                                                         le=360))
-    max_range: float = dataclasses.field(default=6.0, metadata=doc("range scan and depth camera clip, in cells (depth is divided by it)",
-                                                                  gt=0))
+    max_range: float = dataclasses.field(default=6.0,
+                                         metadata=doc("range scan and depth camera clip, in cells (depth is divided "
+                                                      "by it)", gt=0))
     success_distance: float = dataclasses.field(default=0.5,
                                                 metadata=doc("STOP within this geodesic distance (cells) is a success",
                                                              gt=0))
