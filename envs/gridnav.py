@@ -9,12 +9,16 @@ Actions (Discrete(4)): 0 STOP, 1 MOVE_FORWARD (one cell along the heading; a
 blocked move leaves the agent in place and counts a collision), 2 TURN_LEFT,
 3 TURN_RIGHT (one heading increment, counter-clockwise / clockwise).
 
-Observations (float32):
-  pointgoal (3,): (euclidean distance / (map_size / 2), cos, sin) of the goal
+Observations:
+  pointgoal (3,) float32: (euclidean distance / (map_size / 2), cos, sin) of the goal
                   direction in the agent's frame (angle counter-clockwise from
-                  straight ahead); exactly (0, 0, 0) on the goal cell.
-  depth (num_rays,): range scan over `fov_degrees`, right to left, clipped
-                  at max_range and divided by it.
+                  straight ahead); exactly (0, 0, 0) on the goal cell. Absent with
+                  goal_sensor=false; zeros from step goal_visible_steps of an
+                  episode on, where that is > 0 (a task that needs memory).
+  depth (num_rays,) float32: range scan over `fov_degrees`, right to left, clipped
+                  at max_range and divided by it (camera=none, the default).
+  depth (H, W, 1), rgb (H, W, 3) uint8: the first-person camera (camera=depth,
+                  rgb or rgbd; envs/gridcam.py), the goal a red pillar.
 
 STOP ends the episode (terminated) and succeeds if the geodesic distance to
 the goal is <= success_distance. Reaching max_episode_steps truncates it.
