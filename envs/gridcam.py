@@ -89,9 +89,11 @@ class GridCamera:
         rows = row[:, None, None] + self._pad + self._dy[heading]  # (N, W, L)
         cols = col[:, None, None] + self._pad + self._dx[heading]
         first = self._occ[maps[:, None, None], rows, cols].argmax(axis=-1)[..., None]  # (N, W, 1)
-        pick = lambda table: np.take_along_axis(table, first, -1)[..., 0]  # noqa: E731
-        hit_rows, hit_cols = pick(rows), pick(cols)
-        return {"t": pick(self._enter[heading]), "furniture": self._furniture[maps[:, None], hit_rows, hit_cols],
+
+        def pick(table: np.ndarray) -> np.ndarray:
+            return np.take_along_axis(table, first, -1)[..., 0]
+
+        return {"t": pick(self._enter[heading]), "furniture": self._furniture[maps[:, None], pick(rows), pick(cols)],
                 "col_face": pick(self._col_face[heading]), "along": pick(self._along[heading])}
 
     def _goal_distance(self, row, col, heading, goal, wall_t) -> np.ndarray:
@@ -139,8 +141,10 @@ class GridCamera:
 
 _LEVELS = 64
 _CEILING, _FLOOR, _FLOOR_ALT, _WALL, _FURNITURE, _GOAL = range(6)  # surface kinds, rows of the palette
-_PALETTE = np.clip(np.stack([CEILING, FLOOR, FLOOR_ALT, WALL, FURNITURE, GOAL])[:, None, :]
-                   * (np.arange(_LEVELS) / (_LEVELS - 1))[None, :, None], 0, 255).round().astype(np.uint8).reshape(-1, 3)
+_BRIGHTNESS = np.arange(_LEVELS) / (_LEVELS - 1)
+_KINDS = np.stack([CEILING, FLOOR, FLOOR_ALT, WALL, FURNITURE, GOAL])
+_PALETTE = np.clip(_KINDS[:, None, :] * _BRIGHTNESS[None, :, None], 0, 255).round().astype(np.uint8).reshape(-1, 3)
+# ^ (kind * _LEVELS + level) -> RGB
 
 
 def _level(light: np.ndarray) -> np.ndarray:
