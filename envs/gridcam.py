@@ -16,7 +16,7 @@ goal red, a chequered floor and a plain ceiling, every surface darker with dista
 and along columns are shaded differently and the edges of its cells drawn darker, so corners and single blocks
 read as such.
 
-The rays' paths through the cells are map-independent (envs/gridmaps.py `_ray_cells`, one per heading and
+The rays' paths through the cells are map-independent (envs/gridmaps.py `ray_cells`, one per heading and
 column, computed once); a frame is a gather of every env's cells along its columns, an argmax for the first
 blocked one, and per-pixel comparisons, all vectorised over envs, rows and columns.
 """
@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ddppo.envs.gridmaps import _ray_cells, heading_geometry
+from ddppo.envs.gridmaps import heading_geometry, ray_cells
 
 GOAL_RADIUS, GOAL_HEIGHT = 0.3, 0.8  # cells, wall heights
 WALL, FURNITURE, GOAL = (np.array(c, np.float32) for c in ((205, 200, 188), (60, 105, 200), (235, 30, 25)))
@@ -51,7 +51,7 @@ class GridCamera:
         angles = heading_geometry(num_headings)[0][:, None] + offsets[None, :]  # (D, W)
         self._uy, self._ux = -np.sin(angles), np.cos(angles)  # ray directions in (row, col)
         self._uy32, self._ux32 = self._uy.astype(np.float32), self._ux.astype(np.float32)
-        dy, dx, enter = _ray_cells(angles, math.hypot(m_h, m_w) + 1.0)  # every ray meets the border before
+        dy, dx, enter = ray_cells(angles, math.hypot(m_h, m_w) + 1.0)  # every ray meets the border before
         self._dy, self._dx, self._enter = dy, dx, enter.astype(np.float32)
         # where each ray enters each cell: which face (a column boundary: the wall runs along rows) and how far
         # along that face (0-1), for the shading

@@ -184,7 +184,7 @@ def ray_offsets(num_rays: int, fov_degrees: float) -> np.ndarray:
     return np.linspace(-half, half, num_rays) if num_rays > 1 else np.zeros(1)
 
 
-def _ray_cells(angles: np.ndarray, max_range: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ray_cells(angles: np.ndarray, max_range: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Map-independent ray traversal: for each ray, the cells it crosses (row, col offsets from
     the agent's cell) in order and the distance at which it enters each; padded with the agent's
     own cell (never blocked) at max_range. Shapes (*angles.shape, L). A ray through the exact
@@ -266,7 +266,7 @@ def build_tables(maps: list[np.ndarray], rng: np.random.Generator, goals_per_map
     occupancy = np.stack(maps)
     angles, _, _, _ = heading_geometry(num_headings)
     rays = angles[:, None] + ray_offsets(num_rays, fov_degrees)[None, :]
-    traversal = _ray_cells(rays, max_range)
+    traversal = ray_cells(rays, max_range)
     return MapTables(
         occupancy=occupancy,
         move_ok=np.stack([move_table(~occ, num_headings) for occ in maps]).ravel(),
