@@ -26,13 +26,19 @@ PRECISIONS = ("fp32", "bf16")
 _CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX, ARMv8.6 BF16 (/proc/cpuinfo)
 
 
+def cpuinfo_has_bf16(cpuinfo: str) -> bool:
+    """Whether /proc/cpuinfo's text lists a native bf16 flag (x86 `flags`, Arm `Features`)."""
+    flags = {w for line in cpuinfo.splitlines() if line.lower().startswith(("flags", "features"))
+             for w in line.split()}
+    return any(flag in flags for flag in _CPU_BF16_FLAGS)
+
+
 @functools.lru_cache(maxsize=None)
 def cpu_has_bf16() -> bool:
     """Whether this CPU computes bf16 natively: its /proc/cpuinfo flags on Linux, else what oneDNN reports."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = {w for line in f if line.lower().startswith(("flags", "features")) for w in line.split()}
-        return any(flag in flags for flag in _CPU_BF16_FLAGS)
+            return cpuinfo_has_bf16(f.read())
     except OSError:
         return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
