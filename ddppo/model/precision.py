@@ -76,6 +76,6 @@ def autocast(precision: str, device: torch.device | str) -> ContextManager:
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
-def to_fp32(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Each floating-point tensor as float32 (a no-op for float32 ones; integer actions unchanged)."""
-    return tuple(t.float() if t.is_floating_point() else t for t in tensors)
+def to_fp32(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """Each floating-point tensor as float32 (a no-op for float32 ones; integer actions and None unchanged)."""
+    return tuple(t.float() if t is not None and t.is_floating_point() else t for t in tensors)
