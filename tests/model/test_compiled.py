@@ -43,7 +43,7 @@ def test_a_compiled_run_trains_and_gives_the_eager_log_probs(tmp_path, caplog):
         obs = {k: torch.as_tensor(space[k].sample()).expand(T, N, *space[k].shape).float() + torch.rand(T, N, 1)
                for k in space.spaces}
         start, actions = (torch.rand(T, N) < 0.2).float(), torch.randint(0, int(action_space.n), (T, N))
-        hidden = torch.randn(1, N, 32)
-        got, want = compiled.evaluate(obs, hidden, start, actions), eager.evaluate(obs, hidden, start, actions)
+        memory = {k: torch.randn_like(v) for k, v in eager.initial_memory(N).items()}
+        got, want = compiled.evaluate(obs, memory, start, actions), eager.evaluate(obs, memory, start, actions)
         assert torch.allclose(got[0], want[0], atol=1e-5, rtol=0), (got[0] - want[0]).abs().max()
     assert len([r for r in caplog.records if "compiled in" in r.getMessage()]) == len(compiles)

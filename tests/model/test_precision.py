@@ -70,11 +70,12 @@ def test_bf16_forward_outputs_leave_in_fp32_and_the_weights_stay_fp32():
 
     actor = Actor(Envs(), policy, torch.device("cpu"), precision="bf16")
     obs = {"img": torch.randint(0, 255, (4, 8, 8, 3), dtype=torch.uint8), "vec": torch.rand(4, 3)}
-    hidden, start = policy.initial_hidden(4), torch.ones(4)
-    action, logp, value, new_hidden = actor.forward(obs, hidden, start)
-    assert (logp.dtype, value.dtype, new_hidden.dtype) == (torch.float32,) * 3
-    assert actor.value(obs, hidden, start).dtype == torch.float32
-    fp32 = Actor(Envs(), policy, torch.device("cpu")).forward(obs, hidden, start, deterministic=True)[1]
-    bf16 = actor.forward(obs, hidden, start, deterministic=True)[1]
+    memory, start = policy.initial_memory(4), torch.ones(4)
+    action, logp, value, new_memory = actor.forward(obs, memory, start)
+    assert (logp.dtype, value.dtype) == (torch.float32,) * 2
+    assert {k: v.dtype for k, v in new_memory.items()} == {k: v.dtype for k, v in memory.items()}  # as stored
+    assert actor.value(obs, memory, start).dtype == torch.float32
+    fp32 = Actor(Envs(), policy, torch.device("cpu")).forward(obs, memory, start, deterministic=True)[1]
+    bf16 = actor.forward(obs, memory, start, deterministic=True)[1]
     assert 0 < (fp32 - bf16).abs().max() < 0.05  # bf16 ran (8 bits of mantissa), close to fp32
     assert all(p.dtype == torch.float32 for p in policy.parameters())
