@@ -43,8 +43,8 @@ from ddppo.distributed import DistContext
 from ddppo.envs.base import rank_env_spec
 from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
-from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.model.compiled import compile_policy
+from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.model.precision import check_precision
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
