@@ -36,8 +36,12 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
+    "memory-cores": ("memory_cores", "GRU vs transformer cores (two contexts): acting and learning time of the "
+                                     "core alone, at gridnav's sizes"),
     "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
                              "features kept (extra `vision`)"),
+    "precision": ("precision", "an image policy's acting and learning time, fp32 vs bf16 vs bf16 + torch.compile, "
+                               "and the acting vs learning log-prob gap (run.precision, run.compile)"),
 }
 
 

@@ -6,7 +6,7 @@ overlapped with backward) weights every rank by its sample count, so the applied
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
-Rank weighting (preemption.rank_weighting, issue 44): the storage's `rank_weight` (T / L_r, at most
+Rank weighting (preemption.rank_weighting, issue 44): the rollout's `rank_weight` (T / L_r, at most
 1 / min_rollout_fraction: rollout/preemption.py) multiplies the count this rank hands the reducer, so the
 applied gradient is sum_r(c_r n_r g_r) / sum_r(c_r n_r): every sample of rank r weighs c_r, and a preempted
 rank's total weight is that of a full rollout (DDP's equal averaging of ranks, in exact form). The
@@ -56,7 +56,8 @@ from ddppo import timing
 from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
 from ddppo.model.policy import Policy
-from ddppo.rollout.storage import MiniBatch, RolloutStorage
+from ddppo.model.precision import autocast, to_fp32
+from ddppo.rollout.rollout import Advantages, MiniBatch, Order, Rollout, minibatches
 
 
 @dataclasses.dataclass
@@ -66,7 +67,11 @@ class UpdateResult:
 
 
 EPOCH_KEYS = ("approx_kl", "clip_fraction", "ratio_min", "ratio_max", "ratio_mean")
-UPDATE_KEYS = ("grad_norm", "explained_variance")  # what the update measures besides the loss terms
+# the first minibatch's terms, before any optimiser step: the log-probs of acting and of learning at the same
+# parameters differ only by numerics (run.precision, kernels) and any lag of the acting copy
+START_KEYS = ("ratio_dev", "clip_fraction")
+# what the update measures besides the loss terms
+UPDATE_KEYS = ("grad_norm", "explained_variance", *(f"{k}_start" for k in START_KEYS))
 SAMPLE_WEIGHTINGS = ("per_minibatch", "per_sample")
 
 
@@ -75,12 +80,14 @@ class _Stats:
 
     Means over minibatches, except *ratio_min / *ratio_max, which keep the extreme; epoch{e}/<key> for the
     EPOCH_KEYS (staleness: how far each epoch has moved from the behaviour policy); grad_norm over the steps
-    taken.
+    taken; <START_KEYS>_start from the update's first minibatch, where it has local samples.
     """
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, torch.Tensor]] = []  # (epoch, loss vector) of minibatches with local samples
         self.grad_norms: list[float] = []
+        self.first: tuple[torch.Tensor, torch.Tensor] | None = None  # the first minibatch's (loss vector, samples)
+        self.started = False  # the first minibatch has been seen
 
     def result(self) -> dict[str, float]:
         sums: dict[str, float] = {}
@@ -103,6 +110,9 @@ class _Stats:
                     add(f"epoch{epoch}/{k}", v)
         for norm in self.grad_norms:
             add("grad_norm", norm)
+        if self.first is not None and float(self.first[1]) > 0:  # its terms over no local sample are placeholders
+            first = dict(zip(SCALAR_NAMES, self.first[0].tolist()))
+            sums.update({f"{k}_start": first[k] for k in START_KEYS})
         return {k: v / counts[k] if counts[k] else v for k, v in sums.items()}
 
 
@@ -126,14 +136,18 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.
 
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
-                 sample_weighting: str = "per_minibatch", *, advantage: Estimator):
+                 sample_weighting: str = "per_minibatch", *, advantage: Estimator, precision: str = "fp32"):
         if sample_weighting not in SAMPLE_WEIGHTINGS:
             raise ValueError(f"sample_weighting={sample_weighting!r}: use one of {', '.join(SAMPLE_WEIGHTINGS)}")
         self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
         self.per_sample = sample_weighting == "per_sample"
+        self.precision = precision  # run.precision of the learning forward
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
+        # the minibatches' random order, (n, generator) -> a permutation (torch.randperm): `ddppo bench sb3-lockstep`
+        # gives SB3's numpy permutations here to take SB3's steps exactly
+        self.order: Order = torch.randperm
 
     def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
         """The learning rate follows the env-step counter (so it resumes exactly)."""
@@ -144,35 +158,34 @@ class PPOUpdater:
             group["lr"] = lr
         return lr
 
-    def update(self, storage: RolloutStorage, timer, ref_params: torch.Tensor | None = None,
+    def update(self, rollout: Rollout, adv: Advantages, timer, ref_params: torch.Tensor | None = None,
                kl_coef: float = 0.0, generator: torch.Generator | None = None) -> UpdateResult:
-        """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref);
-        `generator` draws the minibatches' env permutations (None: torch's global generator)."""
+        """epochs x minibatches over `rollout` with its advantages `adv` (the estimator's); with `ref_params`
+        (L, N, P) the loss adds kl_coef * KL(pi || pi_ref); `generator` draws the minibatches' env permutations
+        (None: torch's global generator)."""
         cfg = self.cfg
-        L = storage.step
-        self.advantage.normalise(storage, self.ctx)  # before the epochs, on every rank
+        L = rollout.steps
+        adv = self.advantage.normalise(adv, self.ctx)  # before the epochs, on every rank
         acc = _Stats()
         skipped = 0
-        rank_weight = float(storage.rank_weight)
-        per_sample = self._per_sample_scale(storage, rank_weight) if self.per_sample else None
+        rank_weight = float(rollout.rank_weight)
+        per_sample = self._per_sample_scale(adv.mask, rank_weight) if self.per_sample else None
         # one host read per update: with no masked step in the rollout (lockstep, not grouped), the losses take
         # plain means instead of masked ones (the same numbers, fewer operations per minibatch)
-        full = L > 0 and bool(storage.valid[:L].all())
+        full = L > 0 and bool(adv.mask.all())
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
-                                          split=cfg.minibatch_split):
+            for mb in minibatches(rollout, adv, cfg.num_mini_batch, generator, ref_params=ref_params,
+                                  split=cfg.minibatch_split, order=self.order):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample, full, rank_weight)
         stats = acc.result()
         if L > 0 and self.advantage.critic:
-            stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
-                                                             storage.valid[:L])
+            stats["explained_variance"] = explained_variance(rollout.values, adv.returns, adv.mask)
         return UpdateResult(stats, skipped)
 
-    def _per_sample_scale(self, storage: RolloutStorage, rank_weight: float = 1.0) -> float:
+    def _per_sample_scale(self, mask: torch.Tensor, rank_weight: float = 1.0) -> float:
         """M / N: num_mini_batch over the rollout's valid samples of all ranks, each weighted by its rank weight
         (one all-reduce, every rank)."""
-        L = storage.step
-        local = (storage.valid[:L].sum() * rank_weight).reshape(1)
+        local = (mask.sum() * rank_weight).reshape(1)
         total = float(self.ctx.all_reduce_sums(local, "valid sample count all-reduce")[0])
         return self.cfg.num_mini_batch / max(total, 1.0)
 
@@ -193,8 +206,10 @@ class PPOUpdater:
         cfg = self.cfg
         valid = None if full and mb.valid.numel() > 0 else mb.valid
         with timer(timing.LEARN_FORWARD_BACKWARD):
-            logp, entropy, values, params = self.policy.evaluate_with_params(
-                mb.obs, mb.hidden, mb.episode_start, mb.actions)
+            with autocast(self.precision, mb.episode_start.device):
+                logp, entropy, values, params = self.policy.evaluate_with_params(
+                    mb.obs, mb.memory, mb.episode_start, mb.actions)
+            logp, entropy, values, params = to_fp32(logp, entropy, values, params)  # the loss is float32
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
             adv = self.advantage.minibatch(mb.advantages, valid)  # the estimator's per-minibatch normalisation
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
@@ -206,6 +221,9 @@ class PPOUpdater:
                 p.grad = None
             self.reducer.begin(local_count * rank_weight if rank_weight != 1.0 else local_count)
             out.total.backward()  # gradient buckets are all-reduced as backward fills them
+        if not acc.started:  # the first minibatch: no optimiser step yet
+            acc.started = True
+            acc.first = (out.vector(), local_count)
         with timer(timing.ALLREDUCE):
             global_count = self.reducer.finish()
         with timer(timing.OPTIMIZER):
