@@ -8,8 +8,9 @@ by the trainer at the start of a run; a checkpoint holds them afterwards.
 An encoder is two submodules:
 - `backbone` (`Backbone`): the library's network with the input preparation it declares (channels repeated to 3,
   resized to its input size, normalised with its mean and std) and `features(images) -> (B, C, h, w)`, its last
-  spatial feature map (a ViT's patch tokens laid out on their grid) average-pooled to at most GRID x GRID cells. `policy.freeze_encoder=true` freezes it: no
-  gradients, always in eval mode (BatchNorm statistics hold), its parameters left out of the optimizer.
+  spatial feature map (a ViT's patch tokens laid out on their grid) average-pooled to at most GRID x GRID cells.
+  `policy.freeze_encoder=true` freezes it: no gradients, always in eval mode (BatchNorm statistics hold), its
+  parameters left out of the optimizer.
 - `head` (`FeatureHead`): small and trained, (B, C, h, w) -> (B, hidden_size).
 `PretrainedEncoder.forward(x) = head(backbone.features(x))`: a frozen backbone's features depend on the images
 alone, so they can be computed once per env step and kept in place of the images.
