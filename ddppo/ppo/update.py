@@ -115,9 +115,47 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
+CRITIC_PREFIXES = ("critic.", "critic_trunk.")  # the value head (and a critic's own trunk) of every architecture
+
+
+def actor_critic_groups(policy: torch.nn.Module) -> list[dict]:
+    """The trainable parameters as two optimiser groups, "actor" (everything the actions depend on) and "critic"
+    (the value head, and the critic's own trunk: `CRITIC_PREFIXES`), so the fine-tuning warm-ups
+    (ppo.critic_warmup_updates, ppo.actor_warmup_updates) set each its own learning rate."""
+    named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+    critic = [p for n, p in named if n.startswith(CRITIC_PREFIXES)]
+    actor = [p for n, p in named if not n.startswith(CRITIC_PREFIXES)]
+    return [g for g in ({"params": actor, "name": "actor"}, {"params": critic, "name": "critic"}) if g["params"]]
+
+
+@torch.no_grad()
+def reset_critic(policy: torch.nn.Module) -> int:
+    """Re-initialise the critic's layers (`CRITIC_PREFIXES`: orthogonal weights, zero biases, as PIRLNav does
+    before fine-tuning a behaviour-cloned policy); how many parameters were reset."""
+    reset = 0
+    for name, module in policy.named_modules():
+        if (name + ".").startswith(CRITIC_PREFIXES) and isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
+            torch.nn.init.orthogonal_(module.weight)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+            reset += module.weight.numel() + (module.bias.numel() if module.bias is not None else 0)
+    return reset
+
+
+def actor_lr_factor(update: int, critic_warmup: int, actor_warmup: int) -> float:
+    """The actor's share of the learning rate in the update after `update` updates: 0 through the critic warm-up,
+    then ramped linearly to 1 over `actor_warmup` updates (the first of them at 1 / actor_warmup)."""
+    if update < critic_warmup:
+        return 0.0
+    if actor_warmup <= 0:
+        return 1.0
+    return min(1.0, (update - critic_warmup + 1) / actor_warmup)
+
+
+def make_adam(params: list, lr: float, eps: float) -> torch.optim.Adam:
     """Adam with the fused kernel (one kernel for every parameter, on CPU and CUDA) where this torch has
-    it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step."""
+    it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step. `params`:
+    parameters, or parameter groups."""
     try:
         return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
     except (RuntimeError, TypeError, ValueError):  # no fused Adam for this device or dtype
@@ -132,16 +170,18 @@ class PPOUpdater:
         self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
         self.per_sample = sample_weighting == "per_sample"
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
+        self.optimizer = make_adam(actor_critic_groups(policy), cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
 
-    def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
-        """The learning rate follows the env-step counter (so it resumes exactly)."""
+    def set_lr_for(self, env_steps: int, total_env_steps: int, update: int = 0) -> float:
+        """The learning rate follows the env-step counter (so it resumes exactly); the actor's group is scaled by
+        the fine-tuning warm-ups after `update` updates (`actor_lr_factor`). The critic's learning rate."""
         lr = self.cfg.lr
         if self.cfg.lr_schedule == "linear":
             lr *= max(0.0, 1.0 - env_steps / total_env_steps)
+        actor = actor_lr_factor(update, self.cfg.critic_warmup_updates, self.cfg.actor_warmup_updates)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * actor if group.get("name") == "actor" else lr
         return lr
 
     def update(self, storage: RolloutStorage, timer, ref_params: torch.Tensor | None = None,

@@ -43,7 +43,7 @@ from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
-from ddppo.ppo.update import PPOUpdater
+from ddppo.ppo.update import PPOUpdater, reset_critic
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.episode_metrics import env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
@@ -157,7 +157,8 @@ class Trainer:
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self._new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)
-        self.checkpoints.resume()
+        if not self.checkpoints.resume() and cfg.checkpoint.path and cfg.ppo.reset_critic:
+            reset_critic(self.policy)  # fine-tuning a policy whose critic was never trained (behaviour cloning)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
