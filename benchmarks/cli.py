@@ -36,6 +36,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
+    "imitation": ("imitation", "demonstration format vs Minari (seconds, bytes), ddppo record episodes/s, ddppo "
+                               "imitate samples/s on 1 and 2 ranks, the clone's success"),
 }
 
 
