@@ -229,6 +229,9 @@ def imitate(cfg: Config) -> int:
     from ddppo.distributed import read_launch, run_in_process_group
 
     user_code.workdir_first()
+    if not cfg.imitation.data:
+        raise ConfigError("ddppo imitate needs imitation.data=DIR, a dataset `ddppo record` wrote")
+    Dataset(cfg.imitation.data)  # a missing or empty dataset is refused before any process group starts
 
     def body(ctx: DistContext) -> int:
         run = Imitation(cfg, ctx)
