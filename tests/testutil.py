@@ -167,6 +167,7 @@ def save_checkpoint(run_dir: str | Path, update: int, model: dict, cfg: Any = No
 MP = ("multiprocess",)
 MARKS = {
     "distributed/": MP,
+    "imitation/test_imitate_ranks.py": MP,
     "integration/": MP,
     "api/": MP,
     "slurm/": ("slurm", *MP),

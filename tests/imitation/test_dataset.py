@@ -9,7 +9,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
-from helpers import config, record_into
+from imitation_helpers import config, record_into
 
 from ddppo.imitation import dataset as ds
 

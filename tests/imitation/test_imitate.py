@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import config, one_rank, record_into
+from imitation_helpers import config, one_rank, record_into
 
 from ddppo.imitation.demonstrations import inflections, pad, split_ids
 from ddppo.imitation import dataset as ds

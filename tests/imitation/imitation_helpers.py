@@ -34,3 +34,28 @@ def record_into(out: Path, episodes: int, *overrides: str, shard_episodes: int =
     with one_rank() as ctx:
         return record_rank(config(*overrides), RecordRequest(episodes, str(out), shard_episodes=shard_episodes,
                                                              resume=resume), ctx)
+
+
+def imitate_and_digest(rank: int, world: int, port: int, overrides: list[str]) -> dict:
+    """A `spawn_ranks` worker (tests/distributed/dist_harness.py): behaviour cloning on a gloo rank; the digests of
+    its initial and final parameters and Adam state, and its counters."""
+    from dist_harness import digest, optimizer_tensors
+    from testutil import gloo_context
+
+    from ddppo.imitation.imitate import Imitation
+
+    cfg = config(*overrides)
+    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
+    try:
+        run = Imitation(cfg, ctx)
+        try:
+            initial = digest(run.policy.state_dict())
+            code = run.run()
+            return {"code": code, "update": run.progress.update, "samples": run.progress.env_steps, "seed": ctx.seed,
+                    "initial": initial, "model": digest(run.policy.state_dict()),
+                    "optimizer": digest(optimizer_tensors(run.optimizer)),
+                    "train_episodes": run.demos.train.num_episodes}
+        finally:
+            run.close()
+    finally:
+        ctx.close()
