@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
                 "export": export_cli.run, "rundir": cmd_rundir,
-                "record": imitation_cli.run_record, "imitate": imitation_cli.run_imitate, **{name: cmd.run for name, cmd in plugin_commands().items()}}
+                "record": lambda a: imitation_cli.run_record(a, _setup_logging),
+                "imitate": lambda a: imitation_cli.run_imitate(a, _setup_logging), **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

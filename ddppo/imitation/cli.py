@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable
 
 
 def add_parsers(sub) -> None:
@@ -29,8 +30,7 @@ def add_parsers(sub) -> None:
     imi.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. imitation.data=demos/gridnav")
 
 
-def _config(args: argparse.Namespace):
-    from ddppo.cli import _setup_logging
+def _config(args: argparse.Namespace, setup_logging: Callable[[str, int], None]):
     from ddppo.config import load_config
     from ddppo.distributed import read_launch
     from ddppo.errors import ConfigError
@@ -39,21 +39,21 @@ def _config(args: argparse.Namespace):
         raise ConfigError(f"ddppo {args.command} needs a config: a shipped training config's name or a YAML file, "
                           f"e.g. `ddppo {args.command} gridnav ...`")
     cfg = load_config(args.config, args.overrides)
-    _setup_logging(cfg.log.level, read_launch().rank)
+    setup_logging(cfg.log.level, read_launch().rank)
     return cfg
 
 
-def run_record(args: argparse.Namespace) -> int:
+def run_record(args: argparse.Namespace, setup_logging: Callable[[str, int], None]) -> int:
     from ddppo.imitation.record import RecordRequest, record
 
-    summary = record(_config(args), RecordRequest(args.episodes, args.out, args.policy, args.resume,
+    summary = record(_config(args, setup_logging), RecordRequest(args.episodes, args.out, args.policy, args.resume,
                                                   args.shard_episodes))
     if summary:
         sys.stdout.write(summary + "\n")
     return 0
 
 
-def run_imitate(args: argparse.Namespace) -> int:
+def run_imitate(args: argparse.Namespace, setup_logging: Callable[[str, int], None]) -> int:
     from ddppo.imitation.imitate import imitate
 
-    return imitate(_config(args))
+    return imitate(_config(args, setup_logging))
