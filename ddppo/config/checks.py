@@ -94,12 +94,29 @@ def _normalize_problems(cfg: Config) -> list[str]:
     return p
 
 
+def _warmup_problems(cfg: Config) -> list[str]:
+    """What the fine-tuning warm-ups need: a critic to warm up, a checkpoint whose critic is reset."""
+    p, ppo = [], cfg.ppo
+    if ppo.reset_critic and not cfg.checkpoint.path:
+        p.append("ppo.reset_critic=true re-initialises the critic of the policy checkpoint.path names: set "
+                 "checkpoint.path, or ppo.reset_critic=false")
+    if ADVANTAGES.problem(ppo.advantage, "ppo.advantage") is None and not ADVANTAGES.get(
+            ppo.advantage, "ppo.advantage").critic:
+        for key, value, off in (("critic_warmup_updates", ppo.critic_warmup_updates, "0"),
+                                ("reset_critic", str(ppo.reset_critic).lower(), "false")):
+            if value not in (0, "false"):
+                p.append(f"ppo.{key}={value} needs a critic, which ppo.advantage={ppo.advantage} has not: set "
+                         f"ppo.{key}={off}, or ppo.advantage=gae")
+    return p
+
+
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p = declared_problems(cfg)
     p.extend(_estimator_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
+    p.extend(_warmup_problems(cfg))
     if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
         p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a recurrent "
                  f"policy learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")

@@ -99,3 +99,15 @@ def test_groups_split_every_trainable_parameter_once():
     ids = [id(p) for g in groups for p in g["params"]]
     assert sorted(ids) == sorted(id(p) for p in policy.parameters()) and len(set(ids)) == len(ids)
     assert [id(p) for p in groups[1]["params"]] == [id(policy.critic.weight), id(policy.critic.bias)]
+
+
+def test_warmups_refused_without_a_critic_or_a_checkpoint():
+    from ddppo.config import load_config
+    from ddppo.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_config("gridnav", ["ppo.reset_critic=true", "ppo.advantage=grpo", "ppo.critic_warmup_updates=3",
+                                "ppo.group_size=4", "env.num_envs=8"])
+    message = str(err.value)
+    assert "ppo.reset_critic=true re-initialises the critic of the policy checkpoint.path names" in message
+    assert "ppo.critic_warmup_updates=3 needs a critic, which ppo.advantage=grpo has not" in message
