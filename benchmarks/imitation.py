@@ -6,10 +6,10 @@
 1. format: the same gridnav expert episodes (and the same with a 64x64x3 uint8 image key added, as a camera would
    give) written as ddppo shards (ddppo/imitation/dataset.py) and as a Minari dataset (`minari`, where installed:
    HDF5 and Arrow), each once: seconds and bytes on disk. Nothing else differs: the episodes are in memory first.
-2. record: `ddppo record gridnav --episodes N` (the real command): its episodes/s line.
+2. record: `ddppo record gridnav --episodes N` (the real command) on each number of ranks: its episodes/s line.
 3. imitate: `ddppo imitate gridnav` on that dataset for --updates updates, on 1 rank and under torchrun on 2: the
-   median samples/s of its metrics.jsonl, and its last held-out accuracy; then `ddppo eval` of the clone (100
-   episodes): success and SPL.
+   median samples/s of its metrics.jsonl, and its last held-out accuracy; then `ddppo eval` of the first clone (200
+   episodes): success and SPL with their 95% intervals.
 Figures are printed and written as JSON; nothing is asserted.
 """
 
@@ -130,26 +130,36 @@ def run(cmd: list[str], env: dict | None = None) -> str:
     return proc.stdout + proc.stderr
 
 
+def ddppo_cmd(ranks: int, *args: str) -> list[str]:
+    """`python -m ddppo ARGS`, under torchrun on `ranks` processes where more than one."""
+    if ranks == 1:
+        return [sys.executable, "-m", "ddppo", *args]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", "-m", "ddppo",
+            *args]
+
+
 def pipeline(n: int, updates: int, ranks: list[int], work: Path) -> dict:
     data = work / "demos"
-    line = run([sys.executable, "-m", "ddppo", "record", "gridnav", "--episodes", str(n), "--out", str(data)])
-    rate = float(re.search(r"([\d.]+) episodes/s", line).group(1))
-    out = {"record_episodes_per_s": rate, "record_line": line.strip().splitlines()[-1], "imitate": {}}
+    out: dict = {"record": {}, "imitate": {}}
+    for r in ranks:
+        text = run(ddppo_cmd(r, "record", "gridnav", "--episodes", str(n), "--out", str(work / f"demos-{r}")))
+        line = next(x for x in text.splitlines() if "episodes/s" in x and x.startswith("recorded"))
+        out["record"][r] = {"episodes_per_s": float(re.search(r"([\d.]+) episodes/s", line).group(1)),
+                            "line": line}
+    data = work / f"demos-{ranks[0]}"
     for r in ranks:
         run_dir = work / f"bc-{r}"
         args = ["gridnav", f"imitation.data={data}", f"run.dir={run_dir}", f"imitation.updates={updates}",
                 "log.level=WARNING"]
-        cmd = [sys.executable, "-m", "ddppo", "imitate", *args] if r == 1 else \
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={r}", "-m", "ddppo",
-             "imitate", *args]
-        run(cmd)
+        run(ddppo_cmd(r, "imitate", *args))
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         rates = [x["perf/samples_per_s"] for x in rows[1:]]
         val = [x["imitate/val_accuracy"] for x in rows if x.get("imitate/val_accuracy") is not None]
         out["imitate"][r] = {"samples_per_s": statistics.median(rates), "val_accuracy": val[-1]}
-    run([sys.executable, "-m", "ddppo", "eval", str(work / "bc-1"), "eval.num_episodes=100", "log.level=WARNING"])
-    result = json.loads(next((work / "bc-1" / "eval").glob("ckpt-*.json")).read_text())
-    out["clone"] = {k: result["metrics"][k] for k in ("success", "spl") if k in result.get("metrics", {})} or result
+    clone = work / f"bc-{ranks[0]}"
+    run([sys.executable, "-m", "ddppo", "eval", str(clone), "eval.num_episodes=200", "log.level=WARNING"])
+    metrics = json.loads(next((clone / "eval").glob("ckpt-*.json")).read_text())["metrics"]
+    out["clone"] = {k: {"mean": metrics[k]["mean"], "ci95": metrics[k]["ci95"]} for k in ("success", "spl")}
     return out
 
 
@@ -173,11 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_pipeline:
             result["pipeline"] = pipeline(args.episodes, args.updates, args.ranks, work)
             p = result["pipeline"]
-            print(f"record: {p['record_episodes_per_s']:.1f} episodes/s ({p['record_line']})")
+            for r, x in p["record"].items():
+                print(f"record on {r} rank(s): {x['line']}")
             for r, x in p["imitate"].items():
                 print(f"imitate on {r} rank(s): {x['samples_per_s']:.0f} samples/s, held-out accuracy "
                       f"{x['val_accuracy']:.3f}")
-            print(f"clone (1 rank) ddppo eval: {p['clone']}")
+            print("the clone (" + f"{args.ranks[0]} rank(s)), ddppo eval on 200 episodes: " + ", ".join(
+                f"{k} {v['mean']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]" for k, v in p["clone"].items()))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     return 0

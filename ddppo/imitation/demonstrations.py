@@ -53,7 +53,10 @@ def select(episodes: Episodes, local: np.ndarray) -> Episodes:
 
 
 def load_ids(data: Dataset, ids: np.ndarray) -> Episodes:
-    """The episodes `ids` (dataset order) read from the shards that hold them."""
+    """The episodes `ids` (dataset order) read from the shards that hold them (none: an empty set of the dataset's
+    layout)."""
+    if not len(ids):
+        return select(data.load(data.shards[:1]), np.zeros(0, np.int64))
     bounds = np.cumsum([0] + [s["episodes"] for s in data.shards])
     needed = [j for j, s in enumerate(data.shards) if ((ids >= bounds[j]) & (ids < bounds[j + 1])).any()]
     loaded = data.load([data.shards[j] for j in needed])

@@ -111,3 +111,20 @@ def test_bad_dataset_is_one_line_exit_2(tmp_path: Path, demos: Path, capsys):
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ddppo: ")]
     assert len(errors) == 1 and "observation 'depth'" in errors[0]
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing written
+
+
+def test_rank_shares_split_the_episodes(demos: Path):
+    from ddppo.imitation.demonstrations import RankDemonstrations
+
+    data = ds.Dataset(demos)
+    shares = [RankDemonstrations(data, 0.25, r, 3, seed=1) for r in range(3)]
+    assert sum(s.train.num_episodes for s in shares) == 36 and sum(s.val.num_episodes for s in shares) == 12
+    everything = data.load()
+    firsts = sorted(float(s.train.obs["depth"][i].sum()) for s in shares for i in s.train.starts)
+    _, held = split_ids(48, 0.25)
+    kept = [i for i in range(48) if i not in set(held)]
+    assert firsts == sorted(float(everything.obs["depth"][everything.starts[i]].sum()) for i in kept)
+    empty = RankDemonstrations(data, 0.0, 0, 2, seed=1)
+    assert empty.val.num_episodes == 0 and empty.val_batches(4, torch.device("cpu")) == []
+    order = shares[0].episode_order(1, 40)  # more than a pass: every episode once per pass
+    assert sorted(order[:12].tolist()) == list(range(12))
