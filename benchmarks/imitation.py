@@ -116,8 +116,8 @@ def formats(n: int, work: Path) -> list[dict]:
                 took = write_minari(eps, spaces, d, fmt, jpeg)
             except Exception as err:  # noqa: BLE001 - a figure, not a failure: Minari could not write it
                 took = f"{type(err).__name__}: {' '.join(str(err).split())[:120]}"
-            rows.append({"data": label, "format": f"minari {fmt}" + (" (images lossless)" if image and not jpeg else
-                                                                     " (images JPEG)" if image else ""), "seconds": took,
+            kind = (" (images JPEG)" if jpeg else " (images lossless)") if image else ""
+            rows.append({"data": label, "format": f"minari {fmt}{kind}", "seconds": took,
                          "bytes": dir_bytes(d) if d.exists() else None, "steps": eps.num_steps})
     return rows
 

@@ -1,6 +1,6 @@
-"""`ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`: a thin entry point (the sweep and export parsers are added
-from their packages' cli modules; bench lives outside the library, in `benchmarks/`, and registers itself through the
-`ddppo.commands` entry point).
+"""`ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`: a thin entry point (the sweep, export and
+imitation parsers are added from their packages' cli modules; bench lives outside the library, in `benchmarks/`,
+and registers itself through the `ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
 signal during start-up is not lost. User errors (the kinds of ddppo/errors.py: config, environment,
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
                 "export": export_cli.run, "rundir": cmd_rundir,
                 "record": lambda a: imitation_cli.run_record(a, _setup_logging),
-                "imitate": lambda a: imitation_cli.run_imitate(a, _setup_logging), **{name: cmd.run for name, cmd in plugin_commands().items()}}
+                "imitate": lambda a: imitation_cli.run_imitate(a, _setup_logging),
+                **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

@@ -1,4 +1,5 @@
-"""The demonstration dataset: shards of whole episodes and a manifest that says what is there (docs/guides/imitation.md).
+"""The demonstration dataset: shards of whole episodes and a manifest that says what is there
+(docs/guides/imitation.md).
 
     DIR/manifest.json          format, version, env name, the recording's config (YAML), observation and action
                                spaces, what was asked (episodes, world size, expert), and the shards known when it

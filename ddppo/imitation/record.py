@@ -131,7 +131,7 @@ class EpisodeBuffer:
 def env_expert(envs: Any) -> Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray]:
     if expert_actions(envs) is None:
         raise EnvError(f"{type(envs).__name__} has no expert (no expert_actions()): record a trained policy with "
-                       f"--policy RUN_DIR, or use an env with one (gridnav, habitat, habitat_lab with env.num_workers=0)")
+                       f"--policy RUN_DIR, or use an env with one (gridnav, habitat, habitat_lab) with env.num_workers=0")
     return lambda obs, start: expert_actions(envs)
 
 
