@@ -40,9 +40,10 @@ def evaluate(run_dir: Path) -> dict:
     return {k: metrics[k]["mean"] if isinstance(metrics[k], dict) else metrics[k] for k in ("success", "spl")}
 
 
-def first_updates(run_dir: Path, n: int) -> list[float | None]:
+def success_curve(run_dir: Path) -> list[float | None]:
+    """train/success of every update (log.window=1: that update's finished episodes, sampled actions)."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [r.get("train/success") for r in rows[:n]]
+    return [r.get("train/success") for r in rows]
 
 
 def one_seed(seed: int, args: argparse.Namespace, work: Path) -> dict:
@@ -65,7 +66,7 @@ def one_seed(seed: int, args: argparse.Namespace, work: Path) -> dict:
         cli("train", "gridnav", *common, f"run.dir={run}", f"run.total_env_steps={args.budget - recorded}",
             f"checkpoint.path={clone}", "ppo.reset_critic=true", *extra)
         out[arm] = evaluate(run)
-        out[f"{arm}_first_updates"] = first_updates(run, n + m + 5)
+        out[f"{arm}_success"] = success_curve(run)
     return out
 
 
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{statistics.mean(v):.3f} ({min(v):.3f}-{max(v):.3f})")
         print(f"{arm:14} {cells[0]:>22} {cells[1]:>22}")
     for arm in ("bc_rl", "bc_rl_warmup"):
-        rows = list(zip(*[seeds[s][f"{arm}_first_updates"] for s in seeds]))
+        first = args.warmup[0] + args.warmup[1] + 5
+        rows = list(zip(*[seeds[s][f"{arm}_success"][:first] for s in seeds]))
         means = [statistics.mean([x for x in r if x is not None]) if any(x is not None for x in r) else float("nan")
                  for r in rows]
         print(f"{arm} train/success, first updates: " + " ".join(f"{m:.2f}" for m in means))

@@ -123,3 +123,35 @@ def test_resume_with_another_env_refused(tmp_path: Path):
     record_into(out, 4, shard_episodes=4)
     with pytest.raises(ds.DatasetError, match="other spaces"):
         record_into(out, 8, "env.gridnav.num_rays=5", resume=True)
+
+
+def test_records_a_policys_greedy_actions(tmp_path: Path):
+    """--policy: the recorded actions are the checkpoint's greedy actions on the recorded observations, its
+    recurrent state carried through each episode (distillation)."""
+    import torch
+    from testutil import save_checkpoint
+
+    from ddppo.api import Agent
+    from ddppo.imitation.record import RecordRequest, record_rank
+    from ddppo.model.build import saved_policy
+    from imitation_helpers import one_rank
+
+    cfg = config(f"run.dir={tmp_path / 'teacher'}", "env.gridnav.max_episode_steps=8")
+    rays = cfg.env.gridnav.num_rays
+    space = gymnasium.spaces.Dict({
+        "pointgoal": gymnasium.spaces.Box(np.array([0, -1, -1], np.float32), np.array([np.inf, 1, 1], np.float32)),
+        "depth": gymnasium.spaces.Box(0.0, 1.0, (rays,), np.float32)})
+    torch.manual_seed(0)
+    teacher = save_checkpoint(tmp_path / "teacher", 1, saved_policy(cfg, space, gymnasium.spaces.Discrete(4))
+                              .state_dict(), cfg)
+    out = tmp_path / "demos"
+    with one_rank() as ctx:
+        record_rank(cfg, RecordRequest(6, str(out), policy=str(teacher), shard_episodes=3), ctx)
+    assert json.loads((out / ds.MANIFEST).read_text())["expert"] == str(teacher)
+    eps = ds.Dataset(out).load()
+    agent = Agent.from_checkpoint(teacher)
+    for start, length in zip(eps.starts, eps.lengths):
+        state = None
+        for t in range(start, start + length):
+            action, state = agent.act({k: v[t] for k, v in eps.obs.items()}, state)
+            assert int(action) == int(eps.actions[t])
