@@ -128,3 +128,31 @@ def test_rank_shares_split_the_episodes(demos: Path):
     assert empty.val.num_episodes == 0 and empty.val_batches(4, torch.device("cpu")) == []
     order = shares[0].episode_order(1, 40)  # more than a pass: every episode once per pass
     assert sorted(order[:12].tolist()) == list(range(12))
+
+
+def test_box_actions_are_cloned_by_their_log_probability():
+    """Box actions: the loss is the Gaussian's negative log-likelihood of the expert's action; its mean moves to it."""
+    import gymnasium
+
+    from ddppo.imitation.imitate import bc_loss
+    from ddppo.model.build import make_policy
+
+    cfg = config("policy.rnn_type=none")
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(40, 3)).astype(np.float32)
+    eps = ds.Episodes({"x": obs}, np.tanh(obs[:, :2] * 2).astype(np.float32), np.zeros(40, np.float32),
+                      np.array([10, 10, 20]), np.ones(3, np.float32), np.ones(3, bool))
+    space = gymnasium.spaces.Dict({"x": gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)})
+    torch.manual_seed(0)
+    policy = make_policy(space, gymnasium.spaces.Box(-1, 1, (2,), np.float32), cfg.policy)
+    batch = pad(eps, 1.0, torch.device("cpu"))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    first = None
+    for _ in range(60):
+        loss, weight, hits = bc_loss(policy, batch, 0)
+        mse = float(-(hits * batch.valid).sum() / batch.valid.sum())
+        first = mse if first is None else first
+        opt.zero_grad()
+        (loss / weight).backward()
+        opt.step()
+    assert mse < first / 4
