@@ -53,7 +53,8 @@ def test_clones_the_expert_to_a_high_action_accuracy(tmp_path: Path, demos: Path
 def test_checkpoint_is_an_ordinary_one_the_api_acts_with(tmp_path: Path, demos: Path):
     from ddppo.api import Agent
 
-    state = run_bc(tmp_path / "bc", demos, "imitation.updates=3")
+    state = run_bc(tmp_path / "bc", demos, "imitation.updates=3", "imitation.inflection_weighting=true",
+                   "imitation.chunk_length=4")
     agent = Agent.from_checkpoint(tmp_path / "bc")
     assert all(torch.equal(agent.policy.state_dict()[k], v) for k, v in state.items())
     assert agent.policy.critic is not None  # a value head for fine-tuning with PPO (checkpoint.path)
@@ -96,6 +97,10 @@ def test_inflection_weights_and_split():
     actions = np.array([1, 1, 2, 2, 0, 3, 3, 1])
     starts = np.array([0, 5])
     assert inflections(actions, starts).tolist() == [False, False, True, False, True, False, False, True]
+    eps = ds.Episodes({"x": np.zeros((8, 1), np.float32)}, actions, np.zeros(8, np.float32), np.array([5, 3]),
+                      np.ones(2, np.float32), np.ones(2, bool))
+    weight = pad(eps, 3.0, torch.device("cpu")).weight
+    assert weight[:, 0].tolist() == [1, 1, 3, 1, 3] and weight[:, 1].tolist() == [1, 1, 3, 0, 0]
     train, val = split_ids(10, 0.25)
     assert val.tolist() == [3, 7] and sorted([*train, *val]) == list(range(10))
 
