@@ -36,6 +36,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
+    "memory-cores": ("memory_cores", "GRU vs transformer cores (two contexts): acting and learning time of the "
+                                     "core alone, at gridnav's sizes"),
     "bc-rl": ("bc_rl", "gridnav at one env-step budget: BC alone, RL alone, BC -> RL with and without the critic "
                        "warm-up, over seeds (PIRLNav's comparison)"),
     "imitation": ("imitation", "demonstration format vs Minari (seconds, bytes), ddppo record episodes/s, ddppo "

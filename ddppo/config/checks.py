@@ -4,6 +4,7 @@ and named (key, value, fix) before one ConfigError is raised by the loader."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from ddppo.envs.field_metadata import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
@@ -110,6 +111,42 @@ def _warmup_problems(cfg: Config) -> list[str]:
     return p
 
 
+def _reward_problems(cfg: Config) -> list[str]:
+    """A reward model's keys without a model, or a model that cannot be named."""
+    r, p = cfg.reward, []
+    if not r.model:
+        unused = [k for k, v in (("reward.weights", r.weights), ("reward.kwargs", r.kwargs)) if v]
+        if unused:
+            p.append(f"{' and '.join(unused)} set without reward.model: name the model (reward.model=MODULE:NAME) "
+                     f"or leave them empty")
+        return p
+    module, _, name = r.model.rpartition(":")
+    if not module or not name.isidentifier():
+        p.append(f"reward.model={r.model!r} must be MODULE:NAME (a torch module class or factory NAME in MODULE, "
+                 f"a .py file in your working directory)")
+    if r.weights and not os.path.isfile(r.weights):
+        p.append(f"reward.weights={r.weights!r}: no such file (save the model's state dict there, or leave it empty)")
+    return p
+
+
+def _transformer_problems(cfg: Config) -> list[str]:
+    """What policy.transformer cannot build or would waste, with rnn_type=transformer."""
+    pol, t = cfg.policy, cfg.policy.transformer
+    if pol.rnn_type != "transformer":
+        return []
+    p = []
+    if t.heads > 0 and (pol.hidden_size % t.heads or (pol.hidden_size // t.heads) % 2):
+        p.append(f"policy.transformer.heads={t.heads} must divide policy.hidden_size={pol.hidden_size} into an even "
+                 f"head width (rotary pairs): pick heads so that hidden_size / heads is even")
+    section = section_for(cfg.env.name)
+    limit = getattr(getattr(cfg.env, section), "max_episode_steps", 0) if section else 0
+    if limit > 0 and t.context > limit:
+        p.append(f"policy.transformer.context={t.context} is longer than an episode (env.{section}.max_episode_steps="
+                 f"{limit}): its cache would hold steps that never come; set policy.transformer.context={limit} or "
+                 f"less")
+    return p
+
+
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p = declared_problems(cfg)
@@ -117,9 +154,11 @@ def problems(cfg: Config) -> list[str]:
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
     p.extend(_warmup_problems(cfg))
+    p.extend(_reward_problems(cfg))
+    p.extend(_transformer_problems(cfg))
     if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
-        p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a recurrent "
-                 f"policy learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")
+        p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a policy with "
+                 f"memory learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")
     elif cfg.ppo.minibatch_split == "sample" and cfg.ppo.num_mini_batch > cfg.steps_per_rank_update:
         p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must be at most env.num_envs x rollout.num_steps="
                  f"{cfg.steps_per_rank_update} with ppo.minibatch_split=sample")

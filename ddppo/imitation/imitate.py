@@ -58,17 +58,17 @@ def bc_loss(policy: Any, batch: Batch, chunk: int) -> tuple[torch.Tensor, torch.
     error of the mean for Box) over `batch`; through chunks of `chunk` steps (0: whole), the recurrent state carried
     from one chunk to the next without gradient."""
     T, B = batch.valid.shape
-    hidden = policy.initial_hidden(B, batch.valid.device)
+    memory = policy.initial_memory(B, batch.valid.device)
     step = chunk or T
     nll, hits = [], []
     for t0 in range(0, T, step):
         sl = slice(t0, t0 + step)
         obs = {k: v[sl] for k, v in batch.obs.items()}
-        logp, _, _, params = policy.evaluate_with_params(obs, hidden, batch.start[sl], batch.actions[sl])
+        logp, _, _, params = policy.evaluate_with_params(obs, memory, batch.start[sl], batch.actions[sl])
         nll.append(-logp)
         hits.append(_hits(policy, params, batch.actions[sl]))
-        if t0 + step < T:
-            hidden = policy.sequence_params(obs, hidden, batch.start[sl], batch.actions[sl])[1]
+        if t0 + step < T:  # the policy's memory after the chunk (ddppo/model/memory.py), without gradient
+            memory = policy.sequence_params(obs, memory, batch.start[sl], batch.actions[sl])[1]
     weight = batch.weight * batch.valid
     return (torch.cat(nll) * weight).sum(), weight.sum(), torch.cat(hits)
 

@@ -4,8 +4,9 @@ Observation conventions: a key whose space has 3 dims is an image (H, W, C),
 uint8 or float, kept in its dtype until the encoder, which maps the space's
 finite bounds to [0, 1] (uint8 0-255: x / 255); a Discrete space is a category,
 embedded; anything else is flattened into a vector.
-Recurrent state is one tensor (layers, N, H); for an LSTM, h and c are stacked
-along the first dimension (2 * layers, N, H).
+The policy's memory (ddppo/model/memory.py) is a dict of env-first tensors that only the policy reads: a GRU's
+state {"rnn": (N, layers, H)}; for an LSTM, h and c stacked along the layers, (N, 2 * layers, H); the
+transformer's KV cache (ddppo/model/transformer.py); {} without a core.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from torch.nn import functional as F
 from torch.distributions import Categorical, Normal
 
 from ddppo.config import PolicyConfig
+from ddppo.model.memory import Memory
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
+from ddppo.model.transformer import TransformerCore
 from ddppo.user_code import ENCODERS
 
 
@@ -191,8 +194,20 @@ class RecurrentCore(nn.Module):
             return out, torch.cat([hh, cc])
         return self.rnn(x, h.contiguous())
 
-    def forward(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (T, N, H), h (state_layers, N, H), start (T, N) -> out (T, N, H), new state.
+    def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
+        return {"rnn": torch.zeros(num_envs, self.state_layers, self.rnn.hidden_size, device=device)}
+
+    def legacy_memory(self, hidden: torch.Tensor) -> Memory:
+        """A checkpoint's recurrent state from before the memory protocol, (state_layers, N, H)."""
+        return {"rnn": hidden.transpose(0, 1).contiguous()}
+
+    def forward(self, x: torch.Tensor, memory: Memory, start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
+        """x (T, N, H), memory {"rnn": (N, state_layers, H)}, start (T, N) -> out (T, N, H), the memory after."""
+        out, h = self.run(x, memory["rnn"].transpose(0, 1), start)
+        return out, {"rnn": h.transpose(0, 1)}
+
+    def run(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` on the layer-first state h (state_layers, N, H), as torch's RNNs take it.
 
         One step (acting) runs directly. A sequence (learning) is cut into episode
         segments, which run as one packed sequence: a single ATen/cuDNN call instead
@@ -223,6 +238,17 @@ class RecurrentCore(nn.Module):
         out = out[pos, seg].view(N, T, -1).transpose(0, 1)
         last = seg.view(N, T)[:, -1]
         return out, hn[:, last]
+
+
+def make_core(cfg: PolicyConfig, width: int) -> nn.Module | None:
+    """policy.rnn_type's memory core over features of `width`: a GRU or LSTM, the transformer (policy.transformer),
+    or None. Each defines its memory (`initial_memory`) and is called as `out, memory = core(x, memory, start)`."""
+    if cfg.rnn_type == "none":
+        return None
+    if cfg.rnn_type == "transformer":
+        t = cfg.transformer
+        return TransformerCore(width, t.layers, t.heads, t.context, t.positions, t.dropout)
+    return RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers)
 
 
 def separate_critic(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
@@ -274,7 +300,7 @@ class Policy(nn.Module):
             raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "
                              "is not implemented): set policy.rnn_type=none or policy.critic=shared")
         self.critic_trunk = Trunk(obs_space, cfg) if separate else None
-        self.core = RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers) if cfg.rnn_type != "none" else None
+        self.core = make_core(cfg, width)
         self.hidden_size = width
         self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
         if self.discrete:
@@ -293,14 +319,18 @@ class Policy(nn.Module):
                     m.reset_parameters()
 
     # ------------------------------------------------------------------ state
-    def initial_hidden(self, num_envs: int, device: torch.device | str = "cpu") -> torch.Tensor:
-        layers = self.core.state_layers if self.core is not None else 1
-        return torch.zeros(layers, num_envs, self.hidden_size, device=device)
+    def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
+        """The memory of `num_envs` envs at an episode's start (ddppo/model/memory.py): the core's, {} without one."""
+        return self.core.initial_memory(num_envs, device) if self.core is not None else {}
+
+    def legacy_memory(self, hidden: torch.Tensor) -> Memory:
+        """The memory a checkpoint from before the memory protocol saved as one tensor (layers, N, H)."""
+        return self.core.legacy_memory(hidden) if self.core is not None else {}
 
     # --------------------------------------------------------------- internals
-    def _features(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), new hidden."""
+    def _features(self, obs: dict[str, torch.Tensor], memory: Memory,
+                  start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
+        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), the memory after."""
         T, N = start.shape
         flat_obs = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in self.keys}
         norm = getattr(self, "obs_norm", None)
@@ -309,10 +339,10 @@ class Policy(nn.Module):
         flat = [self.encoders[k](flat_obs[k]) for k in self.keys]
         x = run_layers(self.fuse, torch.cat(flat, dim=-1)).view(T, N, -1)
         if self.critic_trunk is not None:  # rnn_type=none: no recurrent core
-            return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), hidden
+            return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), memory
         if self.core is None:
-            return x, hidden
-        return self.core(x, hidden, start)
+            return x, memory
+        return self.core(x, memory, start)
 
     def _actor_features(self, features: torch.Tensor) -> torch.Tensor:
         return features[..., : self.hidden_size] if getattr(self, "critic_trunk", None) is not None else features
@@ -339,12 +369,12 @@ class Policy(nn.Module):
         return kl if self.discrete else kl.sum(-1)
 
     @torch.no_grad()
-    def sequence_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Distribution parameters over whole sequences (T, N, P), and the state after them (`actions`, the
+    def sequence_params(self, obs: dict[str, torch.Tensor], memory: Memory,
+                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
+        """Distribution parameters over whole sequences (T, N, P), and the memory after them (`actions`, the
         actions taken, only for policies that feed back the previous action)."""
-        feats, hidden = self._features(obs, hidden, start)
-        return self.dist_params(feats), hidden
+        feats, memory = self._features(obs, memory, start)
+        return self.dist_params(feats), memory
 
     def _logp(self, dist: torch.distributions.Distribution, actions: torch.Tensor) -> torch.Tensor:
         lp = dist.log_prob(actions)
@@ -363,10 +393,10 @@ class Policy(nn.Module):
 
     # ---------------------------------------------------------------- public
     @torch.no_grad()
-    def act(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
-            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, new hidden."""
-        feats, hidden = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+    def act(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Memory]:
+        """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, the memory after."""
+        feats, memory = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         feats = feats[0]
         if self.discrete:  # the hot path: no Distribution object per step
             logp_all = torch.log_softmax(self.actor(self._actor_features(feats)), -1)
@@ -374,29 +404,29 @@ class Policy(nn.Module):
                 action = logp_all.argmax(-1)
             else:
                 action = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
-            return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self._value(feats), hidden
+            return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self._value(feats), memory
         # Gaussian: torch.distributions.Normal's sample and log_prob, written out (the same ops, so the same
         # numbers and random stream): a Distribution object per step costs more than a MuJoCo task's MLP
         mean = self.actor(self._actor_features(feats))
         std = self.log_std.expand_as(mean).exp()
         action = mean if deterministic else torch.normal(mean, std)
         logp = -((action - mean) ** 2) / (2 * std ** 2) - std.log() - math.log(math.sqrt(2 * math.pi))
-        return action, logp.sum(-1), self._value(feats), hidden
+        return action, logp.sum(-1), self._value(feats), memory
 
     @torch.no_grad()
-    def value(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+    def value(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor) -> torch.Tensor:
+        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         return self._value(feats[0])
 
-    def evaluate(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+    def evaluate(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
                  actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Whole sequences: obs (T, N, ...) -> logp, entropy, value, each (T, N)."""
-        return self.evaluate_with_params(obs, hidden, start, actions)[:3]
+        return self.evaluate_with_params(obs, memory, start, actions)[:3]
 
-    def evaluate_with_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+    def evaluate_with_params(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
                              actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """`evaluate` plus the distribution parameters (T, N, P), for a KL term."""
-        feats, _ = self._features(obs, hidden, start)
+        feats, _ = self._features(obs, memory, start)
         params = self.dist_params(feats)
         if self.discrete:  # the learner's hot path: what Categorical computes, without building one per minibatch
             logp = params.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)

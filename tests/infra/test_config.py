@@ -212,7 +212,8 @@ def test_shape_keys_come_from_the_metadata():
     assert set(C.SHAPE_KEYS) == {
         "env.name", "policy.architecture", "policy.hidden_size", "policy.mlp_layers", "policy.rnn_type",
         "policy.rnn_layers", "policy.image_encoder", "policy.vector_encoder", "policy.resnet_base_width", "policy.resnet_layers",
-        "policy.resnet_bottleneck", "policy.critic", "policy.activation", "normalize.obs",
+        "policy.resnet_bottleneck", "policy.critic", "policy.activation", "normalize.obs", "policy.transformer.layers",
+        "policy.transformer.heads", "policy.transformer.context", "policy.transformer.positions",
         "ppo.advantage", "env.gridnav.num_rays", "env.synthetic.obs_dim", "env.synthetic.num_actions",
         "env.synthetic.num_scenes"}
 

@@ -45,7 +45,7 @@ def source_checkpoint(run_dir: Path, overrides: list[str]) -> Path:
 
 def greedy(policy, obs: dict[str, torch.Tensor]) -> torch.Tensor:
     n = next(iter(obs.values())).shape[0]
-    params, _ = policy.sequence_params({k: v[None] for k, v in obs.items()}, policy.initial_hidden(n),
+    params, _ = policy.sequence_params({k: v[None] for k, v in obs.items()}, policy.initial_memory(n),
                                        torch.ones(1, n))
     return params[0]
 
