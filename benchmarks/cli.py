@@ -38,6 +38,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
     "memory-cores": ("memory_cores", "GRU vs transformer cores (two contexts): acting and learning time of the "
                                      "core alone, at gridnav's sizes"),
+    "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
+                             "features kept (extra `vision`)"),
     "bc-rl": ("bc_rl", "gridnav at one env-step budget: BC alone, RL alone, BC -> RL with and without the critic "
                        "warm-up, over seeds (PIRLNav's comparison)"),
     "imitation": ("imitation", "demonstration format vs Minari (seconds, bytes), ddppo record episodes/s, ddppo "

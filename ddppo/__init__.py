@@ -39,7 +39,10 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
             habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
             pooling.py (adaptive pooling with a deterministic CUDA path), memory.py (the policy's memory: GRU
-            state, KV cache, as one opaque value), transformer.py (the transformer core and its per-env KV cache)
+            state, KV cache, as one opaque value), transformer.py (the transformer core and its per-env KV cache),
+            pretrained.py (torchvision, timm and open_clip image encoders: the library's backbone and a trained
+            head), encoder_weights.py (policy.encoder_weights: reading a weights file into them, its sha256 kept
+            in the checkpoint)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),

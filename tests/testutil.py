@@ -54,6 +54,19 @@ def unavailable(require_var: str, missing: str, reason: str) -> None:
     pytest.skip(f"{missing}: {reason} (set {require_var}=1 to make this a failure)")
 
 
+def vision_library(name: str) -> Any:
+    """The vision library `name` (torchvision, timm, open_clip), imported; the test skips where it does not import
+    (absent, or a torchvision built for another torch), and fails there under DDPPO_REQUIRE_VISION=1 (CI's vision
+    venv)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except Exception as err:  # noqa: BLE001 (ImportError, or torchvision's RuntimeError beside another torch)
+        unavailable("DDPPO_REQUIRE_VISION", f"{name} does not import ({type(err).__name__}: {err})",
+                    'pip install -e ".[vision]" beside a matching torch/torchvision pair')
+
+
 def stop_process(pid: int, timeout_s: float = 10.0) -> None:
     """SIGSTOP `pid` and return once every one of its threads is stopped. kill() returns before the stop takes
     effect, so a request sent right after it can still be served (a store host that answers one more call)."""
@@ -168,6 +181,8 @@ MP = ("multiprocess",)
 MARKS = {
     "distributed/": MP,
     "imitation/test_imitate_ranks.py": MP,
+    "model/test_pretrained.py": ("vision",),
+    "integration/test_pretrained_training.py": ("vision", *MP),
     "integration/": MP,
     "api/": MP,
     "slurm/": ("slurm", *MP),

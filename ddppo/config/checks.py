@@ -9,7 +9,7 @@ import os
 from ddppo.envs.field_metadata import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
-from ddppo.user_code import ADVANTAGES
+from ddppo.user_code import ADVANTAGES, ENCODERS
 
 
 def declared_problems(obj, prefix: str = "") -> list[str]:
@@ -147,6 +147,25 @@ def _transformer_problems(cfg: Config) -> list[str]:
     return p
 
 
+def _encoder_weights_problems(cfg: Config) -> list[str]:
+    """policy.encoder_weights and policy.freeze_encoder apply to a library image encoder (LIBRARY:NAME) only, and
+    a frozen one needs its weights."""
+    p, pol = [], cfg.policy
+    library = ENCODERS.library_of(pol.image_encoder)
+    if pol.encoder_weights and library is None:
+        p.append(f"policy.encoder_weights={pol.encoder_weights} needs a library image encoder (policy.image_encoder="
+                 f"torchvision:NAME | timm:NAME | open_clip:NAME, got {pol.image_encoder}): set one, or leave "
+                 f"policy.encoder_weights empty")
+    if pol.freeze_encoder and not pol.encoder_weights:
+        p.append("policy.freeze_encoder=true needs policy.encoder_weights=FILE (a frozen encoder keeps its random "
+                 "initialisation): set policy.encoder_weights, or policy.freeze_encoder=false")
+    if (pol.encoder_weights or library is not None) and pol.architecture.startswith("habitat_baselines"):
+        p.append(f"policy.image_encoder={pol.image_encoder} and policy.encoder_weights need policy.architecture="
+                 f"ddppo ({pol.architecture} builds habitat-baselines' network as it is): set "
+                 f"policy.architecture=ddppo")
+    return p
+
+
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p = declared_problems(cfg)
@@ -156,6 +175,7 @@ def problems(cfg: Config) -> list[str]:
     p.extend(_warmup_problems(cfg))
     p.extend(_reward_problems(cfg))
     p.extend(_transformer_problems(cfg))
+    p.extend(_encoder_weights_problems(cfg))
     if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
         p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a policy with "
                  f"memory learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")

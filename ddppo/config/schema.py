@@ -292,10 +292,26 @@ class PolicyConfig:
     transformer: TransformerConfig = field(default_factory=TransformerConfig,
                                            metadata=doc("the transformer core (rnn_type=transformer)"))
     image_encoder: str = field(default="cnn",
-                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | MODULE:NAME (your "
-                                            "own, registered with ddppo.model.build.register_encoder) for image "
+                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | torchvision:NAME | "
+                                            "timm:NAME | open_clip:NAME (that library's model, built without "
+                                            "weights, with a small trained head on its features; the `vision` "
+                                            "extra: docs/guides/pretrained-encoders.md) | MODULE:NAME (your own, "
+                                            "registered with ddppo.model.build.register_encoder) for image "
                                             "observations (3 dims); architecture=ddppo", shape=True,
                                             choices=ENCODERS))
+    encoder_weights: str = field(default="",
+                                 metadata=doc("a local weights file for a library image encoder (image_encoder="
+                                              "LIBRARY:NAME): a state dict (.pt/.pth), a .safetensors file, or a "
+                                              "checkpoint holding one under 'model' or 'state_dict' (key prefixes "
+                                              "such as 'module.' or 'visual.' stripped; keys of parts the encoder "
+                                              "lacks, a classifier or an MAE decoder, dropped). Read when a run "
+                                              "starts; its sha256 is kept in the checkpoints, which hold the "
+                                              "weights: resume and `ddppo eval` need no file, and refuse a changed "
+                                              "one. Empty: the library's random initialisation"))
+    freeze_encoder: bool = field(default=False,
+                                 metadata=doc("keep the library image encoder's weights (encoder_weights) as loaded: "
+                                              "no gradients, always in eval mode (BatchNorm statistics hold), left "
+                                              "out of the optimizer; its head is trained", shape=True))
     vector_encoder: str = field(default="mlp",
                                 metadata=doc("mlp (policy.mlp_layers x hidden_size) | MODULE:NAME (your own, "
                                              "registered with ddppo.model.build.register_encoder) for vector "

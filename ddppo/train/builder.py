@@ -5,7 +5,8 @@ place a mode is decided (rollout.overlap_learning, normalisation, the advantage 
     envs          this rank's vector env (rank_env_spec: which envs a rank builds)
     normalisation built from the config and the spaces (ddppo.normalization); the policy and the collector take
                   their parts at construction
-    policy        the learner's; under rollout.overlap_learning an acting copy acts for it
+    policy        the learner's; under rollout.overlap_learning an acting copy acts for it; a library image
+                  encoder's weights file (policy.encoder_weights) put in when no checkpoint gives them
     advantage     the estimator ppo.advantage names (ddppo.advantage); its class, asked first, says whether the
                   policy gets a value head and how many envs share each episode
     updater       the PPO update (ddppo.ppo), with the KL reference (ppo.kl_ref.checkpoint)
@@ -41,6 +42,7 @@ from ddppo.distributed import DistContext
 from ddppo.envs.base import rank_env_spec
 from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
+from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, reset_critic
@@ -134,6 +136,9 @@ class Trainer:
         self.normalization = norm = build_normalization(cfg, *spaces, num_envs, ctx)
         self.policy = make_policy(*spaces, cfg.policy, value_head=self.advantage_class.critic, obs_norm=norm.obs,
                                   normalize_inputs=norm.policy_normalizes).to(ctx.device)
+        # policy.encoder_weights: rank 0 puts the file's weights in before a checkpoint may replace them
+        self.encoder_weights = EncoderWeightsRecord(self.policy, cfg.policy.encoder_weights)
+        self.encoder_weights.start(ctx)
         self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
                                   advantage=self.advantage)
@@ -160,8 +165,10 @@ class Trainer:
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)
-        if not self.checkpoints.resume() and cfg.checkpoint.path and cfg.ppo.reset_critic:
+        resumed = self.checkpoints.resume()
+        if not resumed and cfg.checkpoint.path and cfg.ppo.reset_critic:
             reset_critic(self.policy)  # fine-tuning a policy whose critic was never trained (behaviour cloning)
+        self.encoder_weights.finish(model_loaded=self.checkpoints.model_loaded)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
@@ -191,6 +198,8 @@ class Trainer:
         manager.register("model", self.policy, shared=True)
         manager.register("optimizer", self.updater.optimizer, shared=True)
         manager.register("counters", self.progress, shared=True)
+        if self.cfg.policy.encoder_weights:  # the file's sha256, compared on resume
+            manager.register("encoder_weights", self.encoder_weights, shared=True)
         for name, owner in self.normalization.shared_owners().items():  # normalize.reward: the return statistics
             manager.register(name, owner, shared=True)
         manager.register("rng", ckpt.RngState(self.ctx.device))
