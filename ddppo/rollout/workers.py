@@ -51,7 +51,7 @@ class WorkerCollector(RolloutCollector):
                      else actor.staging.to_device({"act_rows": idx.numpy()})["act_rows"])
         with self.timer(timing.POLICY_FORWARD):
             obs = {k: v[rows] for k, v in actor.obs.items()}
-            action, logp, value, memory = self.policy.act(obs, mem.select(actor.memory, rows), actor.start[rows])
+            action, logp, value, memory = actor.forward(obs, mem.select(actor.memory, rows), actor.start[rows])
         env_action = action.cpu().numpy()
         if actor.bounds is not None:
             env_action = np.clip(env_action, *actor.bounds)
