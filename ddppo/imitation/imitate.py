@@ -34,6 +34,7 @@ from ddppo.errors import ConfigError
 from ddppo.imitation.dataset import Dataset
 from ddppo.imitation.demonstrations import Batch, RankDemonstrations, inflection_coefficient
 from ddppo.model.build import make_policy
+from ddppo.model.precision import autocast, check_precision, to_fp32
 from ddppo.normalization import observation_normalizer
 from ddppo.normalization.moments import batch_moments, merge_moments
 from ddppo.ppo.update import make_adam
@@ -53,10 +54,12 @@ def env_spaces(cfg: Config) -> tuple[Any, Any]:
         envs.close()
 
 
-def bc_loss(policy: Any, batch: Batch, chunk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def bc_loss(policy: Any, batch: Batch, chunk: int, precision: str = "fp32"
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(sum of weight x NLL, sum of weights, per-sample hits (T, B): argmax == expert for Discrete, minus the squared
-    error of the mean for Box) over `batch`; through chunks of `chunk` steps (0: whole), the recurrent state carried
-    from one chunk to the next without gradient."""
+    error of the mean for Box) over `batch`; through chunks of `chunk` steps (0: whole), the policy's memory carried
+    from one chunk to the next without gradient; the forwards in `precision`'s autocast (run.precision), the loss in
+    float32."""
     T, B = batch.valid.shape
     memory = policy.initial_memory(B, batch.valid.device)
     step = chunk or T
@@ -64,11 +67,14 @@ def bc_loss(policy: Any, batch: Batch, chunk: int) -> tuple[torch.Tensor, torch.
     for t0 in range(0, T, step):
         sl = slice(t0, t0 + step)
         obs = {k: v[sl] for k, v in batch.obs.items()}
-        logp, _, _, params = policy.evaluate_with_params(obs, memory, batch.start[sl], batch.actions[sl])
+        with autocast(precision, batch.valid.device):
+            logp, _, _, params = policy.evaluate_with_params(obs, memory, batch.start[sl], batch.actions[sl])
+        logp, params = to_fp32(logp, params)
         nll.append(-logp)
         hits.append(_hits(policy, params, batch.actions[sl]))
         if t0 + step < T:  # the policy's memory after the chunk (ddppo/model/memory.py), without gradient
-            memory = policy.sequence_params(obs, memory, batch.start[sl], batch.actions[sl])[1]
+            with autocast(precision, batch.valid.device):
+                memory = policy.sequence_params(obs, memory, batch.start[sl], batch.actions[sl])[1]
     weight = batch.weight * batch.valid
     return (torch.cat(nll) * weight).sum(), weight.sum(), torch.cat(hits)
 
@@ -104,6 +110,7 @@ class Imitation:
 
     def _build(self, obs_space: Any, action_space: Any) -> None:
         cfg, ctx = self.cfg, self.ctx
+        check_precision(cfg.run.precision, ctx.device)
         torch.manual_seed(ctx.seed)
         self.demos = RankDemonstrations(self.data, cfg.imitation.val_fraction, ctx.rank, ctx.world_size, cfg.run.seed)
         self.policy = make_policy(obs_space, action_space, cfg.policy, value_head=estimator_class(cfg.ppo).critic,
@@ -182,7 +189,7 @@ class Imitation:
         cfg = self.cfg.imitation
         self.policy.train()
         batch = self.demos.batch(update, cfg.batch_episodes, self.ctx.device)
-        loss_sum, weight, hits = bc_loss(self.policy, batch, cfg.chunk_length)
+        loss_sum, weight, hits = bc_loss(self.policy, batch, cfg.chunk_length, self.cfg.run.precision)
         for p in self.params:
             p.grad = None
         self.reducer.begin(weight.detach())
@@ -207,7 +214,7 @@ class Imitation:
         self.policy.eval()
         sums = torch.zeros(4, dtype=torch.float64)
         for batch in self.demos.val_batches(self.cfg.imitation.batch_episodes, self.ctx.device):
-            loss_sum, _, hits = bc_loss(self.policy, batch, self.cfg.imitation.chunk_length)
+            loss_sum, _, hits = bc_loss(self.policy, batch, self.cfg.imitation.chunk_length, self.cfg.run.precision)
             sums += torch.tensor([float(loss_sum), float(batch.valid.sum()), float((hits * batch.valid).sum()),
                                   float(batch.valid.sum())], dtype=torch.float64)
         total = self.ctx.all_reduce_sums(sums, "held-out statistics").tolist()

@@ -91,6 +91,9 @@ def test_chunks_carry_the_state(tmp_path: Path, demos: Path):
     chunked, w2, _ = bc_loss(policy, batch, 2)
     assert float(w1) == float(w2) == float(batch.valid.sum())
     torch.testing.assert_close(whole, chunked, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        bf16, _, _ = bc_loss(policy, batch, 2, "bf16")  # run.precision=bf16: the forwards autocast, the loss float32
+    assert bf16.dtype == torch.float32 and abs(bf16.item() - whole.item()) < 0.05 * abs(whole.item())
 
 
 def test_inflection_weights_and_split():
