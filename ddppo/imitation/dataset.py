@@ -32,16 +32,11 @@ from typing import Any, Iterator
 import gymnasium
 import numpy as np
 
-from ddppo.errors import ConfigError
+from ddppo.errors import DatasetError
 
 FORMAT, VERSION = "ddppo-demonstrations", 1
 MANIFEST = "manifest.json"
 SHARDS = "shards"
-
-
-class DatasetError(ConfigError):
-    """A demonstration dataset that cannot be used (missing, truncated, altered, of another env): one line naming
-    the file or keys and what to do."""
 
 
 # ------------------------------------------------------------------------------------------------- spaces

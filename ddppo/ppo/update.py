@@ -138,6 +138,35 @@ def actor_critic_groups(policy: torch.nn.Module) -> list[dict]:
     return [g for g in ({"params": actor, "name": "actor"}, {"params": critic, "name": "critic"}) if g["params"]]
 
 
+class GroupedOptimizer:
+    """The updater's optimizer as a saved-state owner (namespace "optimizer"): its own state_dict, and a state saved
+    before the actor/critic groups (one group over the trainable parameters in the policy's order) loaded into the
+    groups, each parameter's Adam state with it, so checkpoints written before resume unchanged."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]):
+        self.optimizer, self.params = optimizer, params
+
+    def state_dict(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        groups = self.optimizer.param_groups
+        if len(state["param_groups"]) == 1 and len(groups) > 1:
+            saved, old = state["param_groups"][0], {id(p): i for i, p in enumerate(self.params)}
+            per_param = {int(k): v for k, v in state["state"].items()}
+            new_groups, new_state, k = [], {}, 0
+            for group in groups:
+                ids = []
+                for p in group["params"]:
+                    if old[id(p)] in per_param:
+                        new_state[k] = per_param[old[id(p)]]
+                    ids.append(k)
+                    k += 1
+                new_groups.append({**saved, "params": ids, "name": group["name"]})
+            state = {"state": new_state, "param_groups": new_groups}
+        self.optimizer.load_state_dict(state)
+
+
 @torch.no_grad()
 def reset_critic(policy: torch.nn.Module) -> int:
     """Re-initialise the critic's layers (`CRITIC_PREFIXES`: orthogonal weights, zero biases, as PIRLNav does

@@ -48,7 +48,7 @@ from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.model.precision import check_precision
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
-from ddppo.ppo.update import PPOUpdater, reset_critic
+from ddppo.ppo.update import GroupedOptimizer, PPOUpdater, reset_critic
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.episode_metrics import env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
@@ -203,7 +203,7 @@ class Trainer:
         here: the manager saves it, and resume restores it."""
         manager = CheckpointManager(self.cfg, self.ctx, self.run_claim)  # the claim's heartbeat at every save
         manager.register("model", self.policy, shared=True)
-        manager.register("optimizer", self.updater.optimizer, shared=True)
+        manager.register("optimizer", GroupedOptimizer(self.updater.optimizer, self.updater.params), shared=True)
         manager.register("counters", self.progress, shared=True)
         if self.cfg.policy.encoder_weights:  # the file's sha256, compared on resume
             manager.register("encoder_weights", self.encoder_weights, shared=True)
