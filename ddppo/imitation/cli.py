@@ -46,11 +46,11 @@ def _config(args: argparse.Namespace, setup_logging: Callable[[str, int], None])
 def run_record(args: argparse.Namespace, setup_logging: Callable[[str, int], None]) -> int:
     from ddppo.imitation.record import RecordRequest, record
 
-    summary = record(_config(args, setup_logging), RecordRequest(args.episodes, args.out, args.policy, args.resume,
-                                                  args.shard_episodes))
+    summary, complete = record(_config(args, setup_logging), RecordRequest(args.episodes, args.out, args.policy,
+                                                                            args.resume, args.shard_episodes))
     if summary:
         sys.stdout.write(summary + "\n")
-    return 0
+    return 0 if complete else 1  # stopped by a signal: `--resume` continues
 
 
 def run_imitate(args: argparse.Namespace, setup_logging: Callable[[str, int], None]) -> int:

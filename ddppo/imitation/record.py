@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ddppo import signals
 from ddppo.config import Config, to_yaml
 from ddppo.distributed import DistContext
 from ddppo.envs.base import EnvError, expert_actions, fresh_reset, rank_env_spec
@@ -180,6 +181,10 @@ def _record(root: Path, rank: int, envs: Any, expert: Callable, obs: dict[str, n
     recorded = steps = 0
     began = time.monotonic()
     while recorded < wanted:
+        if signals.pending():  # SIGTERM / SIGINT / SIGUSR1: the complete shards stay, --resume continues
+            log.warning("rank %d: stopped by a signal after %d/%d episodes; `ddppo record ... --resume` continues",
+                        rank, recorded, wanted)
+            break
         actions = expert(obs, start)
         result = envs.step(actions)
         buf.add(obs, np.asarray(actions), result.reward)
@@ -200,20 +205,23 @@ def _record(root: Path, rank: int, envs: Any, expert: Callable, obs: dict[str, n
     return RecordResult(recorded, steps, time.monotonic() - began)
 
 
-def record(cfg: Config, req: RecordRequest) -> str:
+def record(cfg: Config, req: RecordRequest) -> tuple[str, bool]:
     """What `ddppo record` runs, on every rank (one process outside a launcher): the summary line (rank 0's, ""
-    elsewhere): episodes and steps recorded by this run, episodes/s, what the dataset holds."""
+    elsewhere: episodes and steps recorded by this run, episodes/s, what the dataset holds) and whether the
+    dataset holds every episode asked for (False: stopped by a signal)."""
     from ddppo.distributed import read_launch, run_in_process_group
 
     if req.episodes <= 0 or req.shard_episodes <= 0:
         raise ds.DatasetError(f"--episodes {req.episodes} and --shard-episodes {req.shard_episodes} must be > 0")
     summary: list[str] = []
+    complete: list[bool] = []
 
     def body(ctx: DistContext) -> int:
         res = record_rank(cfg, req, ctx)
         eps, steps, seconds = ctx.all_reduce_sums(torch.tensor([res.episodes, res.steps, res.seconds]),
                                                   "recording counts").tolist()
         seconds /= ctx.world_size  # the ranks record side by side: their mean time
+        complete.append(ds.read_header(req.out)["complete"])
         if ctx.is_main:
             held = ds.read_header(req.out)
             summary.append(f"recorded {int(eps)} episodes ({int(steps)} steps) in {seconds:.1f} s on "
@@ -223,4 +231,4 @@ def record(cfg: Config, req: RecordRequest) -> str:
         return 0
 
     run_in_process_group(cfg, read_launch(), body)
-    return summary[0] if summary else ""
+    return (summary[0] if summary else ""), all(complete)

@@ -155,3 +155,19 @@ def test_records_a_policys_greedy_actions(tmp_path: Path):
         for t in range(start, start + length):
             action, state = agent.act({k: v[t] for k, v in eps.obs.items()}, state)
             assert int(action) == int(eps.actions[t])
+
+
+def test_a_signal_stops_a_recording_that_resume_completes(tmp_path: Path, monkeypatch):
+    """SIGTERM (ddppo.signals records it) ends the recording after its complete shards; --resume finishes it."""
+    from ddppo import signals
+
+    steps = iter(range(10**6))
+    monkeypatch.setattr(signals, "pending", lambda: 15 if next(steps) >= 40 else 0)
+    out = tmp_path / "demos"
+    result = record_into(out, 200, shard_episodes=4)
+    manifest = json.loads((out / ds.MANIFEST).read_text())
+    assert 0 < result.episodes == manifest["episodes"] < 200 and manifest["complete"] is False
+    monkeypatch.setattr(signals, "pending", lambda: 0)
+    record_into(out, 200, shard_episodes=50, resume=True)
+    manifest = json.loads((out / ds.MANIFEST).read_text())
+    assert manifest["episodes"] == 200 and manifest["complete"] is True
