@@ -44,6 +44,10 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
                              "features kept (extra `vision`)"),
     "precision": ("precision", "an image policy's acting and learning time, fp32 vs bf16 vs bf16 + torch.compile, "
                                "and the acting vs learning log-prob gap (run.precision, run.compile)"),
+    "bc-rl": ("bc_rl", "gridnav at one env-step budget: BC alone, RL alone, BC -> RL with and without the critic "
+                       "warm-up, over seeds (PIRLNav's comparison)"),
+    "imitation": ("imitation", "demonstration format vs Minari (seconds, bytes), ddppo record episodes/s, ddppo "
+                               "imitate samples/s on 1 and 2 ranks, the clone's success"),
 }
 
 
