@@ -38,7 +38,8 @@ normalization/  observation and reward normalisation, built once and handed to t
 model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
             habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
-            pooling.py (adaptive pooling with a deterministic CUDA path)
+            pooling.py (adaptive pooling with a deterministic CUDA path), actions.py (the action distributions:
+            categorical, one per dim, Bernoulli per dim, Gaussian)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),

@@ -63,6 +63,10 @@ def _episode_metric_problem(item: object) -> str | None:
     return "must be info keys other than return and length (ddppo counts those itself)"
 
 
+def _key_problem(item: object) -> str | None:
+    return None if isinstance(item, str) and item else "must be observation key names"
+
+
 @dataclasses.dataclass(frozen=True)
 class GymOptions:
     """Any gymnasium environment id, each env made by gymnasium.make (env.name: gym:<id>)."""
@@ -78,6 +82,11 @@ class GymOptions:
                                               metadata=doc("info keys whose numbers at an episode's last step are "
                                                            "episode metrics (train/<key>, ddppo eval's <key>), e.g. "
                                                            "[success]", each=_episode_metric_problem))
+    drop_keys: list = dataclasses.field(default_factory=list,
+                                        metadata=doc("keys of a Dict observation to leave out (gymnasium's "
+                                                     "FilterObservation), e.g. [mission] for MiniGrid's mission "
+                                                     "string; a key the env lacks is an error naming its keys",
+                                                     shape=True, each=_key_problem))
 
 
 @dataclasses.dataclass(frozen=True)

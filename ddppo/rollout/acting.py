@@ -1,7 +1,7 @@
 """The one acting path, shared by training (rollout/collector.py) and evaluation (eval/runner.py).
 
     act       policy.act on the current observation, recurrent state and episode-start flags
-    clip      actions of a Box space clipped to its bounds before the env sees them
+    clip      actions of a Box space clipped to its bounds before the env sees them (ddppo.model.actions.env_actions)
     step      env.step, timed (and the rewards scaled on the host, when the collector scales them)
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
               policy's device with reward, done and the next episode-start flags, in one staged copy
@@ -16,20 +16,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-import gymnasium
 import numpy as np
 import torch
 
 from ddppo import timing
+from ddppo.model.actions import env_actions
 from ddppo.model.policy import Policy
 from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
 from ddppo.envs.base import EnvError, StepResult, VecEnv
-
-
-def action_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray] | None:
-    """(low, high) of a Box action space, None for discrete ones."""
-    return (space.low, space.high) if isinstance(space, gymnasium.spaces.Box) else None
 
 
 def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_index: np.ndarray | None = None) -> None:
@@ -76,7 +71,6 @@ class Actor:
         self.envs, self.policy, self.device = envs, policy, device
         self.timer = timer if timer is not None else Timer(device)
         self.label = label  # names the environment (and rank) in errors
-        self.bounds = action_bounds(envs.action_space)
         self.obs: dict[str, torch.Tensor] = {}
         self.start = torch.ones(envs.num_envs, device=device)
         self.hidden = policy.initial_hidden(envs.num_envs, device)
@@ -100,9 +94,7 @@ class Actor:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
             action, logp, value, self.hidden = self.policy.act(self.obs, self.hidden, self.start,
                                                                deterministic=deterministic)
-            env_action = action.cpu().numpy()
-        if self.bounds is not None:
-            env_action = np.clip(env_action, *self.bounds)
+            env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         return Action(action, logp, value, env_action)
 
     def step(self, env_action: np.ndarray, where: str,

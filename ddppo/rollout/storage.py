@@ -33,6 +33,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from ddppo.model.actions import action_buffer
 
 
 @dataclasses.dataclass
@@ -66,10 +67,8 @@ class RolloutStorage:
         self.obs = {k: torch.zeros((T + 1, N, *s.shape), dtype=torch_dtype(s), device=device)
                     for k, s in obs_space.spaces.items()}
         self.episode_start = torch.ones(T + 1, N, device=device)
-        if isinstance(action_space, gymnasium.spaces.Discrete):
-            self.actions = torch.zeros(T, N, dtype=torch.long, device=device)
-        else:
-            self.actions = torch.zeros(T, N, *action_space.shape, device=device)
+        shape, dtype = action_buffer(action_space)
+        self.actions = torch.zeros(T, N, *shape, dtype=dtype, device=device)
         self.logp = torch.zeros(T, N, device=device)
         self.values = torch.zeros(T + 1, N, device=device)
         self.rewards = torch.zeros(T, N, device=device)

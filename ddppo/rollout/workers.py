@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ddppo import timing
+from ddppo.model.actions import env_actions
 from ddppo.rollout.acting import check_finite
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.envs.base import AsyncVecEnv, StepResult, WorkerStep
@@ -51,9 +52,7 @@ class WorkerCollector(RolloutCollector):
         with self.timer(timing.POLICY_FORWARD):
             obs = {k: v[rows] for k, v in actor.obs.items()}
             action, logp, value, hidden = self.policy.act(obs, actor.hidden[:, rows], actor.start[rows])
-        env_action = action.cpu().numpy()
-        if actor.bounds is not None:
-            env_action = np.clip(env_action, *actor.bounds)
+        env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         p = self.pending
         if not p:
             p.update(action=torch.zeros((actor.start.shape[0], *action.shape[1:]), dtype=action.dtype,
