@@ -130,9 +130,12 @@ def _origin(builder: Callable[..., Any]) -> str:
 # policy.architecture: the whole network
 POLICIES = Registry("policy", "policy.architecture", ("ddppo", "habitat_baselines", "habitat_baselines_simple"),
                     "@ddppo.model.build.register_policy(NAME)", home="ddppo.model.build")
-# policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key
-ENCODERS = Registry("encoder", "policy.image_encoder", ("cnn", "resnet", "mlp"),
-                    "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+# policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key, each with its
+# own built-in choices; an encoder of your own (ddppo.model.build.register_encoder) is a choice of both
+IMAGE_ENCODERS = Registry("image encoder", "policy.image_encoder", ("cnn", "resnet"),
+                          "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+VECTOR_ENCODERS = Registry("vector encoder", "policy.vector_encoder", ("mlp",),
+                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
 # ppo.advantage: the advantage estimator, a class that also states its needs (critic, env groups, config rules)
 ADVANTAGES = Registry("advantage estimator", "ppo.advantage", ("gae", "grpo"),
                       "@ddppo.advantage.register_estimator(NAME)", home="ddppo.advantage")

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from ddppo.envs.field_metadata import SHAPE, doc
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from ddppo.envs.registry import section_for
-from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES
+from ddppo.user_code import ADVANTAGES, IMAGE_ENCODERS, POLICIES, VECTOR_ENCODERS
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,10 @@ class PolicyConfig:
                                            choices=POLICIES))
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
-    mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))
+    mlp_layers: int = field(default=2,
+                            metadata=doc("hidden layers of the vector-observation encoder (vector_encoder=mlp); a "
+                                         "fusion layer of hidden_size follows the encoders, so mlp_layers=1 is two "
+                                         "hidden layers (hidden_size=64: SB3's net_arch [64, 64])", shape=True, gt=0))
     activation: str = field(default="relu",
                             metadata=doc("relu | tanh: the nonlinearity of the vector-observation encoders and the "
                                          "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
@@ -257,11 +260,11 @@ class PolicyConfig:
                                metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | MODULE:NAME (your "
                                             "own, registered with ddppo.model.build.register_encoder) for image "
                                             "observations (3 dims); architecture=ddppo", shape=True,
-                                            choices=ENCODERS))
+                                            choices=IMAGE_ENCODERS))
     vector_encoder: str = field(default="mlp",
                                 metadata=doc("mlp (policy.mlp_layers x hidden_size) | MODULE:NAME (your own, "
                                              "registered with ddppo.model.build.register_encoder) for vector "
-                                             "observations; architecture=ddppo", shape=True, choices=ENCODERS))
+                                             "observations; architecture=ddppo", shape=True, choices=VECTOR_ENCODERS))
     resnet_base_width: int = field(default=32, metadata=doc("ResNet base channel width", shape=True))
     resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2],
                                 metadata=doc("ResNet blocks per stage", shape=True))

@@ -23,7 +23,7 @@ from ddppo.config import PolicyConfig
 from ddppo.model.actions import GaussianActions, action_kind
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
-from ddppo.user_code import ENCODERS
+from ddppo.user_code import IMAGE_ENCODERS, VECTOR_ENCODERS
 
 
 def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -126,13 +126,13 @@ class EmbeddingEncoder(nn.Module):
         return self.embed(index).sum(1)
 
 
-@ENCODERS.register("cnn")
+@IMAGE_ENCODERS.register("cnn")
 def cnn_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=cnn: `CNNEncoder`."""
     return CNNEncoder(_image_shape(space, "cnn"), cfg.hidden_size)
 
 
-@ENCODERS.register("resnet")
+@IMAGE_ENCODERS.register("resnet")
 def resnet_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=resnet: ddppo.model.resnet's GroupNorm ResNet."""
     from ddppo.model.resnet import ResNetEncoder
@@ -142,7 +142,7 @@ def resnet_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
                          out_dim=cfg.hidden_size, spatial_size=(h, w), bottleneck=cfg.resnet_bottleneck)
 
 
-@ENCODERS.register("mlp")
+@VECTOR_ENCODERS.register("mlp")
 def mlp_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.vector_encoder=mlp: `MLPEncoder` over the flattened observation."""
     return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers, cfg.activation)
@@ -159,14 +159,14 @@ def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
     """One observation key's encoder, (B, ...) -> (B, hidden_size): a Discrete or MultiDiscrete space is embedded
     (`EmbeddingEncoder`); an image (3
     dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into policy.image_encoder; anything else into
-    policy.vector_encoder (registered names: ddppo.user_code.ENCODERS)."""
+    policy.vector_encoder (registered names: ddppo.user_code.IMAGE_ENCODERS, VECTOR_ENCODERS)."""
     if isinstance(space, gymnasium.spaces.Discrete):
         return EmbeddingEncoder([int(space.n)], cfg.hidden_size)
     if isinstance(space, gymnasium.spaces.MultiDiscrete):
         return EmbeddingEncoder([int(n) for n in space.nvec.reshape(-1)], cfg.hidden_size)
     if len(space.shape) == 3:
-        return ImageInput(space, ENCODERS.get(cfg.image_encoder, "policy.image_encoder")(space, cfg))
-    return ENCODERS.get(cfg.vector_encoder, "policy.vector_encoder")(space, cfg)
+        return ImageInput(space, IMAGE_ENCODERS.get(cfg.image_encoder)(space, cfg))
+    return VECTOR_ENCODERS.get(cfg.vector_encoder)(space, cfg)
 
 
 def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
