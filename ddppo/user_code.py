@@ -132,7 +132,7 @@ POLICIES = Registry("policy", "policy.architecture", ("ddppo", "habitat_baseline
                     "@ddppo.model.build.register_policy(NAME)", home="ddppo.model.build")
 # policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key, each with its
 # own built-in choices; an encoder of your own (ddppo.model.build.register_encoder) is a choice of both
-IMAGE_ENCODERS = Registry("image encoder", "policy.image_encoder", ("cnn", "resnet"),
+IMAGE_ENCODERS = Registry("image encoder", "policy.image_encoder", ("cnn", "nature", "resnet"),
                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
 VECTOR_ENCODERS = Registry("vector encoder", "policy.vector_encoder", ("mlp",),
                            "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")

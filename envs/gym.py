@@ -20,7 +20,9 @@ space's start is added), MultiBinary ones as 0/1 (cast to its dtype). Episode me
 plus the info keys `env.gym.episode_metrics` names, read from the info of an episode's last step. `module:Id`
 imports `module` first (from the working directory, which the `ddppo` command puts first on sys.path as
 `python -m` does).
-Each sub-env gets its own seed drawn from `EnvSpec.seed`.
+Each sub-env gets its own seed drawn from `EnvSpec.seed`. `env.gym.atari` plays ALE ids through envs/atari.py
+with the standard preprocessing: episodes are whole games (their score is the return), and the learner gets the
+rewards' signs and a termination at each lost life (StepResult.started: the game goes on).
 
 Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps
 only counters (episodes finished, resets done) and `restores_state` is False:
@@ -46,6 +48,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from ddppo.envs.atari import AtariEnvs
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.options import GymOptions
@@ -65,11 +68,13 @@ class GymVecEnv:
         if ":" in env_id:
             _import_registering_module(env_id)
         kwargs = dict(options.kwargs)
-        if options.max_episode_steps > 0:
+        if options.max_episode_steps > 0 and not options.atari:
             kwargs["max_episode_steps"] = options.max_episode_steps
         wrappers = [_Dropping(env_id, tuple(options.drop_keys))] if options.drop_keys else []
         try:
-            if options.vectorization_mode == "sync":
+            if options.atari:
+                self._env = AtariEnvs(env_id, spec.num_envs, kwargs, options.max_episode_steps)
+            elif options.vectorization_mode == "sync":
                 self._env = SyncEnvs([_wrapped(gymnasium.make(env_id, **kwargs), wrappers)
                                       for _ in range(spec.num_envs)])
             else:
@@ -92,6 +97,7 @@ class GymVecEnv:
             self._env.close()
             raise
         self.action_space = single_act
+        self.atari = options.atari  # the learner sees signs of rewards and a termination at each lost life
         self.episode_metrics = tuple(options.episode_metrics)  # ddppo.envs.base.declared_metrics
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
@@ -140,6 +146,9 @@ class GymVecEnv:
             self._episodes += len(episodes)
             self._ret[done] = 0.0
             self._len[done] = 0
+        if self.atari:  # the episode (its return, the recurrent state) is the whole game
+            return StepResult(obs, np.sign(reward), terminated | infos["life_lost"], truncated, final_obs, episodes,
+                              started=done)
         return StepResult(obs, reward, terminated, truncated, final_obs, episodes)
 
     @property
@@ -254,6 +263,8 @@ SCENE_ATTR = "scene_id"
 
 def _scene_ids(env: Any, n: int) -> list[str | None]:
     """Each env's `scene_id` attribute (of its unwrapped env; None where it has none)."""
+    if isinstance(env, AtariEnvs):
+        return [None] * n
     if isinstance(env, SyncEnvs):
         values = [getattr(e.unwrapped, SCENE_ATTR, None) for e in env.envs]
     else:

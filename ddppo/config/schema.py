@@ -194,6 +194,10 @@ class PPOConfig:
                                                               choices=('constant', 'linear')))
     adam_eps: float = field(default=1e-5, metadata=doc("Adam epsilon", gt=0))
     clip: float = field(default=0.2, metadata=doc("PPO ratio clip", gt=0))
+    clip_schedule: str = field(default="constant",
+                               metadata=doc("constant | linear (the clip decays to 0 at run.total_env_steps, as RL "
+                                            "Zoo's Atari settings; the value clip with it)",
+                                            choices=("constant", "linear")))
     clip_value_loss: bool = field(default=True,
                                   metadata=doc("clip the value update to +/- clip around the rollout values"))
     epochs: int = field(default=4, metadata=doc("passes over each rollout", gt=0))
@@ -257,7 +261,9 @@ class PolicyConfig:
     rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
     rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
     image_encoder: str = field(default="cnn",
-                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | MODULE:NAME (your "
+                               metadata=doc("cnn (small conv net) | nature (DQN's Nature CNN, SB3's and CleanRL's "
+                                            "for Atari: images of 36x36 and more) | resnet (GroupNorm ResNet) | "
+                                            "MODULE:NAME (your "
                                             "own, registered with ddppo.model.build.register_encoder) for image "
                                             "observations (3 dims); architecture=ddppo", shape=True,
                                             choices=IMAGE_ENCODERS))

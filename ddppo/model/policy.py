@@ -81,6 +81,32 @@ class CNNEncoder(nn.Module):
         return self.fc(self.conv(x))
 
 
+class NatureCNN(nn.Module):
+    """The conv net of DQN's Nature paper (Mnih et al. 2015), as SB3's NatureCNN and CleanRL's ppo_atari: 32 8x8
+    filters at stride 4, 64 4x4 at stride 2, 64 3x3 at stride 1, then a linear layer (512 in the paper:
+    policy.hidden_size)."""
+
+    def __init__(self, shape: tuple[int, int, int], hidden: int):
+        super().__init__()
+        h, w, c = shape
+        if min(h, w) < 36:
+            raise ValueError(f"policy.image_encoder=nature needs images of at least 36x36 (its strides), not "
+                             f"{h}x{w}: use policy.image_encoder=cnn")
+        self.conv = nn.Sequential(
+            _init(nn.Conv2d(c, 32, 8, stride=4)), nn.ReLU(),
+            _init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+            _init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(), nn.Flatten(),
+        )
+        def out(n: int) -> int:  # a side after the three convolutions
+            return ((n - 8) // 4 + 1 - 4) // 2 + 1 - 2
+
+        size = 64 * out(h) * out(w)
+        self.fc = nn.Sequential(_init(nn.Linear(size, hidden)), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x))
+
+
 def image_scaling(space: gymnasium.spaces.Box) -> tuple[float, float]:
     """(offset, scale) with (x - offset) * scale in [0, 1] over the space's bounds; (0, 1) if unbounded."""
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
@@ -130,6 +156,12 @@ class EmbeddingEncoder(nn.Module):
 def cnn_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=cnn: `CNNEncoder`."""
     return CNNEncoder(_image_shape(space, "cnn"), cfg.hidden_size)
+
+
+@IMAGE_ENCODERS.register("nature")
+def nature_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    """policy.image_encoder=nature: `NatureCNN`."""
+    return NatureCNN(_image_shape(space, "nature"), cfg.hidden_size)
 
 
 @IMAGE_ENCODERS.register("resnet")

@@ -134,12 +134,13 @@ class PPOUpdater:
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
+        self.clip = cfg.clip  # ppo.clip_schedule: set with the learning rate (set_lr_for)
 
     def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
-        """The learning rate follows the env-step counter (so it resumes exactly)."""
-        lr = self.cfg.lr
-        if self.cfg.lr_schedule == "linear":
-            lr *= max(0.0, 1.0 - env_steps / total_env_steps)
+        """The learning rate (and the clip, `self.clip`) follow the env-step counter (so they resume exactly)."""
+        remaining = max(0.0, 1.0 - env_steps / total_env_steps)
+        lr = self.cfg.lr * (remaining if self.cfg.lr_schedule == "linear" else 1.0)
+        self.clip = self.cfg.clip * (remaining if self.cfg.clip_schedule == "linear" else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -198,7 +199,7 @@ class PPOUpdater:
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
             adv = self.advantage.minibatch(mb.advantages, valid)  # the estimator's per-minibatch normalisation
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
-                           valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
+                           valid, clip=self.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
                            kl_coef=kl_coef, weight=None if mb.weight is None else mb.weight[None, :])
             local_count = mb.valid.sum()

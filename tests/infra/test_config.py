@@ -214,7 +214,7 @@ def test_shape_keys_come_from_the_metadata():
         "policy.rnn_layers", "policy.image_encoder", "policy.vector_encoder", "policy.resnet_base_width", "policy.resnet_layers",
         "policy.resnet_bottleneck", "policy.critic", "policy.activation", "normalize.obs",
         "ppo.advantage", "env.gridnav.num_rays", "env.synthetic.obs_dim", "env.synthetic.num_actions",
-        "env.synthetic.num_scenes", "env.gym.drop_keys"}
+        "env.synthetic.num_scenes", "env.gym.drop_keys", "env.gym.atari"}
 
 
 def test_config_explain_and_help_keys(capsys):
