@@ -13,6 +13,7 @@ Needs the extra `atari` (ale-py, opencv). Prints figures and writes them as JSON
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0, help="measuring time per way")
     ap.add_argument("--out", default="results/atari-env.json", help="JSON output path")
     args = ap.parse_args(argv)
+    missing = [m for m in ("ale_py", "cv2") if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.stderr.write(f"ddppo bench atari-env needs {' and '.join(missing)}: pip install -e \".[atari]\"\n")
+        return 2
     import ale_py
     import gymnasium
     from ale_py.vector_env import AtariVectorEnv

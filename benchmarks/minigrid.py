@@ -16,6 +16,7 @@ actor and critic heads; ddppo uses its own (policy.image_encoder=cnn, the direct
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -100,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results/minigrid.json", help="JSON output path")
     ap.add_argument("--one", choices=("sb3", "ddppo"), help=argparse.SUPPRESS)  # a job's own process
     args = ap.parse_args(argv)
+    missing = [m for m in ("stable_baselines3", "minigrid") if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.stderr.write(f"ddppo bench minigrid needs {' and '.join(missing)}: pip install -e \".[bench,minigrid]\"\n")
+        return 2
     if args.one:
         seed = args.seeds[0]
         figures = (sb3_run(args.env, seed, args.budget) if args.one == "sb3"
