@@ -40,6 +40,10 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "minigrid": ("minigrid", "ddppo vs stable-baselines3 PPO on MiniGrid's raw observation (rl-starter-files' "
                              "settings): wall-clock steps/s and return at equal steps (extras `bench`, `minigrid`)"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
+    "memory-cores": ("memory_cores", "GRU vs transformer cores (two contexts): acting and learning time of the "
+                                     "core alone, at gridnav's sizes"),
+    "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
+                             "features kept (extra `vision`)"),
 }
 
 

@@ -1,4 +1,5 @@
-"""Raw env stepping speed (env-steps/s, random actions, no policy) for a few batch sizes.
+"""Raw env stepping speed (env-steps/s, random actions, no policy) for a few batch sizes, gridnav also with its
+camera (env.gridnav.camera) beside its range scan.
 
     ddppo bench env-fps [--seconds 1.0] [--workers 2]
 
@@ -46,14 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("gridnav", {}, [1, 16, 64, 256], 0),
         ("gridnav", {"num_headings": 8}, [64], 0),
+        *(("gridnav", {"camera": camera, "camera_size": size}, [16, 64], 0)  # the first-person camera
+          for camera, size in (("depth", 32), ("depth", 64), ("rgb", 64), ("rgbd", 64))),
         ("gym:CartPole-v1", {}, [1, 16, 64], 0),
         ("synthetic", {}, [64], 0),
         ("gridnav", {}, [64, 256], args.workers),
     ]
-    print(f"{'env':<18} {'options':<20} {'workers':>7} {'num_envs':>8} {'env-steps/s':>12}")
+    print(f"{'env':<18} {'options':<38} {'workers':>7} {'num_envs':>8} {'env-steps/s':>12}")
     for name, options, sizes, workers in rows:
         for n in sizes:
             fps = steps_per_second(name, options, EnvSpec(num_envs=n, seed=0, num_workers=workers), args.seconds)
-            print(f"{name:<18} {str(options or '-'):<20} {workers:>7} {n:>8} {fps:>12,.0f}", flush=True)
+            print(f"{name:<18} {str(options or '-'):<38} {workers:>7} {n:>8} {fps:>12,.0f}", flush=True)
 
 

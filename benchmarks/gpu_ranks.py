@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO))  # run as a script from a checkout
 from ddppo.config import load_config  # noqa: E402
 from ddppo.distributed import Launch, read_launch, run_in_process_group  # noqa: E402
 from ddppo.rundir import atomic_write  # noqa: E402
-from ddppo.timing import Timer  # noqa: E402
 
 
 def digest(tensors: dict[str, Any]) -> str:
@@ -74,20 +73,12 @@ def run_digest(config: str, out_dir: str, overrides: list[str]) -> int:
     return run_in_process_group(cfg, read_launch(), body)
 
 
-def _swap_timer(trainer: Any, timer: Timer) -> None:
-    trainer.timer = trainer.phases.timer = trainer.collector.timer = trainer.collector.actor.timer = timer
-
-
 def _round(trainer: Any, update: int) -> float:
-    """env steps per second over two full updates (collect, returns, PPO update, the timer read)."""
+    """env steps per second over two full updates as `ddppo train` runs them (the learning strategy's step: collect,
+    advantages, agree, learn, the timer read)."""
     start, steps = time.perf_counter(), 0
     for u in (update, update + 1):
-        collected = trainer.collector.collect(u)
-        trainer.ctx.rollout_barrier(collected.steps)
-        trainer.phases.advantages()
-        trainer.updater.update(trainer.collector.storage, trainer.timer)
-        trainer.timer.pop()
-        steps += collected.env_steps
+        steps += trainer.learning.step(u).collected.env_steps
     return steps / (time.perf_counter() - start)
 
 
@@ -99,13 +90,12 @@ def run_timing(config: str, rounds: int, overrides: list[str]) -> int:
     def body(ctx: Any) -> int:
         trainer = Trainer(cfg, ctx)
         try:
-            timers = {"events": Timer(ctx.device), "sync": Timer(ctx.device, per_phase_sync=True)}
-            fps: dict[str, list[float]] = {name: [] for name in timers}
+            fps: dict[str, list[float]] = {"events": [], "sync": []}
             update = 1
             for r in range(rounds + 1):  # round 0 warms up (allocations, cuDNN plans)
-                order = list(timers.items())
-                for name, timer in order if r % 2 else order[::-1]:  # alternate who goes first
-                    _swap_timer(trainer, timer)
+                order = list(fps)
+                for name in order if r % 2 else order[::-1]:  # alternate who goes first
+                    trainer.timer.use_per_phase_sync(name == "sync")
                     value = _round(trainer, update)
                     update += 2
                     if r:

@@ -42,11 +42,11 @@ def main(argv: list[str] | None = None) -> int:
             spaces = gymnasium.spaces.Dict({k: state["spaces"][k] for k in state["spaces"]})
             state["policy"] = make_policy(spaces, state["action_space"], cfg.policy).eval()
             state["policy"].load_state_dict(data["model"])
-            state["hidden"] = state["policy"].initial_hidden(1)
+            state["memory"] = state["policy"].initial_memory(1)
         policy = state["policy"]
         tensors = {k: torch.as_tensor(v).to(torch.uint8 if v.dtype.name == "uint8" else torch.float32)
                    for k, v in obs.items()}
-        action, _, _, state["hidden"] = policy.act(tensors, state["hidden"], torch.tensor([float(start)]),
+        action, _, _, state["memory"] = policy.act(tensors, state["memory"], torch.tensor([float(start)]),
                                                    deterministic=cfg.eval.deterministic)
         return action.numpy()
 

@@ -13,7 +13,9 @@ import torch
 
 from ddppo.benchmarks import report
 from ddppo.config import load_config
+from ddppo.model.memory import nbytes
 from ddppo.model.policy import Policy
+from ddppo.rollout.factory import storage_steps
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
@@ -43,23 +45,22 @@ def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
     envs = make_vec_env(cfg.env.name, cfg.env_options, spec)
     try:
         policy = Policy(envs.observation_space, envs.action_space, cfg.policy)
-        hidden = tuple(policy.initial_hidden(spec.num_envs).shape)
+        memory = policy.initial_memory(spec.num_envs)
         gc.collect()
         _release_free_heap()
         proc = psutil.Process()
         before = proc.memory_info().rss
-        storage = RolloutStorage(cfg.rollout.num_steps, spec.num_envs, envs.observation_space, envs.action_space,
-                                 hidden, torch.device("cpu"))
-        for t in [*storage.obs.values(), storage.episode_start, storage.actions, storage.logp, storage.values,
-                  storage.rewards, storage.dones, storage.idle, storage.loss_mask, storage.hidden0,
-                  storage.advantages, storage.returns]:
+        storage = RolloutStorage(storage_steps(cfg.rollout), spec.num_envs, envs.observation_space,
+                                 envs.action_space, memory, torch.device("cpu"))  # as train/builder.py makes it
+        for t in storage.buffers():
             t.fill_(1)  # a full rollout writes every element: make the pages resident, as in training
         after = proc.memory_info().rss
         analytic = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
-                       for s in envs.observation_space.spaces.values()) * (cfg.rollout.num_steps + 1) * spec.num_envs
+                       for s in envs.observation_space.spaces.values()) * (storage_steps(cfg.rollout) + 1) * spec.num_envs
         analytic += storage.nbytes() - sum(t.numel() * t.element_size() for t in storage.obs.values())
         return {"config": config, "overrides": overrides, "num_envs": spec.num_envs,
                 "num_steps": cfg.rollout.num_steps, "analytic_bytes": analytic, "tensor_bytes": storage.nbytes(),
+                "policy_memory_bytes_per_env": nbytes(policy.initial_memory(1)),
                 "rss_increase_bytes": after - before, "rss_over_analytic": (after - before) / analytic}
     finally:
         envs.close()
@@ -67,9 +68,10 @@ def storage_memory(config: str, overrides: list[str]) -> dict[str, Any]:
 
 def main_memory(cases: list[tuple[str, list[str]]], out: str) -> int:
     results = [storage_memory(c, o) for c, o in cases]
-    lines = [f"{'config':<28}{'envs':>6}{'steps':>7}{'analytic MB':>13}{'RSS +MB':>9}{'ratio':>7}"]
+    lines = [f"{'config':<28}{'envs':>6}{'steps':>7}{'analytic MB':>13}{'RSS +MB':>9}{'ratio':>7}"
+             f"{'memory B/env':>14}"]
     for r in results:
         lines.append(f"{Path(r['config']).name:<28}{r['num_envs']:>6}{r['num_steps']:>7}"
                      f"{r['analytic_bytes'] / 1e6:>13.2f}{r['rss_increase_bytes'] / 1e6:>9.2f}"
-                     f"{r['rss_over_analytic']:>7.2f}")
+                     f"{r['rss_over_analytic']:>7.2f}{r['policy_memory_bytes_per_env']:>14,}")
     return report(lines, results, out)

@@ -33,7 +33,7 @@ import statistics
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -191,17 +191,10 @@ def run_ddppo(task: str, seed: int, budget: int, extra: list[str], settings: str
 
 
 def _watch(trainer: Any, episodes: Episodes) -> None:
-    """Record every finished episode's unscaled return (the envs' own) with the env step it ended near."""
-    collector = trainer.collector
-    add: Callable = collector.add_episodes
-
-    def add_episodes(found: list, sums: Any, counts: Any) -> None:
-        for e in found:
-            episodes.add(trainer.progress.env_steps + collector.storage.step * collector.envs.num_envs,
-                         float(e.metrics["return"]))
-        add(found, sums, counts)
-
-    collector.add_episodes = add_episodes
+    """Record every finished episode's unscaled return (the envs' own) with the env step it ended at."""
+    trainer.collector.episode_watchers.append(
+        lambda found, env_steps: [episodes.add(trainer.progress.env_steps + env_steps, float(e.metrics["return"]))
+                                  for e in found])
 
 
 def _spread(values: list[float | None]) -> str:

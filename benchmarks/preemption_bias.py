@@ -63,7 +63,7 @@ VARIANTS = {
 }
 SCENES = ("scene0", "scene1")  # fast, slow
 # phases of an update that are learning, not collection (their slowest rank's seconds, perf/<phase>_s_max)
-LEARNING = ("gae", "reference_forward", "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
+LEARNING = ("advantage", "reference_forward", "learn_forward_backward", "allreduce", "optimizer", "log_checkpoint")
 
 
 def overrides(variant: str, seed: int, steps: int) -> list[str]:

@@ -41,16 +41,14 @@ CASES = {
 
 
 def _update(trainer: Any, update: int) -> tuple[int, dict[str, float], dict[str, float]]:
-    """One update as the trainer runs it; (env steps, reduced perf, rollout diagnostics)."""
+    """One update as `ddppo train` runs it (the learning strategy's step, then the stats reduced over the ranks);
+    (env steps, reduced perf, rollout diagnostics)."""
     cfg, ctx = trainer.cfg, trainer.ctx
     t0 = time.perf_counter()
-    collected = trainer.collector.collect(update)
-    ctx.rollout_barrier(collected.steps)
-    trainer.phases.advantages()
-    result = trainer.updater.update(trainer.collector.storage, trainer.timer)
-    local = StepStats(collected, result, 0, time.perf_counter() - t0, trainer.timer.pop())
+    out = trainer.learning.step(update)
+    local = StepStats(out.collected, out.result, 0, time.perf_counter() - t0, out.timings)
     reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
-    return collected.env_steps, reduced.perf, collected.diag
+    return out.collected.env_steps, reduced.perf, out.collected.diag
 
 
 def _round(trainer: Any, first_update: int, updates: int, window: list, diags: list) -> float:
@@ -132,10 +130,11 @@ def rollout_phase(config: str, overrides: list[str], rounds: int) -> dict[str, A
                                            "log.tensorboard=false"])
                 torch.set_num_threads(cfg.run.torch_threads or 1)
                 trainers[name] = Trainer(cfg, ctx)
+            storages = {name: t.new_storage() for name, t in trainers.items()}  # collection alone, into its own
             for u in range(rounds + 1):
                 for name, trainer in trainers.items():
                     start = time.perf_counter()
-                    n = trainer.collector.collect(u).env_steps
+                    n = trainer.phases.collect(u, storages[name]).result.env_steps
                     if u:  # round 0 warms up
                         fps[name].append(n / (time.perf_counter() - start))
                 if u:

@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import torch
@@ -35,6 +34,7 @@ import torch
 from ddppo.benchmarks import mujoco
 
 ACTION_SEED, PERM_SEED = 1234, 777
+TOTAL = 1_000_000  # run.total_env_steps: far more than the updates compared
 KEYS = ("actions", "rewards", "values", "logp", "advantages", "returns")
 # ddppo's parameter names -> SB3's MlpPolicy names (separate actor and critic of two hidden layers each)
 SB3_NAMES = {"encoders.state.net.0": "mlp_extractor.policy_net.0", "fuse.0": "mlp_extractor.policy_net.2",
@@ -57,44 +57,44 @@ def run_ddppo(task: str, settings: str, seed: int, updates: int, update_mode: st
     from ddppo.train.builder import Trainer
 
     n, minibatches = _sizes(task, settings, n_steps)
-    cfg = load_config(str(shipped_config("mujoco")), mujoco.ddppo_overrides(task, settings) + [
+    overrides = mujoco.ddppo_overrides(task, settings) + [
         f"rollout.num_steps={n}", f"ppo.num_mini_batch={minibatches}", f"normalize.update={update_mode}",
-        f"run.seed={seed}", "run.total_env_steps=1000000", f"run.dir={run_dir}", "log.tensorboard=false",
-        "checkpoint.interval_updates=100000"])
+        f"run.seed={seed}", f"run.total_env_steps={TOTAL}", f"run.dir={run_dir}", "log.tensorboard=false",
+        "checkpoint.interval_updates=100000"]
+    cfg = load_config(str(shipped_config("mujoco")), overrides)
+    if cfg.ppo.lr_schedule == "linear":
+        # SB3 anneals by the steps counted after the rollout it learns on, ddppo by those before it: the same
+        # learning rate, lr (1 - (s + n) / T) = lr (T - n) / T x (1 - s / (T - n)), from ddppo's own schedule
+        cfg = load_config(str(shipped_config("mujoco")), overrides + [
+            f"ppo.lr={cfg.ppo.lr * (TOTAL - n) / TOTAL!r}", f"run.total_env_steps={TOTAL - n}"])
     ctx = init_distributed("gloo", "cpu", 60, 60, cfg.run.seed)
     records: list[dict[str, Any]] = []
     try:
         trainer = Trainer(cfg, ctx)
         try:
             init = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
-            gym_env = trainer.envs
-            while not hasattr(gym_env, "_seed"):  # the gymnasium VecEnv under any wrappers
-                gym_env = next(getattr(gym_env, a) for a in ("envs", "env", "inner") if hasattr(gym_env, a))
-            reset_seed = int(np.random.SeedSequence([int(gym_env._seed), 0]).generate_state(1)[0])
-            lr_for = trainer.updater.set_lr_for
-            trainer.updater.set_lr_for = lambda steps, total: lr_for(steps + n, total)  # SB3's schedule
-            learn = trainer.phases.learn
+            # the gymnasium env's first reset seed, derived from its spec's seed (envs/gym.py) as SB3 is given it
+            reset_seed = int(np.random.SeedSequence([int(trainer.env_spec.seed), 0]).generate_state(1)[0])
 
-            def recording_learn(storage, timer, generator=None):
-                L = storage.step
-                rec = {k: getattr(storage, k)[:L].reshape(L, -1).clone() for k in
-                       ("actions", "rewards", "values", "logp", "advantages", "returns")}
-                rec["obs"] = storage.obs["state"][:L].reshape(L, -1).clone()
-                out = learn(storage, timer, generator)
-                rec["params"] = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+            def record(update: int, out: Any) -> None:  # after each update: its rollout and the weights it left
+                r, L = out.collected.rollout, out.collected.rollout.steps
+                rec = {k: getattr(r, k).reshape(L, -1).clone() for k in ("actions", "rewards", "values", "logp")}
+                rec.update(advantages=out.advantages.advantages.reshape(L, -1).clone(),
+                           returns=out.advantages.returns.reshape(L, -1).clone(),
+                           obs=r.obs["state"].reshape(L, -1).clone(),
+                           params={k: v.clone() for k, v in trainer.policy.state_dict().items()})
                 records.append(rec)
                 if len(records) >= updates:
                     raise _Done
-                return out
 
-            trainer.phases.learn = recording_learn
+            trainer.loop.watchers.append(record)
             perms = np.random.RandomState(PERM_SEED)
+            trainer.updater.order = lambda k, generator=None: torch.from_numpy(perms.permutation(k))  # SB3's
             torch.manual_seed(ACTION_SEED)
-            with mock.patch.object(torch, "randperm", lambda k, generator=None: torch.from_numpy(perms.permutation(k))):
-                try:
-                    trainer.train()
-                except _Done:
-                    pass
+            try:
+                trainer.train()
+            except _Done:
+                pass
         finally:
             trainer.close()
     finally:

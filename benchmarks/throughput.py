@@ -36,14 +36,16 @@ def _raw_env_fps(envs, steps: int, rng: np.random.Generator) -> float:
     return steps * envs.num_envs / (time.perf_counter() - start)
 
 
-def _update_fps(trainer, update: int, learn: bool) -> float:
-    """One rollout (and, with `learn`, the returns and the PPO update) exactly as the trainer runs them."""
+def _update_fps(trainer, update: int, storage: Any = None) -> tuple[float, dict[str, float]]:
+    """(env steps per second, phase timings) of one update as `ddppo train` runs it (the learning strategy's
+    step: collect, advantages, agree, learn), or, given a `storage` of its own, of the collection phase alone."""
     start = time.perf_counter()
-    res = trainer.collector.collect(update)
-    if learn:
-        trainer.phases.advantages()
-        trainer.updater.update(trainer.collector.storage, trainer.timer)
-    return res.steps * trainer.envs.num_envs / (time.perf_counter() - start)
+    if storage is None:
+        out = trainer.learning.step(update)
+        steps, timings = out.collected.steps, out.timings
+    else:
+        steps, timings = trainer.phases.collect(update, storage).result.steps, trainer.timer.pop()
+    return steps * trainer.envs.num_envs / (time.perf_counter() - start), timings
 
 
 def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, Any]:
@@ -59,13 +61,16 @@ def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, 
             trainer = Trainer(cfg, ctx)
             try:
                 rng = np.random.default_rng(0)
-                _update_fps(trainer, 0, learn=False)  # warm-up
-                trainer.timer.pop()
-                raw, roll, train = [], [], []
+                own = trainer.new_storage()  # the collection-only rounds' buffers
+                _update_fps(trainer, 0, own)  # warm-up
+                raw, roll, train, phases = [], [], [], {}
                 for r in range(rounds):
                     raw.append(_raw_env_fps(trainer.envs, cfg.rollout.num_steps, rng))
-                    roll.append(_update_fps(trainer, r + 1, learn=False))
-                    train.append(_update_fps(trainer, r + 1, learn=True))
+                    for fps_list, storage in ((roll, own), (train, None)):
+                        fps, timings = _update_fps(trainer, r + 1, storage)
+                        fps_list.append(fps)
+                        for k, v in timings.items():
+                            phases[k] = phases.get(k, 0.0) + v
                 sim = [simulator_fps(cfg.env.name, cfg.env_options, trainer.env_spec, 200) for _ in range(rounds)]
                 result = {
                     "config": config, "overrides": overrides, "env": cfg.env.name, "num_envs": cfg.env.num_envs,
@@ -73,7 +78,7 @@ def throughput(config: str, overrides: list[str], rounds: int = 5) -> dict[str, 
                     "raw_sim_fps": statistics.median(sim) if sim[0] is not None else None,
                     "raw_env_fps": statistics.median(raw), "rollout_fps": statistics.median(roll),
                     "train_fps": statistics.median(train),
-                    "rollout_phases_s": {k: v / rounds for k, v in trainer.timer.pop().items()},
+                    "rollout_phases_s": {k: v / rounds for k, v in phases.items()},
                 }
             finally:
                 trainer.close()

@@ -38,12 +38,17 @@ normalization/  observation and reward normalisation, built once and handed to t
 model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
             habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
-            pooling.py (adaptive pooling with a deterministic CUDA path), actions.py (the action distributions:
-            categorical, one per dim, Bernoulli per dim, Gaussian)
+            pooling.py (adaptive pooling with a deterministic CUDA path), memory.py (the policy's memory: GRU
+            state, KV cache, as one opaque value), transformer.py (the transformer core and its per-env KV cache),
+            pretrained.py (torchvision, timm and open_clip image encoders: the library's backbone and a trained
+            head), encoder_weights.py (policy.encoder_weights: reading a weights file into them, its sha256 kept
+            in the checkpoint), actions.py (the action
+            distributions: categorical, one per dim, Bernoulli per dim, Gaussian)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py (buffers only), staging.py (every host-to-device copy of a step), preemption.py,
+            storage.py (the buffers and their one writer's inserts), rollout.py (the rollout as one value, its
+            minibatches), staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
             samples, gradient weight and outcomes: train/scene/*)
 advantage/  advantage estimation, chosen once from ppo.advantage: estimator.py (the interface, the decorator

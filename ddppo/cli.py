@@ -108,7 +108,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.explain:
         sys.stdout.write("".join(explain(key, cfg) for key in args.explain))
     else:
-        sys.stdout.write(to_yaml(cfg))
+        from ddppo.config.sizes import size_lines
+
+        sys.stdout.write(to_yaml(cfg) + size_lines(cfg))
     return 0
 
 

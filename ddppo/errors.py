@@ -27,6 +27,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or incompatible; the message says which and why."""
 
 
+class RewardModelError(RuntimeError):
+    """The reward model (reward.model) cannot be built, raised, or returned what is not one finite reward per env;
+    the message names the module and what it returned."""
+
+
 class LaunchError(ValueError):
     """A launcher variable that cannot describe this process (one line naming it, its value and the fix)."""
 
@@ -37,7 +42,7 @@ def user_error_kinds() -> tuple[tuple[type[Exception], str], ...]:
     from ddppo.envs.base import EnvError
 
     return ((ConfigError, "config error"), (EnvError, "environment error"), (CheckpointError, "checkpoint error"),
-            (LaunchError, "launcher error"))
+            (RewardModelError, "reward model error"), (LaunchError, "launcher error"))
 
 
 def user_error_label(err: BaseException) -> str | None:

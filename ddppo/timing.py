@@ -31,8 +31,9 @@ ENV_STEP = "env_step"
 OBS_TRANSFER = "obs_transfer"
 STORAGE = "storage"
 STRAGGLER_WAIT = "straggler_wait"
+REWARD_MODEL = "reward_model"  # the reward model's scoring of the steps' results (reward.model)
 # returns and learning (train/, ppo/)
-ADVANTAGE = "gae"  # the advantage estimate of ppo.advantage, GAE or GRPO (named perf/gae_s since GAE was the one)
+ADVANTAGE = "advantage"  # the advantage estimate ppo.advantage names (GAE, GRPO, yours): perf/advantage_s
 NORMALIZATION_SYNC = "normalization_sync"  # the normalisation statistics' all-gather and merge (normalize.*)
 REFERENCE_FORWARD = "reference_forward"
 LEARN_FORWARD_BACKWARD = "learn_forward_backward"
@@ -42,8 +43,9 @@ LEARNER_WAIT = "learner_wait"  # rollout.overlap_learning: the main thread, coll
 LOG_CHECKPOINT = "log_checkpoint"
 
 # the order of the `perf/*` columns reduced across ranks
-PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, ADVANTAGE, NORMALIZATION_SYNC,
-          REFERENCE_FORWARD, LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT, LOG_CHECKPOINT)
+PHASES = (POLICY_FORWARD, ENV_STEP, OBS_TRANSFER, STORAGE, STRAGGLER_WAIT, REWARD_MODEL, ADVANTAGE,
+          NORMALIZATION_SYNC, REFERENCE_FORWARD, LEARN_FORWARD_BACKWARD, ALLREDUCE, OPTIMIZER, LEARNER_WAIT,
+          LOG_CHECKPOINT)
 
 
 MAX_PENDING = 4096  # phases whose events are read at the latest (a timer nobody pops: evaluation's)
@@ -67,13 +69,24 @@ class Timer:
     def __init__(self, device: torch.device | None = None, sync: Callable[[], None] | None = None,
                  per_phase_sync: bool = False, events: Callable[[], Any] | None = None) -> None:
         self.totals: dict[str, float] = defaultdict(float)
-        cuda = device is not None and device.type == "cuda"
-        self._sync = sync if sync is not None else phase_end_sync(device) if per_phase_sync else None
-        self._make_event = events if events is not None else (
-            (lambda: torch.cuda.Event(enable_timing=True)) if cuda and self._sync is None else None)
+        self.device, self._events = device, events
         self._pending: list[tuple[str, float, float, Any]] = []  # (phase, host start, host end, end event)
         self._free: list[Any] = []  # events read already, for reuse
         self._anchor: tuple[float, Any] | None = None  # (host time, event recorded then on an idle stream)
+        self._configure(sync if sync is not None else phase_end_sync(device) if per_phase_sync else None)
+
+    def _configure(self, sync: Callable[[], None] | None) -> None:
+        cuda = self.device is not None and self.device.type == "cuda"
+        self._sync = sync
+        self._make_event = self._events if self._events is not None else (
+            (lambda: torch.cuda.Event(enable_timing=True)) if cuda and sync is None else None)
+        self._anchor, self._free = None, []
+
+    def use_per_phase_sync(self, on: bool) -> None:
+        """Time with a wait at the end of every phase (True) or with CUDA events (False) from now on (the phases
+        timed so far keep their times): how `ddppo bench gpu-ranks timing` compares the two on one trainer."""
+        self._read_events()
+        self._configure(phase_end_sync(self.device) if on else None)
 
     def __call__(self, name: str) -> "_Phase":
         return _Phase(self, name)

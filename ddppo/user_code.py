@@ -18,6 +18,7 @@ directory's, a checkpoint's) finds the user's code again in `ddppo eval`, on res
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -130,10 +131,38 @@ def _origin(builder: Callable[..., Any]) -> str:
 # policy.architecture: the whole network
 POLICIES = Registry("policy", "policy.architecture", ("ddppo", "habitat_baselines", "habitat_baselines_simple"),
                     "@ddppo.model.build.register_policy(NAME)", home="ddppo.model.build")
+class EncoderRegistry(Registry):
+    """The encoders' registry, which also takes `LIBRARY:NAME` for a vision library's model (torchvision, timm,
+    open_clip: ddppo.model.pretrained builds it, importing the library only then)."""
+
+    LIBRARIES = ("torchvision", "timm", "open_clip")
+    LIBRARY_HOME = "ddppo.model.pretrained"
+
+    def library_of(self, value: Any) -> tuple[str, str] | None:
+        """(library, model name) for `LIBRARY:NAME`; None for any other value."""
+        library, sep, name = str(value).partition(":") if isinstance(value, str) else ("", "", "")
+        return (library, name) if sep and library in self.LIBRARIES else None
+
+    def problem(self, value: Any, key: str = "") -> str | None:
+        found = self.library_of(value)
+        if found is None:
+            return super().problem(value, key)
+        return importlib.import_module(self.LIBRARY_HOME).name_problem(*found, key or self.key)
+
+    def get(self, value: str, key: str = "") -> Callable[..., Any]:
+        found = self.library_of(value)
+        if found is None:
+            return super().get(value, key)
+        problem = self.problem(value, key)
+        if problem is not None:
+            raise ValueError(problem)
+        return functools.partial(importlib.import_module(self.LIBRARY_HOME).build, *found)
+
+
 # policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key, each with its
 # own built-in choices; an encoder of your own (ddppo.model.build.register_encoder) is a choice of both
-IMAGE_ENCODERS = Registry("image encoder", "policy.image_encoder", ("cnn", "nature", "resnet"),
-                          "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+ENCODERS = EncoderRegistry("image encoder", "policy.image_encoder", ("cnn", "nature", "resnet"),
+                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
 VECTOR_ENCODERS = Registry("vector encoder", "policy.vector_encoder", ("mlp",),
                            "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
 # ppo.advantage: the advantage estimator, a class that also states its needs (critic, env groups, config rules)

@@ -45,8 +45,9 @@ def heading_geometry(num_headings: int) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def generate_map(rng: np.random.Generator, size: int, max_room_splits: int, door_width: int,
-                 obstacle_density: float) -> tuple[np.ndarray, int]:
-    """Rooms by recursive wall splits (each wall has one door), then furniture blocks: (occupancy, rooms)."""
+                 obstacle_density: float) -> tuple[np.ndarray, int, np.ndarray]:
+    """Rooms by recursive wall splits (each wall has one door), then furniture blocks: (occupancy, rooms,
+    furniture), furniture the (H, W) bool mask of the blocked cells that are furniture rather than walls."""
     occ = np.zeros((size, size), dtype=bool)
     occ[0, :] = occ[-1, :] = occ[:, 0] = occ[:, -1] = True
     doors = np.zeros_like(occ)
@@ -59,8 +60,9 @@ def generate_map(rng: np.random.Generator, size: int, max_room_splits: int, door
             if halves:
                 regions[k:k + 1] = halves
                 break
+    walls = occ.copy()
     _place_obstacles(rng, occ, doors, obstacle_density)
-    return occ, len(regions)
+    return occ, len(regions), occ & ~walls
 
 
 def _split(rng, occ, doors, region, door_width):
@@ -182,7 +184,7 @@ def ray_offsets(num_rays: int, fov_degrees: float) -> np.ndarray:
     return np.linspace(-half, half, num_rays) if num_rays > 1 else np.zeros(1)
 
 
-def _ray_cells(angles: np.ndarray, max_range: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ray_cells(angles: np.ndarray, max_range: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Map-independent ray traversal: for each ray, the cells it crosses (row, col offsets from
     the agent's cell) in order and the distance at which it enters each; padded with the agent's
     own cell (never blocked) at max_range. Shapes (*angles.shape, L). A ray through the exact
@@ -242,12 +244,15 @@ class MapTables:
     num_goals: np.ndarray  # (M,) int64
     fields: np.ndarray  # (M, G, H*W) float32 geodesic distance to each goal
     depth: np.ndarray  # (M, H*W, D, R) float16 normalised range scan
+    furniture: np.ndarray  # (M, H, W) bool, the blocked cells that are furniture (the rest are walls)
 
 
 def build_tables(maps: list[np.ndarray], rng: np.random.Generator, goals_per_map: int, min_geodesic: float,
-                 num_headings: int, num_rays: int, fov_degrees: float, max_range: float) -> MapTables:
+                 num_headings: int, num_rays: int, fov_degrees: float, max_range: float,
+                 furniture: list[np.ndarray] | None = None) -> MapTables:
     """Tables for the given maps. Goals are drawn in each map's largest free region among cells
-    that have at least one start cell at geodesic >= min_geodesic; a map without any raises."""
+    that have at least one start cell at geodesic >= min_geodesic; a map without any raises.
+    `furniture`: per map, the blocked cells that are furniture (None: every blocked cell is a wall)."""
     goal_rows, field_rows = [], []
     for index, occ in enumerate(maps):
         goals, fields = _goals_and_fields(occ, rng, goals_per_map, min_geodesic, num_headings)
@@ -261,7 +266,7 @@ def build_tables(maps: list[np.ndarray], rng: np.random.Generator, goals_per_map
     occupancy = np.stack(maps)
     angles, _, _, _ = heading_geometry(num_headings)
     rays = angles[:, None] + ray_offsets(num_rays, fov_degrees)[None, :]
-    traversal = _ray_cells(rays, max_range)
+    traversal = ray_cells(rays, max_range)
     return MapTables(
         occupancy=occupancy,
         move_ok=np.stack([move_table(~occ, num_headings) for occ in maps]).ravel(),
@@ -269,6 +274,7 @@ def build_tables(maps: list[np.ndarray], rng: np.random.Generator, goals_per_map
         num_goals=np.array([len(g) for g in goal_rows], dtype=np.int64),
         fields=fields,
         depth=np.stack([_depth_table(occ, traversal, max_range) for occ in maps]),
+        furniture=np.stack(furniture) if furniture is not None else np.zeros_like(occupancy),
     )
 
 

@@ -9,12 +9,16 @@ Actions (Discrete(4)): 0 STOP, 1 MOVE_FORWARD (one cell along the heading; a
 blocked move leaves the agent in place and counts a collision), 2 TURN_LEFT,
 3 TURN_RIGHT (one heading increment, counter-clockwise / clockwise).
 
-Observations (float32):
-  pointgoal (3,): (euclidean distance / (map_size / 2), cos, sin) of the goal
+Observations:
+  pointgoal (3,) float32: (euclidean distance / (map_size / 2), cos, sin) of the goal
                   direction in the agent's frame (angle counter-clockwise from
-                  straight ahead); exactly (0, 0, 0) on the goal cell.
-  depth (num_rays,): range scan over `fov_degrees`, right to left, clipped
-                  at max_range and divided by it.
+                  straight ahead); exactly (0, 0, 0) on the goal cell. Absent with
+                  goal_sensor=false; zeros from step goal_visible_steps of an
+                  episode on, where that is > 0 (a task that needs memory).
+  depth (num_rays,) float32: range scan over `fov_degrees`, right to left, clipped
+                  at max_range and divided by it (camera=none, the default).
+  depth (H, W, 1), rgb (H, W, 3) uint8: the first-person camera (camera=depth,
+                  rgb or rgbd; envs/gridcam.py), the goal a red pillar.
 
 STOP ends the episode (terminated) and succeeds if the geodesic distance to
 the goal is <= success_distance. Reaching max_episode_steps truncates it.
@@ -46,6 +50,7 @@ import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from ddppo.envs.field_metadata import section_problems
+from ddppo.envs.gridcam import GridCamera
 from ddppo.envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
 from ddppo.envs.options import GridNavOptions
 
@@ -73,14 +78,16 @@ class GridNav:
         if maps is not None:
             maps = _check_maps(maps)
             layouts = [f"map{k}" for k in range(len(maps))]
+            furniture = None
         else:
             made = [generate_map(map_rng, opt.map_size, opt.max_room_splits, opt.door_width, opt.obstacle_density)
                     for _ in range(opt.num_maps)]
-            maps, layouts = [m for m, _ in made], [f"rooms{rooms}" for _, rooms in made]
+            maps, layouts = [m for m, _, _ in made], [f"rooms{rooms}" for _, rooms, _ in made]
+            furniture = [f for _, _, f in made]
         self.scenes = tuple(sorted(set(layouts)))  # ddppo.envs.base.declared_scenes: the maps' layouts
         self._map_scene = np.array([self.scenes.index(s) for s in layouts], np.int64)  # per map
         self.tables = build_tables(maps, map_rng, opt.goals_per_map, opt.min_geodesic, opt.num_headings,
-                                   opt.num_rays, opt.fov_degrees, opt.max_range)
+                                   opt.num_rays, opt.fov_degrees, opt.max_range, furniture)
         self._seed = spec.seed
         self._rng = np.random.default_rng([spec.seed, 2])
         self.map_shape = maps[0].shape
@@ -112,12 +119,10 @@ class GridNav:
         self._path = np.zeros((n, opt.max_episode_steps + 1), np.int64)  # cells visited, per step
         self._started = False
 
-        inf = np.float32(np.inf)
-        self.observation_space = gymnasium.spaces.Dict({
-            "pointgoal": gymnasium.spaces.Box(np.array([0, -1, -1], np.float32), np.array([inf, 1, 1], np.float32),
-                                              dtype=np.float32),
-            "depth": gymnasium.spaces.Box(0.0, 1.0, (opt.num_rays,), np.float32),
-        })
+        self.camera = None if opt.camera == "none" else GridCamera(
+            self.tables.occupancy, self.tables.furniture, opt.num_headings, opt.camera_shape, opt.camera_fov,
+            opt.max_range, opt.camera_depth_dtype)
+        self.observation_space = gymnasium.spaces.Dict(_spaces(opt))
         self.action_space = gymnasium.spaces.Discrete(4)
 
     # ---- VecEnv -----------------------------------------------------------------------------
@@ -231,8 +236,22 @@ class GridNav:
     # ---- observations and episodes ----------------------------------------------------------
     def observe(self, idx: np.ndarray | None = None) -> Obs:
         """Current observations of all envs (or of envs `idx`), without stepping."""
+        opt = self.options
         sel = self._ar if idx is None else idx
         pos, goal, heading = self._pos[sel], self._goal[sel], self._heading[sel]
+        obs = {}
+        if opt.goal_sensor:
+            obs["pointgoal"] = self._pointgoal(pos, goal, heading)
+            if opt.goal_visible_steps:  # the memory task: the goal vector only for the episode's first steps
+                obs["pointgoal"][self._steps[sel] >= opt.goal_visible_steps] = 0.0
+        if self.camera is None:
+            obs["depth"] = self.tables.depth[self._map[sel], pos, heading].astype(np.float32)
+        else:
+            obs.update(self.camera.render(self._map[sel], pos, heading, goal, depth=opt.camera in ("depth", "rgbd"),
+                                          rgb=opt.camera in ("rgb", "rgbd")))
+        return obs
+
+    def _pointgoal(self, pos: np.ndarray, goal: np.ndarray, heading: np.ndarray) -> np.ndarray:
         drow = self._row[goal] - self._row[pos]
         dcol = self._col[goal] - self._col[pos]
         c, s = self._cos[heading], self._sin[heading]
@@ -240,9 +259,7 @@ class GridNav:
         left = -s * dcol - c * drow
         dist = np.hypot(ahead, left)
         norm = np.where(dist > 0, dist, 1.0)
-        pointgoal = np.stack([dist * self._distance_scale, ahead / norm, left / norm], axis=1).astype(np.float32)
-        depth = self.tables.depth[self._map[sel], pos, heading].astype(np.float32)
-        return {"pointgoal": pointgoal, "depth": depth}
+        return np.stack([dist * self._distance_scale, ahead / norm, left / norm], axis=1).astype(np.float32)
 
     def _episode_infos(self, idx, success, geo) -> list[EpisodeInfo]:
         shortest, path = self._shortest[idx].astype(np.float64), self._path_len[idx]
@@ -334,6 +351,23 @@ class GridNav:
         diff = (best - self._heading) % d
         action = np.where(diff == 0, MOVE_FORWARD, np.where(diff <= d // 2, TURN_LEFT, TURN_RIGHT))
         return np.where(self.geodesic_distance() <= opt.success_distance, STOP, action).astype(np.int64)
+
+
+def _spaces(opt: GridNavOptions) -> dict[str, gymnasium.spaces.Box]:
+    """The observation spaces the options ask for (see the module docstring)."""
+    inf = np.float32(np.inf)
+    spaces = {}
+    if opt.goal_sensor:
+        spaces["pointgoal"] = gymnasium.spaces.Box(np.array([0, -1, -1], np.float32), np.array([inf, 1, 1], np.float32),
+                                                   dtype=np.float32)
+    if opt.camera == "none":
+        spaces["depth"] = gymnasium.spaces.Box(0.0, 1.0, (opt.num_rays,), np.float32)
+    if opt.camera in ("depth", "rgbd"):
+        high = 255 if opt.camera_depth_dtype == "uint8" else 1.0
+        spaces["depth"] = gymnasium.spaces.Box(0, high, (*opt.camera_shape, 1), np.dtype(opt.camera_depth_dtype))
+    if opt.camera in ("rgb", "rgbd"):
+        spaces["rgb"] = gymnasium.spaces.Box(0, 255, (*opt.camera_shape, 3), np.uint8)
+    return spaces
 
 
 def _check_maps(maps: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -9,6 +9,7 @@ asked for. `envs` is a DAG: base <- options <- environments <- vector <- registr
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any, Mapping
 
@@ -24,12 +25,23 @@ OPTION_SECTIONS: dict[str, type] = {
     "synthetic": SyntheticOptions,
 }
 
-# env.name -> (module, factory function, option section)
-_FACTORIES: dict[str, tuple[str, str, str]] = {
-    "gridnav": ("ddppo.envs.gridnav", "make_gridnav", "gridnav"),
-    "habitat_lab": ("ddppo.envs.habitat_lab.env", "make_habitat_lab", "habitat_lab"),
-    "habitat_pointnav": ("ddppo.envs.habitat.env", "make_habitat_pointnav", "habitat"),
-    "synthetic": ("ddppo.envs.synthetic", "make_synthetic", "synthetic"),
+@dataclasses.dataclass(frozen=True)
+class EnvEntry:
+    """A built-in environment: where its factory lives, the option section it reads, and what it can do that the
+    config checks must know before anything is built."""
+
+    module: str
+    factory: str
+    section: str
+    grouped_episodes: bool = False  # it runs EnvSpec.group_size > 1 (envs sharing each episode, in-process): GRPO
+
+
+# env.name -> its entry
+_FACTORIES: dict[str, EnvEntry] = {
+    "gridnav": EnvEntry("ddppo.envs.gridnav", "make_gridnav", "gridnav", grouped_episodes=True),
+    "habitat_lab": EnvEntry("ddppo.envs.habitat_lab.env", "make_habitat_lab", "habitat_lab"),
+    "habitat_pointnav": EnvEntry("ddppo.envs.habitat.env", "make_habitat_pointnav", "habitat"),
+    "synthetic": EnvEntry("ddppo.envs.synthetic", "make_synthetic", "synthetic"),
 }
 GYM_PREFIX = "gym:"
 # env.name -> (module, function(options, spec, steps) -> steps/s of one bare simulator, option section):
@@ -48,12 +60,13 @@ def section_for(name: str) -> str | None:
     if name.startswith(GYM_PREFIX) and len(name) > len(GYM_PREFIX):
         return "gym"
     entry = _FACTORIES.get(name)
-    return entry[2] if entry else None
+    return entry.section if entry else None
 
 
-# environments that implement EnvSpec.group_size > 1, in-process; GRPO's config rules (ddppo/advantage/grpo.py)
-# refuse the others, naming the keys, before anything starts
-GROUPED_EPISODES = ("gridnav",)
+def grouped_episode_envs() -> list[str]:
+    """The environments that run grouped episodes (EnvSpec.group_size > 1, in-process); GRPO's config rules
+    (ddppo/advantage/grpo.py) refuse the others, naming the keys, before anything starts."""
+    return [name for name, entry in sorted(_FACTORIES.items()) if entry.grouped_episodes]
 
 
 def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv:
@@ -74,9 +87,9 @@ def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv
         return make_gym(name[len(GYM_PREFIX):], GymOptions(**options), spec)
     if name not in _FACTORIES:
         raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
-    module, func, section = _FACTORIES[name]
-    factory = getattr(importlib.import_module(module), func)
-    return factory(OPTION_SECTIONS[section](**options), spec)
+    entry = _FACTORIES[name]
+    factory = getattr(importlib.import_module(entry.module), entry.factory)
+    return factory(OPTION_SECTIONS[entry.section](**options), spec)
 
 
 def simulator_fps(name: str, options: Mapping[str, Any], spec: EnvSpec, steps: int) -> float | None:

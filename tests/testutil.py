@@ -54,6 +54,19 @@ def unavailable(require_var: str, missing: str, reason: str) -> None:
     pytest.skip(f"{missing}: {reason} (set {require_var}=1 to make this a failure)")
 
 
+def vision_library(name: str) -> Any:
+    """The vision library `name` (torchvision, timm, open_clip), imported; the test skips where it does not import
+    (absent, or a torchvision built for another torch), and fails there under DDPPO_REQUIRE_VISION=1 (CI's vision
+    venv)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except Exception as err:  # noqa: BLE001 (ImportError, or torchvision's RuntimeError beside another torch)
+        unavailable("DDPPO_REQUIRE_VISION", f"{name} does not import ({type(err).__name__}: {err})",
+                    'pip install -e ".[vision]" beside a matching torch/torchvision pair')
+
+
 def stop_process(pid: int, timeout_s: float = 10.0) -> None:
     """SIGSTOP `pid` and return once every one of its threads is stopped. kill() returns before the stop takes
     effect, so a request sent right after it can still be served (a store host that answers one more call)."""
@@ -167,6 +180,8 @@ def save_checkpoint(run_dir: str | Path, update: int, model: dict, cfg: Any = No
 MP = ("multiprocess",)
 MARKS = {
     "distributed/": MP,
+    "model/test_pretrained.py": ("vision",),
+    "integration/test_pretrained_training.py": ("vision", *MP),
     "integration/": MP,
     "api/": MP,
     "slurm/": ("slurm", *MP),
@@ -297,9 +312,23 @@ def env_value_probe(num_params: int) -> Any:
     return EnvValueProbe()
 
 
+class OneStorage:
+    """A collector with the one storage it always collects into (as SerialLearning does): `collect(update)` is
+    `collector.collect(update, storage)`; every other member is the collector's."""
+
+    def __init__(self, collector: Any, storage: Any):
+        self.collector, self.storage = collector, storage
+
+    def collect(self, update: int) -> Any:
+        return self.collector.collect(update, self.storage)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.collector, name)
+
+
 def variable_rollout(lengths: list[int], num_steps: int, first_env: int = 0) -> Any:
-    """A RolloutStorage with env n's variable-mode segment of lengths[n] steps (inserted interleaved, as ready envs
-    come back), observation "env" = first_env + n, VER's importance weights, returns -1 and advantages 0."""
+    """A Rollout with env n's variable-mode segment of lengths[n] steps (inserted interleaved, as ready envs come
+    back), observation "env" = first_env + n, VER's importance weights."""
     import gymnasium
     import numpy as np
     import torch
@@ -309,11 +338,10 @@ def variable_rollout(lengths: list[int], num_steps: int, first_env: int = 0) -> 
 
     n = len(lengths)
     space = gymnasium.spaces.Dict({"env": gymnasium.spaces.Box(0, np.inf, (), np.float32)})
-    storage = RolloutStorage(max(2 * num_steps, max(lengths)), n, space, gymnasium.spaces.Discrete(2), (1, n, 1),
+    storage = RolloutStorage(max(2 * num_steps, max(lengths)), n, space, gymnasium.spaces.Discrete(2), {},
                              torch.device("cpu"))
     env_ids = torch.arange(first_env, first_env + n, dtype=torch.float32)
-    storage.set_first({"env": env_ids}, torch.ones(n), torch.zeros(1, n, 1))
-    storage.lengths = torch.zeros(n, dtype=torch.long)
+    storage.begin({"env": env_ids}, torch.ones(n), {}, segments=True)
     remaining = list(lengths)
     while any(remaining):
         envs = torch.tensor([e for e in range(n) if remaining[e]])
@@ -323,20 +351,21 @@ def variable_rollout(lengths: list[int], num_steps: int, first_env: int = 0) -> 
                             {"env": env_ids[envs]}, zeros)
         for e in envs.tolist():
             remaining[e] -= 1
-    storage.env_weight = importance_weights(storage.lengths, num_steps)
-    storage.returns.fill_(-1.0)
-    return storage
+    return storage.rollout(torch.zeros(n), importance_weights(storage.lengths, num_steps))
 
 
-def epoch_gradients(updater: Any, storage: Any, seed: int = 0) -> Any:
-    """(epochs, P): the applied (all-reduced, scaled, unclipped) gradients of one `updater.update(storage)`
-    summed per epoch; the optimiser step is replaced by recording them, so the parameters stay where they are."""
+def epoch_gradients(updater: Any, rollout: Any, seed: int = 0) -> Any:
+    """(epochs, P): the applied (all-reduced, scaled, unclipped) gradients of one `updater.update(rollout, adv)`,
+    with advantages 0 and returns -1 over the rollout's valid samples, summed per epoch; the optimiser step is
+    replaced by recording them, so the parameters stay where they are."""
     import torch
 
+    from ddppo.rollout.rollout import Advantages
     from ddppo.timing import Timer
 
     grads: list = []
     updater.optimizer.step = lambda: grads.append(torch.cat([p.grad.reshape(-1).clone() for p in updater.params]))
-    updater.update(storage, Timer(), generator=torch.Generator().manual_seed(seed))
+    adv = Advantages(torch.zeros_like(rollout.rewards), torch.full_like(rollout.rewards, -1.0), rollout.valid)
+    updater.update(rollout, adv, Timer(), generator=torch.Generator().manual_seed(seed))
     per_epoch = len(grads) // updater.cfg.epochs
     return torch.stack(grads).reshape(updater.cfg.epochs, per_epoch, -1).sum(1)

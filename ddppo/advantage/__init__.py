@@ -6,16 +6,18 @@ name with `@register_estimator(NAME)`. What it states about itself, read before 
     env_group_size(ppo)                 envs that share each episode (GRPO: ppo.group_size; else 1)
     config_problems(cfg)                its config rules, reported by the config checks with every other problem
 What an instance does, built as cls(ppo_config, num_envs_of_this_rank):
-    compute(storage, bootstrap_value)   after each rollout: fills storage.advantages, .returns and .loss_mask over
-                                        the collected steps (`bootstrap_value()`: V(observation the next rollout
-                                        starts from), asked only by estimators that bootstrap)
-    normalise(storage, ctx)             before the PPO epochs, on every rank, every update (a collective when the
-                                        estimator normalises over ranks: the same decision on every rank)
+    compute(rollout)                    after each rollout: its Advantages (advantages, returns and the mask of the
+                                        samples that take part in the loss), new tensors over the collected steps
+                                        (`rollout.bootstrap`: V(the observation after each env's last step))
+    normalise(advantages, ctx)          before the PPO epochs, on every rank, every update: new Advantages (a
+                                        collective when the estimator normalises over ranks: the same decision on
+                                        every rank)
     minibatch(adv, valid)               each minibatch's advantages as the loss takes them (GAE: standardised on
                                         this rank with ppo.normalize_advantage_per=minibatch)
     state_dict() / load_state_dict()    what it carries from one rollout to the next: the saved-state namespace
                                         "advantage" (per rank; restored only when the episodes continue)
-The storage keeps the buffers only; everything that computes advantages lives here: gae.py (GAE with the critic's
+An estimator never writes into the rollout it is handed (ddppo/rollout/rollout.py); everything that computes
+advantages lives here: gae.py (GAE with the critic's
 bootstrap, and the advantage normalisation over every rank), grpo.py (critic-free GRPO: episode returns
 normalised within groups of envs, with the carry of the episodes still running).
 

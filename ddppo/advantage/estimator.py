@@ -9,7 +9,7 @@ import torch
 
 from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
-from ddppo.rollout.storage import RolloutStorage
+from ddppo.rollout.rollout import Advantages, Rollout
 from ddppo.user_code import ADVANTAGES
 
 
@@ -27,9 +27,9 @@ class Estimator(Protocol):
     def config_problems(cfg: Config) -> list[str]:
         """What this estimator cannot run with, each naming key, value and fix (as every config problem)."""
 
-    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None: ...
+    def compute(self, rollout: Rollout) -> Advantages: ...
 
-    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None: ...
+    def normalise(self, adv: Advantages, ctx: DistContext) -> Advantages: ...
 
     def minibatch(self, adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor: ...
 

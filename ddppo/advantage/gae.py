@@ -1,5 +1,5 @@
-"""Generalised advantage estimation (Schulman et al. 2016): the pure function, the estimator that fills a rollout
-storage with it, and the advantage normalisation over every rank.
+"""Generalised advantage estimation (Schulman et al. 2016): the pure function, the estimator that returns it for a
+rollout, and the advantage normalisation over every rank.
 
 Advantage normalisation (ppo.normalize_advantage, GAE; ppo.normalize_advantage_per=update): mean and population
 std over every valid sample of every rank, from one all-reduce of (sum, sum of squares, count) before the epochs, so a sample's advantage does not
@@ -10,15 +10,13 @@ normalised within their group, and a group never spans ranks, so they are rank-i
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 import numpy as np
 import torch
 
 from ddppo.advantage.estimator import register_estimator
 from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
-from ddppo.rollout.storage import RolloutStorage
+from ddppo.rollout.rollout import Advantages, Rollout
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma: float,
@@ -62,24 +60,19 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma:
     return advantages, returns
 
 
-def compute_returns(storage: RolloutStorage, last_value: torch.Tensor, gamma: float, lam: float) -> None:
-    """GAE over the storage's collected steps, bootstrapping from `last_value` = V(obs[L]) (in variable mode each
-    env from the value after its own last step); advantages and returns are 0 past the collected steps."""
-    L = storage.step
-    if storage.lengths is None:
-        storage.values[L].copy_(last_value)
-    else:  # each env bootstraps from the value after its own last step
-        envs = torch.arange(storage.num_envs, device=storage.device)
-        storage.values[storage.lengths.to(storage.device), envs] = last_value
-    adv, ret = gae(storage.rewards[:L], storage.values[: L + 1], storage.dones[:L], gamma, lam, storage.lengths)
-    storage.advantages.zero_()
-    storage.returns.zero_()
-    storage.advantages[:L] = adv
-    storage.returns[:L] = ret  # 0 past each env's length (gae)
+def rollout_gae(rollout: Rollout, gamma: float, lam: float) -> Advantages:
+    """GAE over a rollout's collected steps, each env bootstrapping from `rollout.bootstrap` after its last step
+    (in variable mode its own); advantages and returns are 0 past each env's steps. New tensors."""
+    L, N = rollout.steps, rollout.num_envs
+    values = torch.cat([rollout.values, rollout.bootstrap.reshape(1, N).to(rollout.values.dtype)])
+    if rollout.lengths is not None:  # each env bootstraps from the value after its own last step
+        values[rollout.lengths.to(values.device), torch.arange(N, device=values.device)] = rollout.bootstrap
+    adv, ret = gae(rollout.rewards, values, rollout.dones, gamma, lam, rollout.lengths)
+    return Advantages(adv, ret, rollout.valid)
 
 
-def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> None:
-    """In place: (adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks.
+def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    """(adv - mean) / (std + 1e-8), mean and population std over the valid samples of all ranks (a new tensor).
 
     Every rank calls this once per update, whatever it collected (a rank with no samples sends zeros);
     the statistics are exact: sums in float64, ranks weighted by their valid sample counts.
@@ -89,10 +82,10 @@ def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, ctx: DistContex
     local = torch.stack([a.sum(), (a * a).sum(), m.sum()])
     total, total_sq, count = ctx.all_reduce_sums(local, "advantage statistics all-reduce").tolist()
     if count <= 0:
-        return
+        return adv
     mean = total / count
     std = math.sqrt(max(total_sq / count - mean * mean, 0.0))
-    adv.sub_(mean).div_(std + 1e-8)
+    return (adv - mean) / (std + 1e-8)
 
 
 def minibatch_normalized(adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -130,13 +123,13 @@ class GAE:
         self.normalize = ppo.normalize_advantage and ppo.normalize_advantage_per == "update"
         self.per_minibatch = ppo.normalize_advantage and ppo.normalize_advantage_per == "minibatch"
 
-    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
-        compute_returns(storage, bootstrap_value(), self.gamma, self.lam)
+    def compute(self, rollout: Rollout) -> Advantages:
+        return rollout_gae(rollout, self.gamma, self.lam)
 
-    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None:
-        if self.normalize:  # config-driven: the same on every rank
-            L = storage.step
-            normalize_advantages(storage.advantages[:L], storage.valid[:L], ctx)
+    def normalise(self, adv: Advantages, ctx: DistContext) -> Advantages:
+        if not self.normalize:  # config-driven: the same on every rank
+            return adv
+        return adv._replace(advantages=normalize_advantages(adv.advantages, adv.mask, ctx))
 
     def minibatch(self, adv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
         """One minibatch's advantages as the PPO loss takes them: standardised on this rank with

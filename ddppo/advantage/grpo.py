@@ -15,15 +15,13 @@ are always masked.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
 from ddppo.advantage.estimator import register_estimator
 from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
-from ddppo.envs.registry import GROUPED_EPISODES
-from ddppo.rollout.storage import RolloutStorage
+from ddppo.envs.registry import grouped_episode_envs
+from ddppo.rollout.rollout import Advantages, Rollout
 
 
 def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tensor, carry: torch.Tensor,
@@ -82,9 +80,10 @@ class GRPO:
         elif cfg.env.num_envs % cfg.ppo.group_size:
             p.append(f"ppo.group_size={cfg.ppo.group_size} must divide env.num_envs={cfg.env.num_envs} "
                      f"(groups never span ranks)")
-        if cfg.env.name not in GROUPED_EPISODES:
+        grouped = grouped_episode_envs()
+        if cfg.env.name not in grouped:
             p.append(f"ppo.advantage=grpo needs grouped episodes, which env.name={cfg.env.name!r} does not run: use "
-                     f"env.name={' or '.join(GROUPED_EPISODES)}, or ppo.advantage=gae")
+                     f"env.name={' or '.join(grouped)}, or ppo.advantage=gae")
         if cfg.env.num_workers > 0:
             p.append(f"ppo.advantage=grpo needs in-process envs (a group's members step together; got "
                      f"env.num_workers={cfg.env.num_workers}): set env.num_workers=0")
@@ -101,17 +100,16 @@ class GRPO:
         """As they are: normalised within their group already."""
         return adv
 
-    def compute(self, storage: RolloutStorage, bootstrap_value: Callable[[], torch.Tensor]) -> None:
-        L = storage.step
-        adv, mask, self.carry = grpo_advantages(storage.rewards[:L].cpu(), storage.dones[:L].cpu(),
-                                                storage.idle[:L].cpu(), self.carry, self.group_size)
-        storage.advantages.zero_()
-        storage.returns.zero_()
-        storage.advantages[:L] = adv.to(storage.device)
-        storage.loss_mask[:L] = mask.to(storage.device)  # only the steps of finished groups take part
+    def compute(self, rollout: Rollout) -> Advantages:
+        """Only the steps of finished groups take part in the loss (the mask)."""
+        adv, mask, self.carry = grpo_advantages(rollout.rewards.cpu(), rollout.dones.cpu(), rollout.idle.cpu(),
+                                                self.carry, self.group_size)
+        device = rollout.rewards.device
+        return Advantages(adv.to(device), torch.zeros_like(rollout.rewards), mask.to(device) * rollout.valid)
 
-    def normalise(self, storage: RolloutStorage, ctx: DistContext) -> None:
-        """Nothing to do: normalised within each group, which never spans ranks."""
+    def normalise(self, adv: Advantages, ctx: DistContext) -> Advantages:
+        """As they are: normalised within each group, which never spans ranks."""
+        return adv
 
     def state_dict(self) -> torch.Tensor:
         return self.carry.clone()

@@ -16,6 +16,7 @@ from ddppo.config import Config, build_config, parse_overrides, to_yaml, yaml_la
 from ddppo.errors import CheckpointError
 from ddppo.eval.command import resolve_config
 from ddppo.eval.loading import build_policy, load_weights
+from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
 from ddppo.model.actions import env_actions
 from ddppo.rollout.acting import check_finite
@@ -106,14 +107,15 @@ class Agent:
         return cls(policy, cfg, observation_space, action_space, file, env_steps, device)
 
     # ---------------------------------------------------------------------------------------- acting
-    def initial_state(self, num_envs: int = 1) -> torch.Tensor:
-        """The recurrent state of `num_envs` envs at an episode's start (zeros; (layers, N, hidden))."""
-        return self.policy.initial_hidden(num_envs, self.device)
+    def initial_state(self, num_envs: int = 1) -> Memory:
+        """The policy's memory of `num_envs` envs at an episode's start: a dict of tensors, each (N, ...) (a GRU's
+        state, a transformer's KV cache; empty without memory), to hand back to `act` unchanged."""
+        return self.policy.initial_memory(num_envs, self.device)
 
     @torch.no_grad()
-    def act(self, obs: Mapping[str, Any] | np.ndarray, state: torch.Tensor | None = None,
-            episode_start: Any = None, deterministic: bool = True) -> tuple[np.ndarray, torch.Tensor]:
-        """The actions for one step, and the recurrent state to pass to the next call.
+    def act(self, obs: Mapping[str, Any] | np.ndarray, state: Memory | None = None,
+            episode_start: Any = None, deterministic: bool = True) -> tuple[np.ndarray, Memory]:
+        """The actions for one step, and the policy's memory to pass to the next call.
 
         Args:
             obs: the observation as the environment gives it: a dict key -> array, one env's (each key of
@@ -122,14 +124,14 @@ class Agent:
             state: what the previous call returned, or None: every env starts an episode now.
             episode_start: per env (N,) or one bool: True where `obs` is the first observation of an episode
                 (after a reset, or the `terminated or truncated` of the step that produced `obs` under
-                same-step autoreset); the recurrent state is zeroed there. None: no env starts (unless
+                same-step autoreset); the memory is emptied there. None: no env starts (unless
                 `state` is None).
             deterministic: greedy actions (argmax, the Gaussian's mean) as `ddppo eval` takes by default;
                 False samples from the policy (torch's global random stream).
 
         Returns:
             The actions as a numpy array, (N,) or (N, A) for a batch, () or (A,) for one env (Box actions
-                clipped to the action space), and the new recurrent state (a tensor on the device).
+                clipped to the action space), and the policy's new memory (a dict of tensors on the device).
         """
         batch, single = self._batch(obs)
         n = next(iter(batch.values())).shape[0]

@@ -66,6 +66,7 @@ class CheckpointManager:
         self.per_rank: dict[str, Any] = {}
         self.episodes: str | None = None  # the name of the episodes owner
         self.episodic: set[str] = set()  # per-rank owners restored only when the episodes continue
+        self.model_loaded = False  # set by `resume` when a checkpoint (the run's or checkpoint.path) gave the weights
 
     # ------------------------------------------------------------------ owners
     def register(self, name: str, owner: Stateful, *, shared: bool = False, episodic: bool = False) -> None:
@@ -141,6 +142,7 @@ class CheckpointManager:
         kind, path = chosen
         data = choice.data if self.ctx.is_main else fmt.load(path)  # loaded once per rank
         fits.check_fits(data, self.cfg, self.shared[model].state_dict(), f"checkpoint {path}", SHAPE_FIX)
+        self.model_loaded = True
         if kind == "init" or fits.foreign(data) is not None:
             self.shared[model].load_state_dict(data["model"])
             info = fits.foreign(data)

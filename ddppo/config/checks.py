@@ -4,11 +4,12 @@ and named (key, value, fix) before one ConfigError is raised by the loader."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from ddppo.envs.field_metadata import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
-from ddppo.user_code import ADVANTAGES
+from ddppo.user_code import ADVANTAGES, ENCODERS
 
 
 def declared_problems(obj, prefix: str = "") -> list[str]:
@@ -94,15 +95,73 @@ def _normalize_problems(cfg: Config) -> list[str]:
     return p
 
 
+def _reward_problems(cfg: Config) -> list[str]:
+    """A reward model's keys without a model, or a model that cannot be named."""
+    r, p = cfg.reward, []
+    if not r.model:
+        unused = [k for k, v in (("reward.weights", r.weights), ("reward.kwargs", r.kwargs)) if v]
+        if unused:
+            p.append(f"{' and '.join(unused)} set without reward.model: name the model (reward.model=MODULE:NAME) "
+                     f"or leave them empty")
+        return p
+    module, _, name = r.model.rpartition(":")
+    if not module or not name.isidentifier():
+        p.append(f"reward.model={r.model!r} must be MODULE:NAME (a torch module class or factory NAME in MODULE, "
+                 f"a .py file in your working directory)")
+    if r.weights and not os.path.isfile(r.weights):
+        p.append(f"reward.weights={r.weights!r}: no such file (save the model's state dict there, or leave it empty)")
+    return p
+
+
+def _transformer_problems(cfg: Config) -> list[str]:
+    """What policy.transformer cannot build or would waste, with rnn_type=transformer."""
+    pol, t = cfg.policy, cfg.policy.transformer
+    if pol.rnn_type != "transformer":
+        return []
+    p = []
+    if t.heads > 0 and (pol.hidden_size % t.heads or (pol.hidden_size // t.heads) % 2):
+        p.append(f"policy.transformer.heads={t.heads} must divide policy.hidden_size={pol.hidden_size} into an even "
+                 f"head width (rotary pairs): pick heads so that hidden_size / heads is even")
+    section = section_for(cfg.env.name)
+    limit = getattr(getattr(cfg.env, section), "max_episode_steps", 0) if section else 0
+    if limit > 0 and t.context > limit:
+        p.append(f"policy.transformer.context={t.context} is longer than an episode (env.{section}.max_episode_steps="
+                 f"{limit}): its cache would hold steps that never come; set policy.transformer.context={limit} or "
+                 f"less")
+    return p
+
+
+def _encoder_weights_problems(cfg: Config) -> list[str]:
+    """policy.encoder_weights and policy.freeze_encoder apply to a library image encoder (LIBRARY:NAME) only, and
+    a frozen one needs its weights."""
+    p, pol = [], cfg.policy
+    library = ENCODERS.library_of(pol.image_encoder)
+    if pol.encoder_weights and library is None:
+        p.append(f"policy.encoder_weights={pol.encoder_weights} needs a library image encoder (policy.image_encoder="
+                 f"torchvision:NAME | timm:NAME | open_clip:NAME, got {pol.image_encoder}): set one, or leave "
+                 f"policy.encoder_weights empty")
+    if pol.freeze_encoder and not pol.encoder_weights:
+        p.append("policy.freeze_encoder=true needs policy.encoder_weights=FILE (a frozen encoder keeps its random "
+                 "initialisation): set policy.encoder_weights, or policy.freeze_encoder=false")
+    if (pol.encoder_weights or library is not None) and pol.architecture.startswith("habitat_baselines"):
+        p.append(f"policy.image_encoder={pol.image_encoder} and policy.encoder_weights need policy.architecture="
+                 f"ddppo ({pol.architecture} builds habitat-baselines' network as it is): set "
+                 f"policy.architecture=ddppo")
+    return p
+
+
 def problems(cfg: Config) -> list[str]:
     """Every cross-field and range problem of `cfg`, each naming key, value and fix."""
     p = declared_problems(cfg)
     p.extend(_estimator_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
+    p.extend(_reward_problems(cfg))
+    p.extend(_transformer_problems(cfg))
+    p.extend(_encoder_weights_problems(cfg))
     if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
-        p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a recurrent "
-                 f"policy learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")
+        p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a policy with "
+                 f"memory learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")
     elif cfg.ppo.minibatch_split == "sample" and cfg.ppo.num_mini_batch > cfg.steps_per_rank_update:
         p.append(f"ppo.num_mini_batch={cfg.ppo.num_mini_batch} must be at most env.num_envs x rollout.num_steps="
                  f"{cfg.steps_per_rank_update} with ppo.minibatch_split=sample")

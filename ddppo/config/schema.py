@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from ddppo.envs.field_metadata import SHAPE, doc
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from ddppo.envs.registry import section_for
-from ddppo.user_code import ADVANTAGES, IMAGE_ENCODERS, POLICIES, VECTOR_ENCODERS
+from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES, VECTOR_ENCODERS
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,29 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
+class TransformerConfig:
+    """The transformer core (policy.rnn_type=transformer): a causal decoder over the episode's steps whose memory
+    is a per-env KV cache of the last context - 1 steps."""
+
+    layers: int = field(default=2, metadata=doc("decoder layers (pre-norm: RMSNorm, attention, SwiGLU MLP)",
+                                                shape=True, gt=0))
+    heads: int = field(default=4, metadata=doc("attention heads; must divide policy.hidden_size into an even head "
+                                               "width", shape=True, gt=0))
+    context: int = field(default=64,
+                         metadata=doc("steps a token attends to, itself included (older steps slide out of the "
+                                      "cache); at most the env's max_episode_steps where it has one: the cache holds "
+                                      "layers x 2 x (context - 1) x hidden_size values per env", shape=True, gt=0))
+    positions: str = field(default="rotary",
+                           metadata=doc("rotary (rotary embedding of the episode step in every layer's queries and "
+                                        "keys) | learned (an embedding of the episode step added to the input; steps "
+                                        "from 1023 on share the last)", shape=True, choices=("rotary", "learned")))
+    dropout: float = field(default=0.0,
+                           metadata=doc("dropout in attention and after each sublayer, in the learning pass only "
+                                        "(acting stays deterministic, so PPO's ratio then compares a dropped-out "
+                                        "network with the acting one)", ge=0, lt=1))
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
     """Network architecture."""
 
@@ -258,15 +281,36 @@ class PolicyConfig:
                             metadata=doc("relu | tanh: the nonlinearity of the vector-observation encoders and the "
                                          "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
                                          "encoders keep ReLU", shape=True, choices=("relu", "tanh")))
-    rnn_type: str = field(default="gru", metadata=doc("gru | lstm | none", shape=True, choices=('gru', 'lstm', 'none')))
-    rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers", shape=True, gt=0))
+    rnn_type: str = field(default="gru",
+                          metadata=doc("gru | lstm | transformer (causal attention over the episode's last "
+                                       "policy.transformer.context steps, a per-env KV cache) | none", shape=True,
+                                       choices=("gru", "lstm", "transformer", "none")))
+    rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers (gru, lstm)", shape=True, gt=0))
+    transformer: TransformerConfig = field(default_factory=TransformerConfig,
+                                           metadata=doc("the transformer core (rnn_type=transformer)"))
     image_encoder: str = field(default="cnn",
                                metadata=doc("cnn (small conv net) | nature (DQN's Nature CNN, SB3's and CleanRL's "
                                             "for Atari: images of 36x36 and more) | resnet (GroupNorm ResNet) | "
-                                            "MODULE:NAME (your "
-                                            "own, registered with ddppo.model.build.register_encoder) for image "
+                                            "torchvision:NAME | "
+                                            "timm:NAME | open_clip:NAME (that library's model, built without "
+                                            "weights, with a small trained head on its features; the `vision` "
+                                            "extra: docs/guides/pretrained-encoders.md) | MODULE:NAME (your own, "
+                                            "registered with ddppo.model.build.register_encoder) for image "
                                             "observations (3 dims); architecture=ddppo", shape=True,
-                                            choices=IMAGE_ENCODERS))
+                                            choices=ENCODERS))
+    encoder_weights: str = field(default="",
+                                 metadata=doc("a local weights file for a library image encoder (image_encoder="
+                                              "LIBRARY:NAME): a state dict (.pt/.pth), a .safetensors file, or a "
+                                              "checkpoint holding one under 'model' or 'state_dict' (key prefixes "
+                                              "such as 'module.' or 'visual.' stripped; keys of parts the encoder "
+                                              "lacks, a classifier or an MAE decoder, dropped). Read when a run "
+                                              "starts; its sha256 is kept in the checkpoints, which hold the "
+                                              "weights: resume and `ddppo eval` need no file, and refuse a changed "
+                                              "one. Empty: the library's random initialisation"))
+    freeze_encoder: bool = field(default=False,
+                                 metadata=doc("keep the library image encoder's weights (encoder_weights) as loaded: "
+                                              "no gradients, always in eval mode (BatchNorm statistics hold), left "
+                                              "out of the optimizer; its head is trained", shape=True))
     vector_encoder: str = field(default="mlp",
                                 metadata=doc("mlp (policy.mlp_layers x hidden_size) | MODULE:NAME (your own, "
                                              "registered with ddppo.model.build.register_encoder) for vector "
@@ -318,6 +362,30 @@ class NormalizeConfig:
                                      "statistics merged at the last update (observations are normalised on the "
                                      "host and stored normalised; needs rollout.mode=fixed)",
                                      choices=("rollout", "step")))
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """A learned reward model between the envs and the learners (ddppo/rollout/reward_model.py): scored under
+    no_grad on the rank's device, one batched call per step, combined with the env's own reward."""
+
+    model: str = field(default="",
+                       metadata=doc("MODULE:NAME of a torch module class or factory in your working directory, "
+                                    "called as model(obs, actions=, episode_step=, done=) on the rank's envs and "
+                                    "returning one reward per env (\"\" = none); a resume with another is refused",
+                                    shape=True))
+    weights: str = field(default="", metadata=doc("a state dict (.pt) the model loads before the run (\"\" = as "
+                                                 "built); a resume with another file or changed contents is "
+                                                 "refused", shape=True))
+    kwargs: dict = field(default_factory=dict, metadata=doc("keyword arguments the model is built with",
+                                                             shape=True))
+    mode: str = field(default="step",
+                      metadata=doc("step: every step's resulting observation is scored; terminal: only an episode's "
+                                   "final observation, once (no per-step reward to hack)",
+                                   choices=("step", "terminal"), shape=True))
+    env_weight: float = field(default=1.0, metadata=doc("the reward is env_weight x the env's reward + "
+                                                       "model_weight x the model's"))
+    model_weight: float = field(default=1.0, metadata=doc("see reward.env_weight"))
 
 
 @dataclass(frozen=True)
@@ -396,6 +464,7 @@ class Config:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

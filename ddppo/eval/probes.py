@@ -120,12 +120,16 @@ class GridNavProbe(EnvProbe):
         self.envs.set_episode(i, tuple(key["start"]), tuple(key["goal"]), key["heading"], key["map_index"])
         return {k: v[0] for k, v in self.envs.observe(np.array([i])).items()}
 
-    def ego_goal(self, obs: dict[str, np.ndarray]) -> tuple[float, float]:
+    def ego_goal(self, obs: dict[str, np.ndarray]) -> tuple[float, float] | None:
+        if "pointgoal" not in obs:  # env.gridnav.goal_sensor=false: the goal is only seen
+            return None
         pg = obs["pointgoal"]  # (distance / (map_size / 2), cos, sin)
         return float(pg[0]) * max(self.envs.map_shape) / 2.0, math.atan2(float(pg[2]), float(pg[1]))
 
-    def scan(self) -> tuple[np.ndarray, float]:
+    def scan(self) -> tuple[np.ndarray, float] | None:
         opt = self.envs.options  # rays right to left over fov_degrees (envs/gridmaps.ray_offsets)
+        if getattr(opt, "camera", "none") != "none":  # `depth` is a camera image, drawn as one
+            return None
         n = opt.num_rays
         if opt.fov_degrees >= 360.0:
             angles = -np.pi + 2.0 * np.pi * (np.arange(n) + 0.5) / n

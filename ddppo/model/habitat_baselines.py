@@ -16,10 +16,10 @@ The input is habitat-baselines' too: the image observations (channels concatenat
 are average-pooled by 2 before the ResNet; uint8 images are scaled by 1 / high, float images (depth) are
 used as they are; the goal is `pointgoal_with_gps_compass` (r, theta).
 
-ddppo's policy interface has no previous-action input, so the previous action travels in the recurrent
-state: one extra row after the RNN's rows (state (rnn rows + 1, N, H); element 0 of the extra row holds
-the action), zeroed with the rest at an episode start, exactly where habitat-baselines feeds its start token.
-The RNN rows are habitat-baselines' hidden state (N, rows, H) transposed: LSTM h rows first, then c.
+ddppo's policy interface has no previous-action input, so the previous action travels in the policy's memory
+(ddppo/model/memory.py) beside the RNN's state: {"rnn": (N, rows, H), "prev_action": (N,)}; at an episode start
+the start token replaces it, exactly where habitat-baselines feeds its start token. The RNN rows are
+habitat-baselines' hidden state (N, rows, H) as it is: LSTM h rows first, then c.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from torch.distributions import Categorical
 from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
 from ddppo.model.actions import CategoricalActions
+from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy, RecurrentCore
 
 GOAL_KEY = "pointgoal_with_gps_compass"
@@ -212,22 +213,27 @@ class HabitatBaselinesPolicy(Policy):
     def core(self) -> RecurrentCore:
         return self.net.state_encoder
 
-    def initial_hidden(self, num_envs: int, device: torch.device | str = "cpu") -> torch.Tensor:
-        return torch.zeros(self.core.state_layers + 1, num_envs, self.hidden_size, device=device)
+    def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
+        """The RNN's state and the previous action (as a float: habitat-baselines keeps it beside the state)."""
+        return {**self.core.initial_memory(num_envs, device), "prev_action": torch.zeros(num_envs, device=device)}
 
-    def _features(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
-                  actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs (T, N, ...) -> features (T, N, H), new RNN rows. The previous action of step t is hidden's
-        for t = 0 and actions[t - 1] after it (a sequence needs `actions`)."""
+    def legacy_memory(self, hidden: torch.Tensor) -> Memory:
+        """Before the memory protocol: the RNN rows, then a row whose first column held the previous action."""
+        return {**self.core.legacy_memory(hidden[:-1]), "prev_action": hidden[-1, :, 0].clone()}
+
+    def _features(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+                  actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
+        """obs (T, N, ...) -> features (T, N, H), the RNN's memory after. The previous action of step t is the
+        memory's for t = 0 and actions[t - 1] after it (a sequence needs `actions`)."""
         T, N = start.shape
-        prev = hidden[-1, :, 0].round().to(torch.long).unsqueeze(0)
+        prev = memory["prev_action"].round().to(torch.long).unsqueeze(0)
         if T > 1:
             if actions is None:
                 raise ValueError("the habitat-baselines policy needs the actions taken to run a sequence")
             prev = torch.cat([prev, actions[:-1].to(torch.long).view(T - 1, N)])
         flat = {k: v.reshape(T * N, *v.shape[2:]) for k, v in obs.items()}
         x = self.net.inputs(flat, prev.reshape(-1), start.reshape(-1)).view(T, N, -1)
-        return self.core(x, hidden[:-1], start)
+        return self.core(x, {"rnn": memory["rnn"]}, start)
 
     def dist_params(self, features: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(self.action_distribution(features), -1)
@@ -237,15 +243,14 @@ class HabitatBaselinesPolicy(Policy):
             return torch.zeros(features.shape[:-1], device=features.device)
         return self.critic(features).squeeze(-1)
 
-    def _with_action(self, rnn: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        row = rnn.new_zeros(1, rnn.shape[1], rnn.shape[2])
-        row[0, :, 0] = action.to(rnn.dtype)
-        return torch.cat([rnn, row])
+    @staticmethod
+    def _with_action(rnn: Memory, action: torch.Tensor) -> Memory:
+        return {**rnn, "prev_action": action.to(rnn["rnn"].dtype)}
 
     @torch.no_grad()
-    def act(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
-            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        feats, rnn = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+    def act(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Memory]:
+        feats, rnn = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         feats = feats[0]
         logp_all = self.dist_params(feats)
         action = logp_all.argmax(-1) if deterministic else torch.multinomial(logp_all.exp(), 1).squeeze(-1)
@@ -253,20 +258,20 @@ class HabitatBaselinesPolicy(Policy):
         return action, logp, self._value(feats), self._with_action(rnn, action)
 
     @torch.no_grad()
-    def value(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+    def value(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor) -> torch.Tensor:
+        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         return self._value(feats[0])
 
     @torch.no_grad()
-    def sequence_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        feats, rnn = self._features(obs, hidden, start, actions)
-        last = actions[-1] if actions is not None else hidden[-1, :, 0]
+    def sequence_params(self, obs: dict[str, torch.Tensor], memory: Memory,
+                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
+        feats, rnn = self._features(obs, memory, start, actions)
+        last = actions[-1] if actions is not None else memory["prev_action"]
         return self.dist_params(feats), self._with_action(rnn, last)
 
-    def evaluate_with_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+    def evaluate_with_params(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
                              actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        feats, _ = self._features(obs, hidden, start, actions)
+        feats, _ = self._features(obs, memory, start, actions)
         params = self.dist_params(feats)
         dist = Categorical(logits=params)
         return dist.log_prob(actions), dist.entropy(), self._value(feats), params

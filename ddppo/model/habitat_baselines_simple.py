@@ -10,7 +10,7 @@ ddppo/interop/habitat_checkpoint.py adds or strips):
   action_distribution.linear  categorical logits; critic.fc the value
 
 Unlike PointNavResNetPolicy it has no previous-action input and no goal embedding, so the recurrent state is
-the GRU's alone: (1, N, hidden), habitat-baselines' (N, 1, hidden) transposed.
+the GRU's alone: {"rnn": (N, 1, hidden)}, habitat-baselines' hidden state as it is.
 Initialisation is habitat-baselines' too: the convs and the Linear Kaiming-normal (with its negative slope
 argument sqrt(2), as it passes it), zero biases; GRU weights orthogonal; heads orthogonal (gain 0.01, 1).
 """
@@ -26,6 +26,7 @@ from torch import nn
 from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
 from ddppo.model.habitat_baselines import GOAL_KEY, habitat_baselines_parts
+from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy, RecurrentCore
 
 IMAGE_KEYS = ("rgb", "depth")  # the only images SimpleCNN reads, in its channel order
@@ -108,9 +109,9 @@ class HabitatBaselinesSimplePolicy(Policy):
         """The logits layer, under the name ddppo's Policy reads (a view; registered once, as theirs)."""
         return self.action_distribution.linear
 
-    def _features(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _features(self, obs: dict[str, torch.Tensor], memory: Memory,
+                  start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
         T, N = start.shape
         flat = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in (*self.net.visual_encoder.keys, GOAL_KEY)}
         x = torch.cat([self.net.visual_encoder(flat), flat[GOAL_KEY].float()], 1).view(T, N, -1)
-        return self.core(x, hidden, start)
+        return self.core(x, memory, start)

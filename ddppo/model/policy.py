@@ -5,8 +5,9 @@ uint8 or float, kept in its dtype until the encoder, which maps the space's
 finite bounds to [0, 1] (uint8 0-255: x / 255); a Discrete space is a category,
 embedded, a MultiDiscrete one a category per dimension, embedded and summed; anything else is flattened into a
 vector.
-Recurrent state is one tensor (layers, N, H); for an LSTM, h and c are stacked
-along the first dimension (2 * layers, N, H).
+The policy's memory (ddppo/model/memory.py) is a dict of env-first tensors that only the policy reads: a GRU's
+state {"rnn": (N, layers, H)}; for an LSTM, h and c stacked along the layers, (N, 2 * layers, H); the
+transformer's KV cache (ddppo/model/transformer.py); {} without a core.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from torch.nn import functional as F
 
 from ddppo.config import PolicyConfig
 from ddppo.model.actions import GaussianActions, action_kind
+from ddppo.model.memory import Memory
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
-from ddppo.user_code import IMAGE_ENCODERS, VECTOR_ENCODERS
+from ddppo.model.transformer import TransformerCore
+from ddppo.user_code import ENCODERS, VECTOR_ENCODERS
 
 
 def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -152,19 +155,19 @@ class EmbeddingEncoder(nn.Module):
         return self.embed(index).sum(1)
 
 
-@IMAGE_ENCODERS.register("cnn")
+@ENCODERS.register("cnn")
 def cnn_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=cnn: `CNNEncoder`."""
     return CNNEncoder(_image_shape(space, "cnn"), cfg.hidden_size)
 
 
-@IMAGE_ENCODERS.register("nature")
+@ENCODERS.register("nature")
 def nature_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=nature: `NatureCNN`."""
     return NatureCNN(_image_shape(space, "nature"), cfg.hidden_size)
 
 
-@IMAGE_ENCODERS.register("resnet")
+@ENCODERS.register("resnet")
 def resnet_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=resnet: ddppo.model.resnet's GroupNorm ResNet."""
     from ddppo.model.resnet import ResNetEncoder
@@ -189,15 +192,14 @@ def _image_shape(space: gymnasium.spaces.Box, name: str) -> tuple[int, int, int]
 
 def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
     """One observation key's encoder, (B, ...) -> (B, hidden_size): a Discrete or MultiDiscrete space is embedded
-    (`EmbeddingEncoder`); an image (3
-    dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into policy.image_encoder; anything else into
-    policy.vector_encoder (registered names: ddppo.user_code.IMAGE_ENCODERS, VECTOR_ENCODERS)."""
+    (`EmbeddingEncoder`); an image (3 dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into
+    policy.image_encoder; anything else into policy.vector_encoder (registered names: ddppo.user_code.ENCODERS, VECTOR_ENCODERS)."""
     if isinstance(space, gymnasium.spaces.Discrete):
         return EmbeddingEncoder([int(space.n)], cfg.hidden_size)
     if isinstance(space, gymnasium.spaces.MultiDiscrete):
         return EmbeddingEncoder([int(n) for n in space.nvec.reshape(-1)], cfg.hidden_size)
     if len(space.shape) == 3:
-        return ImageInput(space, IMAGE_ENCODERS.get(cfg.image_encoder)(space, cfg))
+        return ImageInput(space, ENCODERS.get(cfg.image_encoder)(space, cfg))
     return VECTOR_ENCODERS.get(cfg.vector_encoder)(space, cfg)
 
 
@@ -232,8 +234,20 @@ class RecurrentCore(nn.Module):
             return out, torch.cat([hh, cc])
         return self.rnn(x, h.contiguous())
 
-    def forward(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (T, N, H), h (state_layers, N, H), start (T, N) -> out (T, N, H), new state.
+    def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
+        return {"rnn": torch.zeros(num_envs, self.state_layers, self.rnn.hidden_size, device=device)}
+
+    def legacy_memory(self, hidden: torch.Tensor) -> Memory:
+        """A checkpoint's recurrent state from before the memory protocol, (state_layers, N, H)."""
+        return {"rnn": hidden.transpose(0, 1).contiguous()}
+
+    def forward(self, x: torch.Tensor, memory: Memory, start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
+        """x (T, N, H), memory {"rnn": (N, state_layers, H)}, start (T, N) -> out (T, N, H), the memory after."""
+        out, h = self.run(x, memory["rnn"].transpose(0, 1), start)
+        return out, {"rnn": h.transpose(0, 1)}
+
+    def run(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` on the layer-first state h (state_layers, N, H), as torch's RNNs take it.
 
         One step (acting) runs directly. A sequence (learning) is cut into episode
         segments, which run as one packed sequence: a single ATen/cuDNN call instead
@@ -264,6 +278,17 @@ class RecurrentCore(nn.Module):
         out = out[pos, seg].view(N, T, -1).transpose(0, 1)
         last = seg.view(N, T)[:, -1]
         return out, hn[:, last]
+
+
+def make_core(cfg: PolicyConfig, width: int) -> nn.Module | None:
+    """policy.rnn_type's memory core over features of `width`: a GRU or LSTM, the transformer (policy.transformer),
+    or None. Each defines its memory (`initial_memory`) and is called as `out, memory = core(x, memory, start)`."""
+    if cfg.rnn_type == "none":
+        return None
+    if cfg.rnn_type == "transformer":
+        t = cfg.transformer
+        return TransformerCore(width, t.layers, t.heads, t.context, t.positions, t.dropout)
+    return RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers)
 
 
 def separate_critic(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
@@ -316,7 +341,7 @@ class Policy(nn.Module):
             raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "
                              "is not implemented): set policy.rnn_type=none or policy.critic=shared")
         self.critic_trunk = Trunk(obs_space, cfg) if separate else None
-        self.core = RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers) if cfg.rnn_type != "none" else None
+        self.core = make_core(cfg, width)
         self.hidden_size = width
         self.action_kind = action_kind(action_space)
         self.actor = _init(nn.Linear(width, self.action_kind.width), 0.01)
@@ -331,14 +356,18 @@ class Policy(nn.Module):
                     m.reset_parameters()
 
     # ------------------------------------------------------------------ state
-    def initial_hidden(self, num_envs: int, device: torch.device | str = "cpu") -> torch.Tensor:
-        layers = self.core.state_layers if self.core is not None else 1
-        return torch.zeros(layers, num_envs, self.hidden_size, device=device)
+    def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
+        """The memory of `num_envs` envs at an episode's start (ddppo/model/memory.py): the core's, {} without one."""
+        return self.core.initial_memory(num_envs, device) if self.core is not None else {}
+
+    def legacy_memory(self, hidden: torch.Tensor) -> Memory:
+        """The memory a checkpoint from before the memory protocol saved as one tensor (layers, N, H)."""
+        return self.core.legacy_memory(hidden) if self.core is not None else {}
 
     # --------------------------------------------------------------- internals
-    def _features(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), new hidden."""
+    def _features(self, obs: dict[str, torch.Tensor], memory: Memory,
+                  start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
+        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), the memory after."""
         T, N = start.shape
         flat_obs = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in self.keys}
         norm = getattr(self, "obs_norm", None)
@@ -347,10 +376,10 @@ class Policy(nn.Module):
         flat = [self.encoders[k](flat_obs[k]) for k in self.keys]
         x = run_layers(self.fuse, torch.cat(flat, dim=-1)).view(T, N, -1)
         if self.critic_trunk is not None:  # rnn_type=none: no recurrent core
-            return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), hidden
+            return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), memory
         if self.core is None:
-            return x, hidden
-        return self.core(x, hidden, start)
+            return x, memory
+        return self.core(x, memory, start)
 
     def _actor_features(self, features: torch.Tensor) -> torch.Tensor:
         return features[..., : self.hidden_size] if getattr(self, "critic_trunk", None) is not None else features
@@ -368,12 +397,12 @@ class Policy(nn.Module):
         return self.action_kind.kl(params, ref_params)
 
     @torch.no_grad()
-    def sequence_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor,
-                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Distribution parameters over whole sequences (T, N, P), and the state after them (`actions`, the
+    def sequence_params(self, obs: dict[str, torch.Tensor], memory: Memory,
+                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
+        """Distribution parameters over whole sequences (T, N, P), and the memory after them (`actions`, the
         actions taken, only for policies that feed back the previous action)."""
-        feats, hidden = self._features(obs, hidden, start)
-        return self.dist_params(feats), hidden
+        feats, memory = self._features(obs, memory, start)
+        return self.dist_params(feats), memory
 
     def _value(self, features: torch.Tensor) -> torch.Tensor:
         if self.critic is None:
@@ -384,28 +413,28 @@ class Policy(nn.Module):
 
     # ---------------------------------------------------------------- public
     @torch.no_grad()
-    def act(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
-            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, new hidden."""
-        feats, hidden = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+    def act(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Memory]:
+        """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, the memory after."""
+        feats, memory = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         feats = feats[0]
         action, logp = self.action_kind.sample(self.dist_params(feats), deterministic)
-        return action, logp, self._value(feats), hidden
+        return action, logp, self._value(feats), memory
 
     @torch.no_grad()
-    def value(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, hidden, start.unsqueeze(0))
+    def value(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor) -> torch.Tensor:
+        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         return self._value(feats[0])
 
-    def evaluate(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+    def evaluate(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
                  actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Whole sequences: obs (T, N, ...) -> logp, entropy, value, each (T, N)."""
-        return self.evaluate_with_params(obs, hidden, start, actions)[:3]
+        return self.evaluate_with_params(obs, memory, start, actions)[:3]
 
-    def evaluate_with_params(self, obs: dict[str, torch.Tensor], hidden: torch.Tensor, start: torch.Tensor,
+    def evaluate_with_params(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
                              actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """`evaluate` plus the distribution parameters (T, N, P), for a KL term."""
-        feats, _ = self._features(obs, hidden, start)
+        feats, _ = self._features(obs, memory, start)
         params = self.dist_params(feats)
         kind = self.action_kind
         return kind.log_prob(params, actions), kind.entropy(params), self._value(feats), params

@@ -68,29 +68,29 @@ class Normalization:
         return {"reward_returns": self.rewards.returns_owner()} if self.rewards is not None else {}
 
     # ------------------------------------------------------------ rank merge
-    def _local(self, storage: Any) -> list[Moments]:
+    def _local(self, obs: dict[str, torch.Tensor], mask: torch.Tensor) -> list[Moments]:
         """This rank's batch moments: one per normalised observation key, then the returns'."""
         out: list[Moments] = []
         if self.obs_transform is not None:
             out.extend((n, torch.from_numpy(mean), torch.from_numpy(m2))
                        for n, mean, m2 in self.obs_transform.take_batch())
         elif self.obs is not None:
-            L = storage.step
-            valid = storage.valid[:L].bool()
+            valid = mask.bool()
             for k in self.obs.keys:
-                x = storage.obs[k][:L][valid]
+                x = obs[k][valid]
                 out.append(batch_moments(x.reshape(x.shape[0], -1).cpu()))
         if self.rewards is not None:
             n, mean, m2 = self.rewards.take_batch().tolist()
             out.append((n, torch.tensor([mean], dtype=torch.float64), torch.tensor([m2], dtype=torch.float64)))
         return out
 
-    def sync(self, storage: Any) -> None:
-        """The collective (every rank, once per update, on the rollout in `storage`): merge all ranks' batches;
-        the returns' take effect now, the observations' at `apply`."""
+    def sync(self, obs: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
+        """The collective (every rank, once per update, on a rollout's observations (L, N, ...) and the (L, N) mask
+        of its samples that take part in the loss): merge all ranks' batches; the returns' take effect now, the
+        observations' at `apply`."""
         if not self.enabled:
             return
-        local = self._local(storage)
+        local = self._local(obs, mask)
         vec = torch.cat([torch.cat([torch.tensor([n], dtype=torch.float64), m.double(), s.double()])
                          for n, m, s in local])
         table = self.ctx.all_gather_stats(vec)  # (world, K), the same on every rank

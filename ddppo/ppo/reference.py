@@ -3,7 +3,7 @@
 The reference is loaded once from a checkpoint onto this rank's device and kept
 there (never offloaded in the hot path). After each rollout it is evaluated
 under no-grad over the whole collected sequence in one pass, and its action
-distribution parameters are stored with the rollout; its recurrent state carries
+distribution parameters are handed to the update with the rollout; its memory carries
 over from one rollout to the next like the policy's.
 
 Adaptive beta (Schulman et al. 2017, "adaptive KL penalty"): once per update,
@@ -21,8 +21,9 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.errors import CheckpointError
 from ddppo.config import KLRefConfig
+from ddppo.model import memory as mem
 from ddppo.model.build import saved_policy
-from ddppo.rollout.storage import RolloutStorage
+from ddppo.rollout.rollout import Rollout
 
 
 class ReferencePolicy:
@@ -45,24 +46,28 @@ class ReferencePolicy:
             raise CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint}: the reference does not fit this "
                                   f"environment's observation/action spaces: {str(err)[:400]}") from None
         self.policy.eval().requires_grad_(False)
-        self.hidden = self.policy.initial_hidden(num_envs, device)
-        self.cfg = cfg
+        self.memory = self.policy.initial_memory(num_envs, device)
+        self.device, self.cfg = device, cfg
 
-    def state_dict(self) -> torch.Tensor:
-        """This rank's recurrent state (the saved-state namespace "reference"; the adapted beta, the same on
-        every rank, is training progress, saved with the counters)."""
-        return self.hidden.cpu()
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """This rank's memory of the reference policy (the saved-state namespace "reference"; the adapted beta,
+        the same on every rank, is training progress, saved with the counters)."""
+        return mem.saved(self.memory)
 
-    def load_state_dict(self, state: torch.Tensor) -> None:
-        """Inverse of `state_dict` (environments that start fresh episodes keep the zeroed state instead)."""
-        self.hidden = torch.as_tensor(state).to(self.hidden.device)
+    def load_state_dict(self, state) -> None:
+        """Inverse of `state_dict` (environments that start fresh episodes keep the emptied memory instead); a
+        checkpoint from before the memory protocol saved one tensor."""
+        if isinstance(state, torch.Tensor):
+            state = self.policy.legacy_memory(state)
+        misfit = mem.misfit(self.memory, state)
+        if misfit is not None:
+            raise ValueError(f"the reference policy's saved memory does not fit: {misfit}")
+        self.memory = mem.to(state, self.device, copy=True)
 
-    def annotate(self, storage: RolloutStorage) -> torch.Tensor:
+    def annotate(self, rollout: Rollout) -> torch.Tensor:
         """Reference distribution parameters (L, N, P) for the collected steps."""
-        L = storage.step
-        obs = {k: v[:L] for k, v in storage.obs.items()}
-        params, self.hidden = self.policy.sequence_params(obs, self.hidden, storage.episode_start[:L],
-                                                          storage.actions[:L])  # habitat_baselines: previous actions
+        params, self.memory = self.policy.sequence_params(rollout.obs, self.memory, rollout.episode_start,
+                                                          rollout.actions)  # habitat_baselines: previous actions
         return params
 
     def adapt(self, beta: float, measured_kl: float) -> float:

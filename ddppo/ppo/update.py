@@ -6,7 +6,7 @@ overlapped with backward) weights every rank by its sample count, so the applied
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
-Rank weighting (preemption.rank_weighting, issue 44): the storage's `rank_weight` (T / L_r, at most
+Rank weighting (preemption.rank_weighting, issue 44): the rollout's `rank_weight` (T / L_r, at most
 1 / min_rollout_fraction: rollout/preemption.py) multiplies the count this rank hands the reducer, so the
 applied gradient is sum_r(c_r n_r g_r) / sum_r(c_r n_r): every sample of rank r weighs c_r, and a preempted
 rank's total weight is that of a full rollout (DDP's equal averaging of ranks, in exact form). The
@@ -56,7 +56,7 @@ from ddppo import timing
 from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
 from ddppo.model.policy import Policy
-from ddppo.rollout.storage import MiniBatch, RolloutStorage
+from ddppo.rollout.rollout import Advantages, MiniBatch, Order, Rollout, minibatches
 
 
 @dataclasses.dataclass
@@ -135,6 +135,9 @@ class PPOUpdater:
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
         self.clip = cfg.clip  # ppo.clip_schedule: set with the learning rate (set_lr_for)
+        # the minibatches' random order, (n, generator) -> a permutation (torch.randperm): `ddppo bench sb3-lockstep`
+        # gives SB3's numpy permutations here to take SB3's steps exactly
+        self.order: Order = torch.randperm
 
     def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
         """The learning rate (and the clip, `self.clip`) follow the env-step counter (so they resume exactly)."""
@@ -145,35 +148,34 @@ class PPOUpdater:
             group["lr"] = lr
         return lr
 
-    def update(self, storage: RolloutStorage, timer, ref_params: torch.Tensor | None = None,
+    def update(self, rollout: Rollout, adv: Advantages, timer, ref_params: torch.Tensor | None = None,
                kl_coef: float = 0.0, generator: torch.Generator | None = None) -> UpdateResult:
-        """epochs x minibatches; with `ref_params` (L, N, P) the loss adds kl_coef * KL(pi || pi_ref);
-        `generator` draws the minibatches' env permutations (None: torch's global generator)."""
+        """epochs x minibatches over `rollout` with its advantages `adv` (the estimator's); with `ref_params`
+        (L, N, P) the loss adds kl_coef * KL(pi || pi_ref); `generator` draws the minibatches' env permutations
+        (None: torch's global generator)."""
         cfg = self.cfg
-        L = storage.step
-        self.advantage.normalise(storage, self.ctx)  # before the epochs, on every rank
+        L = rollout.steps
+        adv = self.advantage.normalise(adv, self.ctx)  # before the epochs, on every rank
         acc = _Stats()
         skipped = 0
-        rank_weight = float(storage.rank_weight)
-        per_sample = self._per_sample_scale(storage, rank_weight) if self.per_sample else None
+        rank_weight = float(rollout.rank_weight)
+        per_sample = self._per_sample_scale(adv.mask, rank_weight) if self.per_sample else None
         # one host read per update: with no masked step in the rollout (lockstep, not grouped), the losses take
         # plain means instead of masked ones (the same numbers, fewer operations per minibatch)
-        full = L > 0 and bool(storage.valid[:L].all())
+        full = L > 0 and bool(adv.mask.all())
         for epoch in range(cfg.epochs):
-            for mb in storage.minibatches(cfg.num_mini_batch, generator, ref_params=ref_params,
-                                          split=cfg.minibatch_split):
+            for mb in minibatches(rollout, adv, cfg.num_mini_batch, generator, ref_params=ref_params,
+                                  split=cfg.minibatch_split, order=self.order):
                 skipped += self._minibatch_step(mb, epoch, acc, timer, kl_coef, per_sample, full, rank_weight)
         stats = acc.result()
         if L > 0 and self.advantage.critic:
-            stats["explained_variance"] = explained_variance(storage.values[:L], storage.returns[:L],
-                                                             storage.valid[:L])
+            stats["explained_variance"] = explained_variance(rollout.values, adv.returns, adv.mask)
         return UpdateResult(stats, skipped)
 
-    def _per_sample_scale(self, storage: RolloutStorage, rank_weight: float = 1.0) -> float:
+    def _per_sample_scale(self, mask: torch.Tensor, rank_weight: float = 1.0) -> float:
         """M / N: num_mini_batch over the rollout's valid samples of all ranks, each weighted by its rank weight
         (one all-reduce, every rank)."""
-        L = storage.step
-        local = (storage.valid[:L].sum() * rank_weight).reshape(1)
+        local = (mask.sum() * rank_weight).reshape(1)
         total = float(self.ctx.all_reduce_sums(local, "valid sample count all-reduce")[0])
         return self.cfg.num_mini_batch / max(total, 1.0)
 
@@ -195,7 +197,7 @@ class PPOUpdater:
         valid = None if full and mb.valid.numel() > 0 else mb.valid
         with timer(timing.LEARN_FORWARD_BACKWARD):
             logp, entropy, values, params = self.policy.evaluate_with_params(
-                mb.obs, mb.hidden, mb.episode_start, mb.actions)
+                mb.obs, mb.memory, mb.episode_start, mb.actions)
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
             adv = self.advantage.minibatch(mb.advantages, valid)  # the estimator's per-minibatch normalisation
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,

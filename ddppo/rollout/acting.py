@@ -1,13 +1,13 @@
 """The one acting path, shared by training (rollout/collector.py) and evaluation (eval/runner.py).
 
-    act       policy.act on the current observation, recurrent state and episode-start flags
+    act       policy.act on the current observation, the policy's memory and episode-start flags
     clip      actions of a Box space clipped to its bounds before the env sees them (ddppo.model.actions.env_actions)
     step      env.step, timed (and the rewards scaled on the host, when the collector scales them)
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
               policy's device with reward, done and the next episode-start flags, in one staged copy
               (rollout/staging.py)
 
-The `Actor` holds what carries from one step to the next (observation, start flags, recurrent state); the
+The `Actor` holds what carries from one step to the next (observation, start flags, the policy's memory); the
 collector adds storage, preemption and truncation bootstraps around it, the evaluator episode quotas and videos.
 """
 
@@ -62,7 +62,7 @@ class Step:
 class Actor:
     """Acts in `envs` with `policy`: `begin(first_obs)`, then `act()` and `step(a.env_action, where)` in turn.
 
-    `obs`, `start` and `hidden` are what the next `act` uses. CPU observations share memory with the
+    `obs`, `start` and `memory` are what the next `act` uses. CPU observations share memory with the
     envs' arrays until `detach()` (the envs may reuse them on their next step).
     """
 
@@ -73,17 +73,17 @@ class Actor:
         self.label = label  # names the environment (and rank) in errors
         self.obs: dict[str, torch.Tensor] = {}
         self.start = torch.ones(envs.num_envs, device=device)
-        self.hidden = policy.initial_hidden(envs.num_envs, device)
+        self.memory = policy.initial_memory(envs.num_envs, device)
         self.staging = HostStaging(device)  # every host-to-device copy of a step (pinned buffers on CUDA)
         # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
         # observation on the host before it goes to the device (the policy then does not normalise); None: as is
         self.obs_transform: Any = obs_transform
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
-        """Every env starts an episode with `obs`: start flags set, recurrent state zeroed."""
+        """Every env starts an episode with `obs`: start flags set, memory emptied."""
         self.set_obs(obs, where)
         self.start = torch.ones(self.envs.num_envs, device=self.device)
-        self.hidden = self.policy.initial_hidden(self.envs.num_envs, self.device)
+        self.memory = self.policy.initial_memory(self.envs.num_envs, self.device)
 
     def set_obs(self, obs: dict[str, np.ndarray], where: str) -> None:
         """Replace the observation the next `act` sees (checked, transferred)."""
@@ -92,20 +92,22 @@ class Actor:
 
     def act(self, deterministic: bool = False) -> Action:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
-            action, logp, value, self.hidden = self.policy.act(self.obs, self.hidden, self.start,
+            action, logp, value, self.memory = self.policy.act(self.obs, self.memory, self.start,
                                                                deterministic=deterministic)
             env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         return Action(action, logp, value, env_action)
 
     def step(self, env_action: np.ndarray, where: str,
-             scale: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Step:
-        """Step the envs; the new observation and start flags become current. `scale(reward, done)`: the
-        rewards the device gets (the collector's reward scaling, on the host), else the envs' own."""
+             rewards: Callable[[StepResult, np.ndarray], np.ndarray] | None = None) -> Step:
+        """Step the envs; the new observation and start flags become current. `rewards(result, env_action)`: the
+        rewards the device gets (the collector's reward model and reward scaling, on the host), else the envs'
+        own."""
         with self.timer(timing.ENV_STEP):
             res = self.envs.step(env_action)
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, where, self.label)
-            reward = res.reward if scale is None else scale(res.reward, res.done)
+        reward = res.reward if rewards is None else rewards(res, env_action)  # a reward model times its own phase
+        with self.timer(timing.OBS_TRANSFER):
             obs = res.obs if self.obs_transform is None else self.obs_transform.observe(res.obs)
             self.obs, flags = self.staging.step_to_device(obs, {"reward": reward, "done": res.done,
                                                                     "started": res.started, "idle": res.idle})

@@ -8,8 +8,10 @@ built by `rollout/factory.py` from the rollout config:
     overlapped  rollout/overlapped.py  the same steps, two halves of the workers in turn (rollout.overlap)
     variable    rollout/variable.py    envs step at their own speed in workers (rollout.mode=variable, VER)
 
-The collector owns what carries over from one rollout to the next: the current
-observation, episode-start flags and recurrent state (held by its Actor). A preempted rollout simply
+`collect(update, storage)` writes one rollout into the storage's buffers and returns it as a value (a
+`Rollout` inside the `CollectResult`): the collector is the one writer of those buffers, and only while it
+collects. It owns what carries over from one rollout to the next: the current observation, episode-start flags
+and the policy's memory (held by its Actor). A preempted rollout simply
 ends early; the next one starts from wherever the environments are.
 
 Resume (`resume`): environments that restore their saved state (gridnav,
@@ -31,17 +33,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
 
 from ddppo.envs.base import StepResult, VecEnv, fresh_reset, place_by_cost, restores_state
+from ddppo.model import memory as mem
+from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
+from ddppo import timing
 from ddppo.rollout.acting import Actor, check_finite
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names
 from ddppo.timing import Timer
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.rollout import Rollout
 from ddppo.rollout.scenes import SceneTally, env_scene_names
 from ddppo.rollout.storage import RolloutStorage
 
@@ -52,6 +58,7 @@ __all__ = ["EPISODE_KEYS", "CollectResult", "RolloutCollector"]  # EPISODE_KEYS:
 
 @dataclasses.dataclass
 class CollectResult:
+    rollout: Rollout  # the steps collected (a value: nobody writes into it)
     steps: float  # steps per env collected (L; in variable mode the mean over envs)
     preempted: bool
     episode_sums: np.ndarray  # (len(metric_names),): the collector's episode metrics, in its order
@@ -60,7 +67,15 @@ class CollectResult:
     diag: dict[str, float] = dataclasses.field(default_factory=dict)  # see DIAG_KEYS
     # (len(scene_names), len(SCENE_COLUMNS)): per-scene samples, gradient weight, episodes (rollout/scenes.py)
     scenes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))
-    rank_weight: float = 1.0  # the weight of each of this rank's samples (preemption.rank_weighting)
+
+
+class Collection(NamedTuple):
+    """What a strategy's `_collect` returns."""
+
+    preempted: bool
+    lengths: torch.Tensor  # (N,) steps per env, CPU long
+    slowest: np.ndarray  # (N,) each env's slowest step in seconds
+    env_weight: torch.Tensor | None = None  # (N,) per-env sample weights (variable mode), None: all 1
 
 
 # per-rollout diagnostics: steps per env (min/mean/max), and the share of the rollout's collection time that
@@ -75,20 +90,24 @@ class RolloutCollector:
 
     carries: str | None = None  # the key of what `_extra_state` saves (one of CARRIES), None: nothing
 
-    def __init__(self, envs: VecEnv, policy: Policy, storage: RolloutStorage, preemption: Preemption,
-                 timer: Timer, gamma: float, device: torch.device, label: str = "", num_steps: int | None = None,
+    def __init__(self, envs: VecEnv, policy: Policy, preemption: Preemption, timer: Timer, gamma: float,
+                 device: torch.device, num_steps: int, label: str = "",
                  metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None,
-                 scene_names: tuple[str, ...] | None = None):
-        self.envs, self.policy, self.storage = envs, policy, storage
+                 scene_names: tuple[str, ...] | None = None, reward_model: Any = None):
+        self.envs, self.policy = envs, policy
+        self.storage: RolloutStorage | None = None  # the buffers being collected into (only during `collect`)
         # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
         self.tally = EpisodeTally(env_metric_names(envs) if metric_names is None else metric_names)
         self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
-        self.num_steps = storage.num_steps if num_steps is None else num_steps
+        self.num_steps = num_steps  # per env and rollout (the storage may hold more: rollout.mode=variable)
         self.label = label  # names the environment (and rank) in errors
         # normalize.reward: a ddppo.normalization.RewardScaler. The rewards the storage keeps are scaled by it on
         # the host, as they leave the envs, before a truncation's bootstrap is added (the critic's values are in
         # the scaled units); None: the envs' own rewards
         self.reward_scale: Any = reward_scale
+        # reward.model: a ddppo.rollout.reward_model.RewardModel scoring each step's results, combined with the
+        # envs' rewards before the scaling; None: the envs' rewards alone
+        self.reward_model: Any = reward_model
         # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
         # observation on the host (the first after reset included) before it goes to the device; None: as is
         self.actor = Actor(envs, policy, device, timer, label, obs_transform)
@@ -98,6 +117,9 @@ class RolloutCollector:
         # the scenes the envs play after their reset
         self.scenes = SceneTally(env_scene_names(envs) if scene_names is None else scene_names, envs)
         self.scene_table = self.scenes.zeros()  # the rollout being collected
+        # called with (the episodes that just finished, the env steps this rollout has collected so far) as
+        # episodes finish: what a benchmark records (`ddppo bench mujoco`: each episode's return, when it ended)
+        self.episode_watchers: list[Callable[[list, int], Any]] = []
 
     # what the next rollout starts from (held by the actor)
     @property
@@ -109,8 +131,8 @@ class RolloutCollector:
         return self.actor.start
 
     @property
-    def hidden(self) -> torch.Tensor:
-        return self.actor.hidden
+    def memory(self) -> Memory:
+        return self.actor.memory
 
     # --------------------------------------------------------------- carry-over
     def _extra_state(self) -> dict[str, Any] | None:
@@ -130,7 +152,7 @@ class RolloutCollector:
     def state_dict(self) -> dict[str, Any]:
         extra = self._extra_state()  # first: it may receive the steps in flight, leaving the envs idle
         out = {"obs": {k: v.cpu().clone() for k, v in self.obs.items()}, "start": self.start.cpu().clone(),
-               "hidden": self.hidden.cpu().clone(), "env": self.envs.state_dict()}
+               "memory": mem.saved(self.memory), "env": self.envs.state_dict()}
         if self.carries is not None:
             out[self.carries] = extra
         return out
@@ -138,11 +160,15 @@ class RolloutCollector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where `state_dict` was taken; ValueError (nothing changed) if it does not fit."""
         n = self.envs.num_envs
-        shapes = {"start": ((n,), tuple(state["start"].shape)), "hidden": (tuple(self.hidden.shape),
-                                                                          tuple(state["hidden"].shape))}
+        if "memory" not in state and "hidden" in state:  # saved before the memory protocol: one tensor
+            state = {**state, "memory": self.policy.legacy_memory(torch.as_tensor(state["hidden"]))}
+        shapes = {"start": ((n,), tuple(state["start"].shape))}
         shapes.update({f"obs/{k}": (tuple(v.shape), tuple(state["obs"][k].shape) if k in state["obs"] else None)
                        for k, v in self.obs.items()})
         wrong = [f"{k} {got} (expected {want})" for k, (want, got) in shapes.items() if want != got]
+        misfit = mem.misfit(self.memory, state["memory"])
+        if misfit is not None:
+            wrong.append(misfit)
         if wrong:
             raise ValueError("saved rollout state does not fit: " + ", ".join(wrong))
         if {k for k in CARRIES if k in state} != ({self.carries} - {None}):
@@ -154,7 +180,7 @@ class RolloutCollector:
         # copies: the variable rollout updates these in place
         self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
-        self.actor.hidden = torch.as_tensor(state["hidden"]).to(self.device, copy=True)
+        self.actor.memory = mem.to(state["memory"], self.device, copy=True)
 
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world
@@ -186,41 +212,45 @@ class RolloutCollector:
         return True
 
     def fresh_episodes(self, update: int) -> None:
-        """New episodes in every env, seeded from `update`, marked as starts, recurrent state zeroed."""
+        """New episodes in every env, seeded from `update`, marked as starts, memory emptied."""
         self._forget()
+        if self.reward_model is not None:
+            self.reward_model.restart()
         self.actor.begin(fresh_reset(self.envs, update))
         self.actor.detach()
         self.scenes.restart(self.envs)
 
     # ------------------------------------------------------------------ collect
-    def use_storage(self, storage: RolloutStorage) -> None:
-        """The storage the next rollouts go into (rollout.overlap_learning alternates two: train/overlap_learning.py)."""
+    def collect(self, update: int, storage: RolloutStorage) -> CollectResult:
+        """One rollout into `storage`'s buffers, from where the last one left the envs; the rollout returned is
+        a value over those buffers, which this collector writes again only at its next `collect` into them."""
         self.storage = storage
-
-    def collect(self, update: int) -> CollectResult:
-        """One rollout into the storage, from where the last one left the envs."""
-        s = self.storage
-        s.set_first(self.actor.obs, self.actor.start, self.actor.hidden)
+        storage.begin(self.actor.obs, self.actor.start, self.actor.memory, segments=self.segments)
         self.preemption.begin(update)
         sums, counts = self.tally.zeros()
         self.scene_table = self.scenes.zeros()
         self.scenes.begin()
         t0 = time.perf_counter()
-        preempted, lengths, slowest = self._collect(update, sums, counts)
-        share = slowest / max(time.perf_counter() - t0, 1e-9)
-        diag = rollout_diag(lengths, float(share.max()), float(share.mean()))
-        if not preempted:
+        got = self._collect(update, sums, counts)
+        share = got.slowest / max(time.perf_counter() - t0, 1e-9)
+        diag = rollout_diag(got.lengths, float(share.max()), float(share.mean()))
+        if not got.preempted:
             self.preemption.finished(update)
-        total = int(lengths.sum())
-        s.rank_weight = self.preemption.rank_weight(total / self.envs.num_envs)
+        total = int(got.lengths.sum())
+        rank_weight = self.preemption.rank_weight(total / self.envs.num_envs)
+        with self.timer(timing.POLICY_FORWARD):
+            bootstrap = self.last_value()
+        rollout = storage.rollout(bootstrap, got.env_weight, rank_weight)
+        self.storage = None  # written again only by the next collect
         if self.scenes.names:  # one host read of the mask per rollout, only where there are scenes
-            weight = None if s.env_weight is None else s.env_weight.double().cpu().numpy()
-            self.scenes.add_samples(self.scene_table, s.valid[:s.step].double().cpu().numpy(), weight, s.rank_weight)
-        return CollectResult(total / self.envs.num_envs, preempted, sums, counts, total, diag, self.scene_table,
-                             s.rank_weight)
+            weight = None if got.env_weight is None else got.env_weight.double().cpu().numpy()
+            self.scenes.add_samples(self.scene_table, rollout.valid.double().cpu().numpy(), weight, rank_weight)
+        return CollectResult(rollout, total / self.envs.num_envs, got.preempted, sums, counts, total, diag,
+                             self.scene_table)
 
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
-        """(preempted, steps per env (CPU long), each env's slowest step in seconds)."""
+    segments = False  # steps are stored with insert_envs, each env at the end of its own segment
+
+    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
         raise NotImplementedError
 
     @property
@@ -231,15 +261,34 @@ class RolloutCollector:
     def add_episodes(self, episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
         """Episodes that finished at the steps just stored (so each env's latest stored step is its last)."""
         self.tally.add(episodes, sums, counts)
-        if episodes and self.scenes.names:
-            s = self.storage  # the slot of each env's latest step: host counters, no device read
+        if not episodes:
+            return
+        s = self.storage  # the slot of each env's latest step: host counters, no device read
+        if self.scenes.names:
             last = s.step - 1 if s.lengths is None else s.lengths.numpy() - 1
             self.scenes.add_episodes(episodes, self.scene_table, last)
+        if self.episode_watchers:
+            collected = s.step * self.envs.num_envs if s.lengths is None else int(s.lengths.sum())
+            for watch in self.episode_watchers:
+                watch(episodes, collected)
 
-    def truncation_bootstrap(self, res: StepResult, hidden: torch.Tensor,
+    def host_rewards(self, res: StepResult, actions: Any, env_index: np.ndarray | None = None) -> np.ndarray:
+        """The rewards the storage keeps for the rows of `res` (row i is env `env_index[i]`, default env i), on the
+        host: the reward model's combined with the env's (reward.*), then scaled (normalize.reward). `actions`: the
+        actions the rows took, or a function of `env_index` giving them (read only by a reward model)."""
+        reward = res.reward
+        if self.reward_model is not None:
+            taken = actions(env_index) if callable(actions) else actions
+            reward = self.reward_model.combine(reward, res, taken, env_index)
+        if self.reward_scale is not None:
+            reward = (self.reward_scale(reward, res.done) if env_index is None
+                      else self.reward_scale(reward, res.done, env_index))
+        return reward
+
+    def truncation_bootstrap(self, res: StepResult, memory: Memory,
                              env_index: np.ndarray | None = None) -> torch.Tensor:
-        """gamma * V(final observation) for the rows of `res` cut by a time limit (zero elsewhere); `hidden`
-        holds the recurrent state after each row's last step, `env_index` names the rows' envs (in errors)."""
+        """gamma * V(final observation) for the rows of `res` cut by a time limit (zero elsewhere); `memory`
+        holds the policy's memory after each row's last step, `env_index` names the rows' envs (in errors)."""
         rows = np.flatnonzero(res.truncated & ~res.terminated)
         extra = torch.zeros(len(res.reward), device=self.device)
         if rows.size:
@@ -250,13 +299,16 @@ class RolloutCollector:
                 final_rows = self.actor.obs_transform.normalize(final_rows)
             final, moved = self.actor.staging.step_to_device(final_rows, {}, "final/", {"final_rows": rows})
             idx = moved["final_rows"]
-            v = self.policy.value(final, hidden[:, idx], torch.zeros(rows.size, device=self.device))
+            v = self.policy.value(final, mem.select(memory, idx), torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v
         return extra
 
     def last_value(self) -> torch.Tensor:
-        """V(observation the next rollout starts from): the GAE bootstrap."""
-        return self.policy.value(self.obs, self.hidden, self.start)
+        """V(observation the next rollout starts from): the bootstrap of each env's last step (zeros without a
+        critic: no forward pass)."""
+        if self.policy.critic is None:
+            return torch.zeros(self.envs.num_envs, device=self.device)
+        return self.policy.value(self.obs, self.memory, self.start)
 
 
 CARRIES = ("variable",)  # keys of a rank's saved state that strategies carry besides the Actor's state

@@ -26,19 +26,21 @@ def storage_steps(cfg: RolloutConfig) -> int:
     return cfg.num_steps
 
 
-def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, storage: Any, preemption: Any, timer: Any,
+def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, preemption: Any, timer: Any,
                    gamma: float, device: torch.device, label: str = "",
                    metric_names: tuple[str, ...] | None = None, reward_scale: Any = None,
-                   obs_transform: Any = None, scene_names: tuple[str, ...] | None = None) -> RolloutCollector:
+                   obs_transform: Any = None, scene_names: tuple[str, ...] | None = None,
+                   reward_model: Any = None) -> RolloutCollector:
     """The collector `cfg` asks for (aggregating `metric_names`, default: the envs' own; per scene `scene_names`,
     default: the envs' own), scaling rewards with `reward_scale` and observations with `obs_transform`
-    (normalize.reward, normalize.update=step: from ddppo.normalization, None: as the envs return them); ValueError
+    (normalize.reward, normalize.update=step: from ddppo.normalization, None: as the envs return them), combining
+    the envs' rewards with `reward_model`'s (reward.model: rollout/reward_model.py, None: none); ValueError
     naming the key if it cannot run on `envs`."""
     problems = strategy_problems(cfg, worker_count(envs))
     if problems:
         raise ValueError("; ".join(problems))
-    args = (envs, policy, storage, preemption, timer, gamma, device, label, cfg.num_steps, metric_names, reward_scale,
-            obs_transform, scene_names)
+    args = (envs, policy, preemption, timer, gamma, device, cfg.num_steps, label, metric_names, reward_scale,
+            obs_transform, scene_names, reward_model)
     if cfg.mode == "variable":
         return VariableCollector(*args, batch_wait_s=cfg.batch_wait_s, idle_envs=cfg.idle_envs,
                                  weighted=cfg.importance_weights, weight_form=cfg.importance_weights_form)

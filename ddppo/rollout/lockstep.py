@@ -9,11 +9,11 @@ import numpy as np
 import torch
 
 from ddppo import timing
-from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.collector import Collection, RolloutCollector
 
 
 class LockstepCollector(RolloutCollector):
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
+    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
         s, timer, actor = self.storage, self.timer, self.actor
         slowest = 0.0  # the slowest batched step: every env waits for it
         preempted = False
@@ -23,15 +23,15 @@ class LockstepCollector(RolloutCollector):
                 break
             a = actor.act()
             t_step = time.perf_counter()
-            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout", self.reward_scale)
+            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout", self.host_rewards)
             slowest = max(slowest, time.perf_counter() - t_step)
             res = step.result
             if res.truncated.any() and self.policy.critic is not None:
                 with timer(timing.POLICY_FORWARD):
-                    step.reward += self.truncation_bootstrap(res, actor.hidden)
+                    step.reward += self.truncation_bootstrap(res, actor.memory)
             with timer(timing.STORAGE):
                 s.insert(a.action, a.logp, a.value, step.reward, step.done, actor.obs, actor.start, step.idle)
                 self.add_episodes(res.episodes, sums, counts)
         actor.detach()
         n = self.envs.num_envs
-        return preempted, torch.full((n,), s.step, dtype=torch.long), np.full(n, slowest)
+        return Collection(preempted, torch.full((n,), s.step, dtype=torch.long), np.full(n, slowest))

@@ -12,21 +12,22 @@ import numpy as np
 import torch
 
 from ddppo import timing
+from ddppo.rollout.collector import Collection
 from ddppo.rollout.workers import WorkerCollector
 from ddppo.envs.base import WorkerStep
 
 
 class OverlappedCollector(WorkerCollector):
+    segments = True  # each half's steps are stored as they come back
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         if len(self.bounds) < 2:
             raise ValueError("the overlapped rollout needs at least 2 env workers (two halves step in turn)")
 
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
+    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
         s, envs = self.storage, self.envs
         w = len(self.bounds)
         halves = [list(range(w // 2)), list(range(w // 2, w))]
-        s.lengths = torch.zeros(envs.num_envs, dtype=torch.long)
         self.slowest[:] = 0.0
         for half in halves:
             self.act_and_send(half)
@@ -44,4 +45,4 @@ class OverlappedCollector(WorkerCollector):
                     self.act_and_send(half)
             if stop:
                 break
-        return preempted, s.lengths.clone(), self.slowest.copy()
+        return Collection(preempted, s.lengths.clone(), self.slowest.copy())

@@ -24,8 +24,8 @@ Two rules decide how close this is to habitat-baselines' VER:
   count, so the rank-level weighting (preemption.rank_weighting) composes with it unchanged.
 
 What carries from one rollout to the next, per env: the current observation, episode-start flag and the
-recurrent state before acting on that observation (the Actor's `obs`, `start`, `hidden`); the action in
-flight with its log-probability, value and the recurrent state after it (stored as the first step of the
+policy's memory before acting on that observation (the Actor's `obs`, `start`, `memory`); the action in
+flight with its log-probability, value and the memory after it (stored as the first step of the
 env's next segment: its log-probability is the behaviour policy's, as PPO's ratio needs); and finished steps
 not yet stored (the budget was reached). The bootstrap of each env's segment is the value of its current
 observation (`RolloutCollector.last_value`).
@@ -44,6 +44,8 @@ import numpy as np
 import torch
 
 from ddppo import timing
+from ddppo.model import memory as mem
+from ddppo.rollout.collector import Collection
 from ddppo.rollout.workers import WorkerCollector
 from ddppo.envs.base import EpisodeInfo, StepResult, WorkerStep
 
@@ -67,6 +69,7 @@ def two_sided_weights(lengths: torch.Tensor, num_steps: int, floor: float) -> to
 
 class VariableCollector(WorkerCollector):
     carries = "variable"
+    segments = True
 
     def __init__(self, *args: Any, batch_wait_s: float = 0.002, idle_envs: str = "step",
                  weighted: bool = False, weight_form: str = "one_sided", **kwargs: Any):
@@ -79,25 +82,24 @@ class VariableCollector(WorkerCollector):
         self.weight_form = weight_form
         self.unstored: list[WorkerStep] = []  # finished steps not yet stored (the budget was reached)
 
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> tuple[bool, torch.Tensor, np.ndarray]:
+    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
         preempted = self._fill(update, sums, counts)
         if self.idle_envs == "step":
             self.keep_stepping()
-        s = self.storage
-        lengths = s.lengths if s.lengths is not None else torch.zeros(self.envs.num_envs, dtype=torch.long)
+        lengths = self.storage.lengths.clone()
+        weight = None
         if self.weighted and self.weight_form == "two_sided":
             floor = self.preemption.min_steps / self.num_steps
-            s.env_weight = two_sided_weights(lengths, self.num_steps, floor).to(self.device)
+            weight = two_sided_weights(lengths, self.num_steps, floor).to(self.device)
         elif self.weighted:
-            s.env_weight = importance_weights(lengths, self.num_steps).to(self.device)
-        return preempted, lengths.clone(), self.slowest.copy()
+            weight = importance_weights(lengths, self.num_steps).to(self.device)
+        return Collection(preempted, lengths, self.slowest.copy(), weight)
 
     def _fill(self, update: int, sums: np.ndarray, counts: np.ndarray) -> bool:
         """Collect until the step budget (False) or a preemption (True)."""
         s, envs = self.storage, self.envs
         n = envs.num_envs
         budget, cap = n * self.num_steps, s.num_steps
-        s.lengths = torch.zeros(n, dtype=torch.long)
         self.slowest[:] = 0.0
         self.sent_at[:] = time.perf_counter()  # steps in flight through the update are timed from here
         ready, self.unstored = self.unstored, []
@@ -143,13 +145,21 @@ class VariableCollector(WorkerCollector):
 
     def _extra_state(self) -> dict[str, Any]:
         self.drain()
-        return {"pending": {k: v.cpu().clone() for k, v in self.pending.items()},
+        pending = {k: v.cpu().clone() for k, v in self.pending.items() if k != "memory"}
+        if "memory" in self.pending:
+            pending["memory"] = mem.saved(self.pending["memory"])
+        return {"pending": pending,
                 "unstored": [{"worker": w.worker, "lo": w.lo, "hi": w.hi, **_result_state(w.result)}
                              for w in self.unstored]}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         self._forget()
-        self.pending = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["pending"].items()}
+        pending = dict(state["pending"])
+        if "hidden" in pending:  # saved before the memory protocol: one tensor
+            pending["memory"] = self.policy.legacy_memory(torch.as_tensor(pending.pop("hidden")))
+        self.pending = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in pending.items() if k != "memory"}
+        if "memory" in pending:
+            self.pending["memory"] = mem.to(pending["memory"], self.device, copy=True)
         self.unstored = [WorkerStep(u["worker"], u["lo"], u["hi"], _result_from_state(u)) for u in state["unstored"]]
 
 

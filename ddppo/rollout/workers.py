@@ -2,9 +2,9 @@
 return, on the envs' asynchronous worker API (ddppo.envs.base.AsyncVecEnv: `send` to one worker, `recv` whichever
 finished).
 
-Per env, `pending` holds the action in flight with its log-probability, value and the recurrent state after
+Per env, `pending` holds the action in flight with its log-probability, value and the policy's memory after
 it; `store` writes a finished step at the end of the env's segment (`RolloutStorage.insert_envs`), and its
-observation, start flag and recurrent state become the Actor's current ones.
+observation, start flag and memory become the Actor's current ones.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 
 from ddppo import timing
 from ddppo.model.actions import env_actions
+from ddppo.model import memory as mem
 from ddppo.rollout.acting import check_finite
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.envs.base import AsyncVecEnv, StepResult, WorkerStep
@@ -51,18 +52,18 @@ class WorkerCollector(RolloutCollector):
                      else actor.staging.to_device({"act_rows": idx.numpy()})["act_rows"])
         with self.timer(timing.POLICY_FORWARD):
             obs = {k: v[rows] for k, v in actor.obs.items()}
-            action, logp, value, hidden = self.policy.act(obs, actor.hidden[:, rows], actor.start[rows])
+            action, logp, value, memory = self.policy.act(obs, mem.select(actor.memory, rows), actor.start[rows])
         env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         p = self.pending
         if not p:
             p.update(action=torch.zeros((actor.start.shape[0], *action.shape[1:]), dtype=action.dtype,
                                         device=self.device),
                      logp=torch.zeros_like(actor.start), value=torch.zeros_like(actor.start),
-                     hidden=torch.zeros(tuple(actor.hidden.shape), device=self.device))
+                     memory=mem.zeros(actor.memory, actor.start.shape[0]))
         p["action"][rows] = action
         p["logp"][rows] = logp
         p["value"][rows] = value
-        p["hidden"][:, rows] = hidden
+        mem.assign(p["memory"], rows, memory)
         now, offset = time.perf_counter(), 0
         with self.timer(timing.ENV_STEP):  # a send wakes the worker: on a busy machine it runs in the write
             for w in workers:
@@ -81,25 +82,31 @@ class WorkerCollector(RolloutCollector):
             np.maximum(self.slowest[w.lo:w.hi], now - self.sent_at[w.lo:w.hi], out=self.slowest[w.lo:w.hi])
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, f"in update {update}'s rollout", self.label, idx.numpy())
-            at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
-            scale = self.reward_scale
-            reward = res.reward if scale is None else scale(res.reward, res.done, idx.numpy())
+        at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
+        reward = self.host_rewards(res, self._env_actions, idx.numpy())
+        with self.timer(timing.OBS_TRANSFER):
             # normalize.update=step: counted and normalised as the lockstep acting path does (Actor.step)
             raw = res.obs if actor.obs_transform is None else actor.obs_transform.observe(res.obs)
             obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
-        hidden_after = self.pending["hidden"][:, idx_dev]
+        memory_after = mem.select(self.pending["memory"], idx_dev)
         if res.truncated.any() and self.policy.critic is not None:
             with self.timer(timing.POLICY_FORWARD):
-                reward = reward + self.truncation_bootstrap(res, hidden_after, idx.numpy())
+                reward = reward + self.truncation_bootstrap(res, memory_after, idx.numpy())
         with self.timer(timing.STORAGE):
             s.insert_envs(idx, self.pending["action"][idx_dev], self.pending["logp"][idx_dev],
                           self.pending["value"][idx_dev], reward, done, obs, done, at=(flags["slot"], idx_dev))
             for k, v in obs.items():
                 actor.obs[k][idx_dev] = v
             actor.start[idx_dev] = done
-            actor.hidden[:, idx_dev] = hidden_after
+            mem.assign(actor.memory, idx_dev, memory_after)
             self.add_episodes(res.episodes, sums, counts)
+
+
+    def _env_actions(self, envs: np.ndarray) -> np.ndarray:
+        """The actions the envs `envs` were sent (read only by a reward model: one device read)."""
+        action = self.pending["action"][torch.from_numpy(envs).to(self.device)].cpu().numpy()
+        return env_actions(self.envs.action_space, action)
 
 
 def concat(results: list[StepResult]) -> StepResult:

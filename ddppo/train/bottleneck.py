@@ -7,6 +7,7 @@ point at one of the usual culprits of distributed RL:
   straggler-bound      fast ranks wait at the end-of-rollout sync for the slow ones
   environment-bound    env.step dominates the rollout, and the rollout dominates the update
   policy-bound         policy.act dominates the rollout (inference throughput)
+  reward-model-bound   the reward model's scoring (reward.model) dominates the rollout
   learner-bound        forward/backward/optimizer dominate the update
   communication-bound  the gradient all-reduce dominates the update
   memory pressure      resident or device memory near the limit (reported in any case)
@@ -31,6 +32,8 @@ KNOBS = {
     "environment-bound": "raise env.num_workers (parallel simulator processes) or ranks per node; "
                          "keep env.num_envs per worker small",
     "policy-bound": "raise env.num_envs (bigger inference batches), run on a GPU, or shrink policy.hidden_size",
+    "reward-model-bound": "score fewer observations (reward.mode=terminal), shrink the reward model, run it on a "
+                          "GPU, or raise env.num_envs (bigger scoring batches)",
     "learner-bound": "lower ppo.epochs, or use fewer, larger minibatches (lower ppo.num_mini_batch); "
                      "a GPU helps most; with envs in workers rollout.overlap_learning=true hides it behind collection",
     "communication-bound": "lower ppo.num_mini_batch (fewer all-reduces per update) or ppo.epochs; "
@@ -67,10 +70,13 @@ def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0,
     wait = sum(p.get("perf/straggler_wait_s_max", 0.0) for p in window) / total
     env = sum(_sum(p, (timing.ENV_STEP,)) for p in window) / total
     policy = sum(_sum(p, (timing.POLICY_FORWARD,)) for p in window) / total
+    reward = sum(_sum(p, (timing.REWARD_MODEL,)) for p in window) / total
     learn = sum(_sum(p, LEARN) for p in window) / total
     comm = sum(_sum(p, COMMUNICATION) for p in window) / total
     shares = {"straggler wait": wait, "env step": env, "policy forward": policy, "learning": learn,
               "all-reduce": comm}
+    if reward > 0:
+        shares["reward model"] = reward
     if overlapped:
         learn = sum(_sum(p, (timing.LEARNER_WAIT,)) for p in window) / total
         shares["learner wait"] = learn
@@ -78,6 +84,6 @@ def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0,
         return Diagnosis("memory pressure", memory_fraction, KNOBS["memory pressure"], shares)
     # a straggler shows as the slowest rank's wait share being large, whatever else dominates
     candidates = {"straggler-bound": wait, "environment-bound": env, "policy-bound": policy,
-                  "learner-bound": learn, "communication-bound": comm}
+                  "reward-model-bound": reward, "learner-bound": learn, "communication-bound": comm}
     name = max(candidates, key=candidates.get)
     return Diagnosis(name, candidates[name], KNOBS[name], shares)

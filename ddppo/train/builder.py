@@ -5,7 +5,8 @@ place a mode is decided (rollout.overlap_learning, normalisation, the advantage 
     envs          this rank's vector env (rank_env_spec: which envs a rank builds)
     normalisation built from the config and the spaces (ddppo.normalization); the policy and the collector take
                   their parts at construction
-    policy        the learner's; under rollout.overlap_learning an acting copy acts for it
+    policy        the learner's; under rollout.overlap_learning an acting copy acts for it; a library image
+                  encoder's weights file (policy.encoder_weights) put in when no checkpoint gives them
     advantage     the estimator ppo.advantage names (ddppo.advantage); its class, asked first, says whether the
                   policy gets a value head and how many envs share each episode
     updater       the PPO update (ddppo.ppo), with the KL reference (ppo.kl_ref.checkpoint)
@@ -41,6 +42,7 @@ from ddppo.distributed import DistContext
 from ddppo.envs.base import rank_env_spec
 from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
+from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
@@ -48,6 +50,7 @@ from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.episode_metrics import env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
+from ddppo.rollout.reward_model import reward_model_for
 from ddppo.rollout.scenes import env_scene_names
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.rundir import RunDir
@@ -133,9 +136,13 @@ class Trainer:
         self.normalization = norm = build_normalization(cfg, *spaces, num_envs, ctx)
         self.policy = make_policy(*spaces, cfg.policy, value_head=self.advantage_class.critic, obs_norm=norm.obs,
                                   normalize_inputs=norm.policy_normalizes).to(ctx.device)
+        # policy.encoder_weights: rank 0 puts the file's weights in before a checkpoint may replace them
+        self.encoder_weights = EncoderWeightsRecord(self.policy, cfg.policy.encoder_weights)
+        self.encoder_weights.start(ctx)
         self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
                                   advantage=self.advantage)
+        self.reward_model = reward_model_for(cfg.reward, num_envs, ctx.device, self.timer)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, *spaces, num_envs, ctx.device)
@@ -146,18 +153,20 @@ class Trainer:
                                  SceneWindow(self.scene_names, cfg.log.window))
         overlap = cfg.rollout.overlap_learning  # the one place the learning mode is decided
         acting = acting_copy(self.policy) if overlap else self.policy  # collects while the learner updates
-        storage = self._new_storage()
-        self.collector = make_collector(cfg.rollout, self.envs, acting, storage,
+        storage = self.new_storage()
+        self.collector = make_collector(cfg.rollout, self.envs, acting,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
-                                        obs_transform=norm.obs_transform, scene_names=self.scene_names)
+                                        obs_transform=norm.obs_transform, scene_names=self.scene_names,
+                                        reward_model=self.reward_model)
         self.phases = Phases(cfg, ctx, self.collector, self.advantage, norm, self.updater, self.reference,
                              self.progress, self.timer)
-        self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self._new_storage(), ctx.device,
+        self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)
         self.checkpoints.resume()
+        self.encoder_weights.finish(model_loaded=self.checkpoints.model_loaded)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
@@ -173,11 +182,12 @@ class Trainer:
                                  scene_costs=scene_costs, placement=ScenePlacement(
                                      scene_costs, self.collector, cfg.env.placement_interval_updates))
 
-    def _new_storage(self) -> RolloutStorage:
+    def new_storage(self) -> RolloutStorage:
+        """Buffers for one rollout of this rank (a learning strategy owns one or two; a benchmark may collect into
+        one of its own)."""
         num_envs = self.env_spec.num_envs
-        hidden_shape = tuple(self.policy.initial_hidden(num_envs).shape)
         return RolloutStorage(storage_steps(self.cfg.rollout), num_envs, self.envs.observation_space,
-                              self.envs.action_space, hidden_shape, self.ctx.device)
+                              self.envs.action_space, self.policy.initial_memory(num_envs), self.ctx.device)
 
     def _checkpoint_manager(self, saved_episodes: bool) -> CheckpointManager:
         """The one checkpoint manager, given every saved-state owner: the shared ones (the same on every rank),
@@ -187,6 +197,8 @@ class Trainer:
         manager.register("model", self.policy, shared=True)
         manager.register("optimizer", self.updater.optimizer, shared=True)
         manager.register("counters", self.progress, shared=True)
+        if self.cfg.policy.encoder_weights:  # the file's sha256, compared on resume
+            manager.register("encoder_weights", self.encoder_weights, shared=True)
         for name, owner in self.normalization.shared_owners().items():  # normalize.reward: the return statistics
             manager.register(name, owner, shared=True)
         manager.register("rng", ckpt.RngState(self.ctx.device))
@@ -197,6 +209,11 @@ class Trainer:
             manager.register("reference", self.reference, episodic=True)
         for name, owner in self.normalization.episode_owners().items():  # each env's running return
             manager.register(name, owner, episodic=True)
+        if self.reward_model is not None:  # which model and weights (checked at resume), each env's episode step
+            for name, owner in self.reward_model.shared_owners().items():
+                manager.register(name, owner, shared=True)
+            for name, owner in self.reward_model.episode_owners().items():
+                manager.register(name, owner, episodic=True)
         return manager
 
     def train(self) -> int:

@@ -5,20 +5,31 @@ train/builder.py): the training loop calls `learning.step(update)` and never bra
 - `OverlapLearning` (train/overlap_learning.py): learn on the rollout collected last while an acting copy collects
   the next one.
 
-A strategy arranges the phases of `UpdatePhases` (train/phases.py implements them): `collect` a rollout with its
-advantages, `agree` at the end-of-rollout sync, `learn` on a storage, `hand_over` what learning changed to the
-acting path. Each `step` returns the update's `Outcome`; `close` waits for anything still running.
+A strategy arranges the phases of `UpdatePhases` (train/phases.py implements them): `collect` a rollout into a
+storage's buffers with its advantages (a `Collected` value), `agree` at the end-of-rollout sync, `learn` on a
+`Collected`, `hand_over` what learning changed to the acting path. A strategy owns the storages and never collects
+into one whose rollout is still to be learned on. Each `step` returns the update's `Outcome`; `close` waits for
+anything still running.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 
 from ddppo.rollout.collector import CollectResult
+from ddppo.rollout.rollout import Advantages
+from ddppo.rollout.storage import RolloutStorage
 from ddppo.ppo.update import UpdateResult
 from ddppo.timing import Timer
+
+
+class Collected(NamedTuple):
+    """One collected rollout (inside `result`) with its advantages: what agree and learn take."""
+
+    result: CollectResult
+    advantages: Advantages
 
 
 class UpdatePhases(Protocol):
@@ -26,15 +37,15 @@ class UpdatePhases(Protocol):
 
     timer: Timer  # the main thread's phase timer
 
-    def collect(self, update: int, storage: Any) -> CollectResult:
+    def collect(self, update: int, storage: RolloutStorage) -> Collected:
         """One rollout into `storage`, from where the last one left the envs, and its advantages (local)."""
 
-    def agree(self, collected: CollectResult) -> None:
+    def agree(self, batch: Collected) -> None:
         """The end-of-rollout sync over the ranks and the normalisation statistics' merge (collectives)."""
 
-    def learn(self, storage: Any, timer: Timer, generator: torch.Generator | None = None
+    def learn(self, batch: Collected, timer: Timer, generator: torch.Generator | None = None
               ) -> tuple[UpdateResult, float, float]:
-        """The PPO update on `storage` (collectives); (result, learning rate, KL coefficient)."""
+        """The PPO update on `batch` (collectives); (result, learning rate, KL coefficient)."""
 
     def hand_over(self) -> None:
         """After learning: what the acting path takes from it (the observation statistics merged at `agree`)."""
@@ -44,6 +55,7 @@ class Outcome(NamedTuple):
     """One update, as a learning strategy returns it to the loop."""
 
     collected: CollectResult  # the rollout learned on
+    advantages: Advantages  # its advantages as the estimator returned them (before the update's normalisation)
     result: UpdateResult
     lr: float
     beta: float  # the KL coefficient the update used
@@ -51,19 +63,19 @@ class Outcome(NamedTuple):
 
 
 class SerialLearning:
-    """Collect, then learn on the same storage; the observation statistics of a rollout apply after learning on
-    it (normalize.obs)."""
+    """Collect, then learn on the rollout collected; the observation statistics of a rollout apply after learning
+    on it (normalize.obs)."""
 
-    def __init__(self, phases: UpdatePhases, storage: Any):
+    def __init__(self, phases: UpdatePhases, storage: RolloutStorage):
         self.phases, self.storage = phases, storage
 
     def step(self, update: int) -> Outcome:
         p = self.phases
-        collected = p.collect(update, self.storage)
-        p.agree(collected)
-        result, lr, beta = p.learn(self.storage, p.timer)
+        batch = p.collect(update, self.storage)
+        p.agree(batch)
+        result, lr, beta = p.learn(batch, p.timer)
         p.hand_over()
-        return Outcome(collected, result, lr, beta, p.timer.pop())
+        return Outcome(batch.result, batch.advantages, result, lr, beta, p.timer.pop())
 
     def close(self) -> None:
         """Nothing runs between steps."""

@@ -1,4 +1,5 @@
-"""The training loop: collect -> returns -> PPO update -> reduce stats -> log / checkpoint / agree on stop.
+"""The training loop: one update (collect -> advantages -> agree -> learn, arranged by the learning strategy) ->
+reduce stats -> log / checkpoint / agree on stop.
 
 Every rank runs this same loop over the parts train/builder.py made; it decides nothing about how they were
 made (no mode, no concrete part is named here: each is seen through the small interface below). Per update,
@@ -14,11 +15,13 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
+import numpy as np
 import torch
 
 from ddppo import signals, timing
 from ddppo.config import Config
 from ddppo.distributed import DistContext
+from ddppo.timing import Timer
 from ddppo.train.stats import Reduced, StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
@@ -27,10 +30,21 @@ log = logging.getLogger(__name__)
 STOP_TERM, STOP_REQUEUE, STOP_BUDGET, STOP_NONFINITE = 1, 2, 4, 8
 
 
+class Outcome(Protocol):
+    """One update, as a learning strategy returns it (train/learning.py's Outcome)."""
+
+    collected: Any  # the rollout learned on, with its episode sums, scenes and diagnostics (a CollectResult)
+    advantages: Any  # its advantages, as the estimator returned them
+    result: Any  # the PPO update's loss terms and skipped steps (an UpdateResult)
+    lr: float
+    beta: float  # the KL coefficient the update used
+    timings: dict[str, float]  # the update's phase timings
+
+
 class Learning(Protocol):
     """How collection and learning are arranged (train/learning.py): one update per `step`."""
 
-    def step(self, update: int) -> Any: ...  # an Outcome: collected, result, lr, beta, timings
+    def step(self, update: int) -> Outcome: ...
 
 
 class Progress(Protocol):
@@ -77,7 +91,7 @@ class Watchdog(Protocol):
 class SceneCosts(Protocol):
     """The scenes' measured costs (train/scene_costs.py): summed every update, written at every checkpoint."""
 
-    def add(self, table: Any) -> None: ...
+    def add(self, table: np.ndarray) -> None: ...  # (scenes, columns): this update's, summed over the ranks
 
     def save(self) -> None: ...
 
@@ -106,7 +120,7 @@ class TrainingLoop:
     moves scenes by them during the run (both train/scene_costs.py)."""
 
     def __init__(self, cfg: Config, ctx: DistContext, learning: Learning, progress: Progress, checkpoints: Checkpoints,
-                 writer: Sink, timer: Any, diagnose: Callable[[list, float], Any], num_parameters: int,
+                 writer: Sink, timer: Timer, diagnose: Callable[[list, float], Any], num_parameters: int,
                  kl_adapt: Callable[[float, float], float] | None = None, watchdog: Watchdog = NO_WATCHDOG,
                  started: float | None = None, scene_costs: SceneCosts | None = None,
                  placement: Placement | None = None):
@@ -118,53 +132,66 @@ class TrainingLoop:
         self.placement = placement  # None: scenes stay where the envs placed them
         self.last_save_failed = False  # rank 0: the newest checkpoint could not be written (disk full, ...)
         self.perf_window: deque = deque(maxlen=max(cfg.log.window, 20))
+        self._last_print = self._last_diagnosis = 0.0  # when the progress line / the bottleneck report was logged
+        # called with (update, Outcome) after each update's learning, before its stats: what a benchmark records
+        # (the rollout, its advantages, the weights after learning) through the path `ddppo train` runs
+        self.watchers: list[Callable[[int, Outcome], None]] = []
 
     def run(self) -> int:
         """Run until the step budget, a signal, the time budget or repeated non-finite updates; exit code."""
-        cfg, ctx, progress = self.cfg, self.ctx, self.progress
+        cfg, progress = self.cfg, self.progress
         if progress.env_steps >= cfg.run.total_env_steps:
             log.info("run already finished: %d/%d env steps", progress.env_steps, cfg.run.total_env_steps)
             return 0
-        last_print = last_diagnosis = time.monotonic()
+        self._last_print = self._last_diagnosis = time.monotonic()
         self._log_start()
         while True:
             self.watchdog.arm()
-            update = progress.update + 1
-            t0 = time.perf_counter()
-            out = self.learning.step(update)
-            local = StepStats(out.collected, out.result, self._local_stop_flags(), time.perf_counter() - t0,
-                              out.timings, *memory_usage(ctx.device))
-            reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
-            progress.advance(update, reduced.env_steps_this_update, reduced.skipped_steps)
-            if self.scene_costs is not None:
-                self.scene_costs.add(reduced.scenes)
-            if self.placement is not None:  # before a checkpoint, which then saves the moved envs' fresh episodes
-                self.placement.after_update(update)
-            self._warn_skipped(reduced.skipped_steps)
-            if self.kl_adapt is not None:
-                reduced.losses["kl_beta"] = out.beta
-                progress.kl_beta = self.kl_adapt(progress.kl_beta, reduced.losses["kl_ref"])
-            stop = reduced.stop_flags
-            if progress.skipped_in_a_row >= cfg.ppo.max_skipped_updates:
-                stop |= STOP_NONFINITE
-            done = progress.env_steps >= cfg.run.total_env_steps
-            with self.timer(timing.LOG_CHECKPOINT):
-                scalars = self._scalars(reduced, out.lr)
-                progress.metrics_record = self.writer.write(update, progress.env_steps, scalars)
-                if stop or done or update % cfg.checkpoint.interval_updates == 0:
-                    self.last_save_failed = not self.checkpoints.save(update)
-                    if self.scene_costs is not None:
-                        self.scene_costs.save()
-            self.perf_window.append(reduced.perf)
-            if ctx.is_main and (time.monotonic() - last_print >= cfg.log.interval_s or stop or done):
-                last_print = time.monotonic()
-                log.info("update %d | %s", update, self._progress_line(scalars))
-            if ctx.is_main and (time.monotonic() - last_diagnosis >= cfg.log.bottleneck_interval_s or stop or done):
-                last_diagnosis = time.monotonic()
-                self._log_bottleneck()
-            self.watchdog.disarm()
+            try:
+                stop, done = self._update(progress.update + 1)
+            finally:  # an error inside the update leaves no watchdog armed
+                self.watchdog.disarm()
             if stop or done:
                 return self._finish(stop)
+
+    def _update(self, update: int) -> tuple[int, bool]:
+        """One update: learn, reduce the stats over the ranks, log, checkpoint; (stop flags, budget reached)."""
+        cfg, ctx, progress = self.cfg, self.ctx, self.progress
+        t0 = time.perf_counter()
+        out = self.learning.step(update)
+        for watch in self.watchers:
+            watch(update, out)
+        local = StepStats(out.collected, out.result, self._local_stop_flags(), time.perf_counter() - t0,
+                          out.timings, *memory_usage(ctx.device))
+        reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
+        progress.advance(update, reduced.env_steps_this_update, reduced.skipped_steps)
+        if self.scene_costs is not None:
+            self.scene_costs.add(reduced.scenes)
+        if self.placement is not None:  # before a checkpoint, which then saves the moved envs' fresh episodes
+            self.placement.after_update(update)
+        self._warn_skipped(reduced.skipped_steps)
+        if self.kl_adapt is not None:
+            reduced.losses["kl_beta"] = out.beta
+            progress.kl_beta = self.kl_adapt(progress.kl_beta, reduced.losses["kl_ref"])
+        stop = reduced.stop_flags
+        if progress.skipped_in_a_row >= cfg.ppo.max_skipped_updates:
+            stop |= STOP_NONFINITE
+        done = progress.env_steps >= cfg.run.total_env_steps
+        with self.timer(timing.LOG_CHECKPOINT):
+            scalars = self._scalars(reduced, out.lr)
+            progress.metrics_record = self.writer.write(update, progress.env_steps, scalars)
+            if stop or done or update % cfg.checkpoint.interval_updates == 0:
+                self.last_save_failed = not self.checkpoints.save(update)
+                if self.scene_costs is not None:
+                    self.scene_costs.save()
+        self.perf_window.append(reduced.perf)
+        if ctx.is_main and (time.monotonic() - self._last_print >= cfg.log.interval_s or stop or done):
+            self._last_print = time.monotonic()
+            log.info("update %d | %s", update, self._progress_line(scalars))
+        if ctx.is_main and (time.monotonic() - self._last_diagnosis >= cfg.log.bottleneck_interval_s or stop or done):
+            self._last_diagnosis = time.monotonic()
+            self._log_bottleneck()
+        return stop, done
 
     def _log_start(self) -> None:
         cfg, ctx = self.cfg, self.ctx

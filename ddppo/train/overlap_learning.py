@@ -114,8 +114,8 @@ class OverlapLearning:
     """rollout.overlap_learning as the training loop's learning strategy (train/learning.py): the double buffer,
     the acting copy and the learner thread, ordering the same phases as SerialLearning (train/phases.py).
 
-    `learning` is the storage the next update learns on (the rollout collected last); `collecting` the one the
-    collector fills meanwhile; `ready` is the result of collecting `learning` (None: nothing collected yet,
+    `learning` is the storage whose rollout the next update learns on (the rollout collected last); `collecting` the
+    one the collector fills meanwhile; `ready` is that rollout with its advantages (None: nothing collected yet,
     at the start and after a resume, so the first step collects one rollout first).
     """
 
@@ -156,9 +156,9 @@ class OverlapLearning:
             self.refresh()
             self.ready = p.collect(update, self.learning)
             p.agree(self.ready)
-        collected, storage = self.ready, self.learning
+        batch = self.ready
         learn_timer, generator = Timer(self.device), self.generator(self.seed, update)
-        self.learner.start(lambda: (*p.learn(storage, learn_timer, generator), learn_timer.pop()))
+        self.learner.start(lambda: (*p.learn(batch, learn_timer, generator), learn_timer.pop()))
         try:
             following = p.collect(update + 1, self.collecting)  # advantages with the acting copy's bootstrap
         except BaseException:
@@ -174,7 +174,7 @@ class OverlapLearning:
         timings = p.timer.pop()
         for k, v in learn_timings.items():
             timings[k] = timings.get(k, 0.0) + v
-        return Outcome(collected, result, lr, beta, timings)
+        return Outcome(batch.result, batch.advantages, result, lr, beta, timings)
 
     def close(self) -> None:
         """Wait for a learner call still running (an error on the main thread), dropping its outcome: the

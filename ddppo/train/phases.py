@@ -1,9 +1,10 @@
 """The phases of one update (train/learning.py's `UpdatePhases`), over the parts the builder made: the collector,
 the advantage estimator, the normalisation, the PPO updater and the KL reference.
 
-    collect    one rollout into a storage, then its advantages (local: timed as `gae`, whichever estimator)
+    collect    one rollout into a storage's buffers, returned as a value, then its advantages (local: timed as
+               `advantage`, whichever estimator), returned as new tensors: a `Collected`
     agree      the end-of-rollout sync (straggler wait), then the normalisation statistics' merge (collectives)
-    learn      the PPO update on a storage (its collectives: advantage statistics, gradient all-reduces)
+    learn      the PPO update on a `Collected` (its collectives: advantage statistics, gradient all-reduces)
     hand_over  the observation statistics merged at `agree` take effect for the next rollout
 
 Each phase is written once here; the learning strategies only order them (serially, or learning on one storage
@@ -11,8 +12,6 @@ while collecting into the other).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 
@@ -23,8 +22,10 @@ from ddppo.distributed import DistContext
 from ddppo.normalization import Normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
-from ddppo.rollout.collector import CollectResult, RolloutCollector
+from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
+from ddppo.train.learning import Collected
 from ddppo.train.progress import Progress
 
 
@@ -36,35 +37,32 @@ class Phases:
         self.normalization, self.updater, self.reference = normalization, updater, reference
         self.progress, self.timer = progress, timer
 
-    def collect(self, update: int, storage: Any) -> CollectResult:
-        self.collector.use_storage(storage)
-        collected = self.collector.collect(update)
-        self.advantages()
-        return collected
-
-    def advantages(self) -> None:
-        """The advantages of the rollout just collected (the estimator ppo.advantage chose: ddppo/advantage/;
-        its bootstrap value is the acting policy's)."""
+    def collect(self, update: int, storage: RolloutStorage) -> Collected:
+        """One rollout into `storage`'s buffers, and its advantages (the estimator ppo.advantage chose:
+        ddppo/advantage/; the bootstrap values are the acting policy's)."""
+        collected = self.collector.collect(update, storage)
         with self.timer(timing.ADVANTAGE):
-            self.advantage.compute(self.collector.storage, self.collector.last_value)
+            advantages = self.advantage.compute(collected.rollout)
+        return Collected(collected, advantages)
 
-    def agree(self, collected: CollectResult) -> None:
+    def agree(self, batch: Collected) -> None:
         with self.timer(timing.STRAGGLER_WAIT):
-            self.ctx.rollout_barrier(collected.steps)
+            self.ctx.rollout_barrier(batch.result.steps)
         self.ctx.mark_started()
-        with self.timer(timing.NORMALIZATION_SYNC):
-            self.normalization.sync(self.collector.storage)  # a collective when normalisation is on
+        with self.timer(timing.NORMALIZATION_SYNC):  # a collective when normalisation is on
+            self.normalization.sync(batch.result.rollout.obs, batch.advantages.mask)
 
-    def learn(self, storage: Any, timer: Timer, generator: torch.Generator | None = None
+    def learn(self, batch: Collected, timer: Timer, generator: torch.Generator | None = None
               ) -> tuple[UpdateResult, float, float]:
         """On the learner thread under rollout.overlap_learning, with its own `generator` for the minibatches
         (torch's global one is the acting policy's)."""
         lr = self.updater.set_lr_for(self.progress.env_steps, self.cfg.run.total_env_steps)
+        rollout = batch.result.rollout
         ref_params, beta = None, 0.0
         if self.reference is not None:
             with timer(timing.REFERENCE_FORWARD):
-                ref_params, beta = self.reference.annotate(storage), self.progress.kl_beta
-        return self.updater.update(storage, timer, ref_params, beta, generator), lr, beta
+                ref_params, beta = self.reference.annotate(rollout), self.progress.kl_beta
+        return self.updater.update(rollout, batch.advantages, timer, ref_params, beta, generator), lr, beta
 
     def hand_over(self) -> None:
         self.normalization.apply()

@@ -82,7 +82,7 @@ def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
     named = {"steps": s.collected.steps, "preempted": float(s.collected.preempted), "stop_flags": s.stop_flags,
              "skipped": s.result.skipped_steps, "update_time": s.update_time, "rss_gb": s.rss_gb,
              "memory_fraction": s.memory_fraction, "env_steps": s.collected.env_steps,
-             "rank_weight": s.collected.rank_weight, **s.collected.diag}
+             "rank_weight": s.collected.rollout.rank_weight, **s.collected.diag}
     head = [named.get(k, 0.0) for k in _HEAD]
     losses = [s.result.stats.get(k, float("nan")) for k in keys]
     phases = [s.timings.get(p, 0.0) for p in PHASES]

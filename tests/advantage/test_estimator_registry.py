@@ -26,6 +26,7 @@ import torch
 
 from ddppo.advantage import register_estimator
 from ddppo.advantage.gae import normalize_advantages
+from ddppo.rollout.rollout import Advantages
 
 
 @register_estimator("toy")
@@ -51,20 +52,18 @@ class ToyEstimator:
     def __init__(self, ppo, num_envs):
         self.gamma, self.rollouts, self.normalised = ppo.gamma, 0, 0
 
-    def compute(self, storage, bootstrap_value):
-        L = storage.step
-        ret = torch.zeros(storage.num_envs, device=storage.device)
-        storage.advantages.zero_()
-        storage.returns.zero_()
-        for t in reversed(range(L)):
-            ret = storage.rewards[t] + self.gamma * ret * (1.0 - storage.dones[t])
-            storage.returns[t] = ret
-        storage.advantages[:L] = storage.returns[:L] - storage.values[:L]
+    def compute(self, rollout):
+        ret = torch.zeros(rollout.num_envs, device=rollout.rewards.device)
+        returns = torch.zeros_like(rollout.rewards)
+        for t in reversed(range(rollout.steps)):
+            ret = rollout.rewards[t] + self.gamma * ret * (1.0 - rollout.dones[t])
+            returns[t] = ret
         self.rollouts += 1
+        return Advantages(returns - rollout.values, returns, rollout.valid)
 
-    def normalise(self, storage, ctx):
+    def normalise(self, adv, ctx):
         self.normalised += 1
-        normalize_advantages(storage.advantages[: storage.step], storage.valid[: storage.step], ctx)
+        return adv._replace(advantages=normalize_advantages(adv.advantages, adv.mask, ctx))
 
     def minibatch(self, adv, valid):
         return adv
@@ -119,7 +118,7 @@ def test_an_estimator_lacking_a_member_is_refused_naming_it(workdir):
     (workdir / "bad_adv_mod.py").write_text(
         "from ddppo.advantage import register_estimator\n\n\n"
         "@register_estimator('bad')\nclass Bad:\n    critic = True\n\n"
-        "    def compute(self, storage, bootstrap_value):\n        pass\n")
+        "    def compute(self, rollout):\n        pass\n")
     with pytest.raises(ConfigError) as err:
         load_config(None, ["ppo.advantage=bad_adv_mod:bad"])
     assert ("ppo.advantage='bad_adv_mod:bad': importing 'bad_adv_mod' failed: TypeError: advantage estimator 'bad' "

@@ -10,7 +10,7 @@ from ddppo.benchmarks import phase_check
 
 def row(**phases: float) -> dict:
     base = {"policy_forward": 0.2, "env_step": 0.2, "obs_transfer": 0.02, "storage": 0.02,
-            "learn_forward_backward": 0.4, "optimizer": 0.05, "gae": 0.01, "allreduce": 0.0, "straggler_wait": 0.0}
+            "learn_forward_backward": 0.4, "optimizer": 0.05, "advantage": 0.01, "allreduce": 0.0, "straggler_wait": 0.0}
     base.update(phases)
     return {"perf/update_s": 1.0, "perf/fps": 1000.0, **{f"perf/{k}_s": v for k, v in base.items()}}
 

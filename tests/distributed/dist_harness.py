@@ -311,17 +311,19 @@ def tiny_learner(rank: int, world: int, port: int, ppo: Any, num_envs: int, step
     obs_space = gymnasium.spaces.Dict({"obs": gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)})
     policy = Policy(obs_space, gymnasium.spaces.Discrete(actions), PolicyConfig(hidden_size=8))
     storage = RolloutStorage(steps, num_envs, obs_space, gymnasium.spaces.Discrete(actions),
-                             tuple(policy.initial_hidden(num_envs).shape), torch.device("cpu"))
+                             policy.initial_memory(num_envs), torch.device("cpu"))
     return ctx, policy, PPOUpdater(policy, ppo, ctx, advantage=estimator_for(ppo, num_envs)), storage
 
 
-def fill_random_rollout(storage: Any, policy: Any, steps: int, actions: int, generator: Any) -> None:
-    """Start `storage` afresh and insert `steps` steps of random observations and actions (zero rewards)."""
+def fill_random_rollout(storage: Any, policy: Any, steps: int, actions: int, generator: Any) -> Any:
+    """Start `storage` afresh and insert `steps` steps of random observations and actions (zero rewards); the
+    Rollout (bootstrap values 0)."""
     import torch
 
     n, obs_dim = storage.num_envs, storage.obs["obs"].shape[-1]
-    storage.set_first({"obs": torch.randn(n, obs_dim, generator=generator)}, torch.ones(n), policy.initial_hidden(n))
+    storage.begin({"obs": torch.randn(n, obs_dim, generator=generator)}, torch.ones(n), policy.initial_memory(n))
     for _ in range(steps):
         zeros = torch.zeros(n)
         storage.insert(torch.randint(0, actions, (n,), generator=generator), zeros - 1.0, zeros, zeros, zeros,
                        {"obs": torch.randn(n, obs_dim, generator=generator)})
+    return storage.rollout(torch.zeros(n))

@@ -2,7 +2,7 @@
 
 Two real gloo ranks hold rollouts of different lengths (8 and 3 valid steps of 4 environments, as after
 preemption; some steps masked out of the loss) whose advantages have different means and scales. After
-`PPOUpdater.update`, each rank's advantages must be exactly those of normalising the union of all ranks'
+normalisation (what `PPOUpdater.update` does first, on every rank), each rank's advantages must be exactly those of normalising the union of all ranks'
 valid samples (mean and population std over the union): a sample's advantage must not depend on which
 rank it landed on, and ranks count by their number of valid samples.
 """
@@ -30,17 +30,19 @@ def rank_advantages(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def normalise_worker(rank: int, world: int, port: int) -> list:
     from ddppo.config import PPOConfig
+    from ddppo.rollout.rollout import Advantages
     from ddppo.timing import Timer
 
     ppo = PPOConfig(epochs=1, num_mini_batch=2, normalize_advantage=True)
     ctx, policy, updater, storage = tiny_learner(rank, world, port, ppo, NUM_ENVS, T, OBS_DIM, ACTIONS)
     try:
-        fill_random_rollout(storage, policy, STEPS[rank], ACTIONS, torch.Generator().manual_seed(rank))
+        rollout = fill_random_rollout(storage, policy, STEPS[rank], ACTIONS, torch.Generator().manual_seed(rank))
         adv, mask = rank_advantages(rank)
-        storage.advantages[: STEPS[rank]] = adv
-        storage.loss_mask[: STEPS[rank]] = mask
-        updater.update(storage, Timer())
-        return storage.advantages[: STEPS[rank]][mask > 0].tolist()
+        handed = Advantages(adv.clone(), torch.zeros_like(adv), mask)
+        normalised = updater.advantage.normalise(handed, ctx)  # what update does first, on every rank
+        updater.update(rollout, handed, Timer())
+        assert torch.equal(handed.advantages, adv)  # neither writes into what it was handed
+        return normalised.advantages[mask > 0].tolist()
     finally:
         ctx.close()
 

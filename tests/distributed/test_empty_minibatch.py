@@ -27,6 +27,7 @@ def _snapshot(policy, optimizer) -> dict:
 
 def empty_worker(rank: int, world: int, port: int) -> list:
     from ddppo.config import PPOConfig
+    from ddppo.rollout.rollout import Advantages
     from ddppo.timing import Timer
 
     ctx, policy, updater, storage = tiny_learner(rank, world, port, PPOConfig(epochs=1, num_mini_batch=1, lr=1e-2),
@@ -35,11 +36,10 @@ def empty_worker(rank: int, world: int, port: int) -> list:
         g = torch.Generator().manual_seed(rank)
         out = []
         for phase, has_samples in enumerate([True, False, rank == 1]):
-            fill_random_rollout(storage, policy, T, ACTIONS, g)
-            storage.advantages[:T] = torch.randn(T, NUM_ENVS, generator=g)
-            storage.returns[:T] = torch.randn(T, NUM_ENVS, generator=g)
-            storage.loss_mask[:T] = 1.0 if has_samples else 0.0
-            result = updater.update(storage, Timer())
+            rollout = fill_random_rollout(storage, policy, T, ACTIONS, g)
+            adv = Advantages(torch.randn(T, NUM_ENVS, generator=g), torch.randn(T, NUM_ENVS, generator=g),
+                             torch.full((T, NUM_ENVS), 1.0 if has_samples else 0.0))
+            result = updater.update(rollout, adv, Timer())
             out.append({**_snapshot(policy, updater.optimizer), "skipped": result.skipped_steps})
         return out
     finally:

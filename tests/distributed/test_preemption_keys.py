@@ -16,6 +16,7 @@ import traceback
 
 import pytest
 from dist_harness import free_port
+from testutil import OneStorage
 
 UPDATES = 6
 MODES = {"lockstep": (dict(), 0), "overlapped": (dict(overlap=True), 2), "variable": (dict(mode="variable"), 2)}
@@ -55,8 +56,8 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
             try:
                 policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8))
                 storage = RolloutStorage(storage_steps(cfg), 2, envs.observation_space, envs.action_space,
-                                         tuple(policy.initial_hidden(2).shape), torch.device("cpu"))
-                collector = make_collector(cfg, envs, policy, storage, pre, Timer(), 0.9, torch.device("cpu"))
+                                         policy.initial_memory(2), torch.device("cpu"))
+                collector = OneStorage(make_collector(cfg, envs, policy, pre, Timer(), 0.9, torch.device("cpu")), storage)
                 first = 100 * i + 1  # each mode counts its own updates
                 for update in range(first, first + UPDATES):
                     res = collector.collect(update)

@@ -27,7 +27,7 @@ class _Envs:
 
 
 def fixed_rollout(steps: int, first_env: int):
-    """A fixed-mode RolloutStorage of NUM_ENVS envs that collected `steps` of T steps (the rest masked out)."""
+    """A fixed-mode Rollout of NUM_ENVS envs that collected `steps` of T steps."""
     import gymnasium
     import numpy as np
     import torch
@@ -35,14 +35,13 @@ def fixed_rollout(steps: int, first_env: int):
     from ddppo.rollout.storage import RolloutStorage
 
     space = gymnasium.spaces.Dict({"env": gymnasium.spaces.Box(0, np.inf, (), np.float32)})
-    storage = RolloutStorage(T, NUM_ENVS, space, gymnasium.spaces.Discrete(2), (1, NUM_ENVS, 1), torch.device("cpu"))
+    storage = RolloutStorage(T, NUM_ENVS, space, gymnasium.spaces.Discrete(2), {}, torch.device("cpu"))
     ids = torch.arange(first_env, first_env + NUM_ENVS, dtype=torch.float32)
-    storage.set_first({"env": ids}, torch.ones(NUM_ENVS), torch.zeros(1, NUM_ENVS, 1))
+    storage.begin({"env": ids}, torch.ones(NUM_ENVS), {})
     zeros = torch.zeros(NUM_ENVS)
     for _ in range(steps):
         storage.insert(torch.zeros(NUM_ENVS, dtype=torch.long), zeros, zeros, zeros, zeros, {"env": ids})
-    storage.returns.fill_(-1.0)
-    return storage
+    return storage.rollout(zeros)
 
 
 def scene_worker(rank: int, world: int, port: int, mode: str, rank_weighting: bool, form: str) -> dict:
@@ -67,19 +66,20 @@ def scene_worker(rank: int, world: int, port: int, mode: str, rank_weighting: bo
         preemption = Preemption(PreemptionConfig(min_rollout_fraction=0.25, rank_weighting=rank_weighting), ctx, T)
         lengths = case["lengths"][rank]
         if mode == "fixed":
-            storage = fixed_rollout(lengths, rank * NUM_ENVS)
+            rollout = fixed_rollout(lengths, rank * NUM_ENVS)
             per_env = [lengths] * NUM_ENVS
         else:
-            storage = variable_rollout(lengths, T, first_env=rank * NUM_ENVS)
+            rollout = variable_rollout(lengths, T, first_env=rank * NUM_ENVS)
             L = torch.tensor(lengths)
-            storage.env_weight = (two_sided_weights(L, T, 0.25) if form == "two_sided" else importance_weights(L, T))
+            rollout = rollout.replace(env_weight=(two_sided_weights(L, T, 0.25) if form == "two_sided"
+                                                  else importance_weights(L, T)))
             per_env = lengths
-        storage.rank_weight = preemption.rank_weight(sum(per_env) / NUM_ENVS)
+        rollout = rollout.replace(rank_weight=preemption.rank_weight(sum(per_env) / NUM_ENVS))
         tally = SceneTally(("fast", "slow"), _Envs(case["scenes"][rank]))
         table = tally.zeros()
-        weight = None if storage.env_weight is None else storage.env_weight.double().numpy()
-        tally.add_samples(table, storage.valid[:storage.step].double().numpy(), weight, storage.rank_weight)
-        grads = epoch_gradients(updater, storage, seed=rank)[0].tolist()
+        weight = None if rollout.env_weight is None else rollout.env_weight.double().numpy()
+        tally.add_samples(table, rollout.valid.double().numpy(), weight, rollout.rank_weight)
+        grads = epoch_gradients(updater, rollout, seed=rank)[0].tolist()
         return {"grads": grads, "reported": table[:, 1].tolist()}
     finally:
         ctx.close()

@@ -11,7 +11,7 @@ import pytest
 import torch
 from dist_harness import digest, spawn_ranks, tiny_learner
 
-from ddppo.advantage.gae import compute_returns
+from ddppo.advantage.gae import rollout_gae
 
 NUM_ENVS, CAPACITY, OBS_DIM, ACTIONS = 4, 8, 5, 3
 LENGTHS = {0: [1, 8, 3, 0], 1: [5, 2, 8, 6]}
@@ -41,9 +41,8 @@ def segments_worker(rank: int, world: int, port: int) -> dict:
     try:
         ctx.broadcast_module(policy)
         g = torch.Generator().manual_seed(rank)
-        storage.set_first({"obs": torch.randn(NUM_ENVS, OBS_DIM, generator=g)}, torch.ones(NUM_ENVS),
-                          policy.initial_hidden(NUM_ENVS))
-        storage.lengths = torch.zeros(NUM_ENVS, dtype=torch.long)
+        storage.begin({"obs": torch.randn(NUM_ENVS, OBS_DIM, generator=g)}, torch.ones(NUM_ENVS),
+                      policy.initial_memory(NUM_ENVS), segments=True)
         remaining = list(LENGTHS[rank])
         while any(remaining):  # interleaved, as ready envs come back in variable mode
             envs = torch.tensor([n for n in range(NUM_ENVS) if remaining[n]])
@@ -54,9 +53,10 @@ def segments_worker(rank: int, world: int, port: int) -> dict:
                                 {"obs": torch.randn(k, OBS_DIM, generator=g)}, torch.zeros(k))
             for n in envs.tolist():
                 remaining[n] -= 1
-        compute_returns(storage, torch.randn(NUM_ENVS, generator=g), 0.99, 0.95)
+        rollout = storage.rollout(torch.randn(NUM_ENVS, generator=g))
+        adv = rollout_gae(rollout, 0.99, 0.95)
         start = len(calls)
-        result = updater.update(storage, Timer())
+        result = updater.update(rollout, adv, Timer())
         return {"calls": calls[start:], "lengths": storage.lengths.tolist(), "skipped": result.skipped_steps,
                 "params": digest(dict(policy.named_parameters()))}
     finally:

@@ -114,7 +114,7 @@ def replay_gridnav(cfg: Config, checkpoint: Path, episodes: list[dict]) -> list[
     for rec in episodes:
         ep = rec["episode"]
         env.set_episode(0, tuple(ep["start"]), tuple(ep["goal"]), ep["heading"], ep["map_index"])
-        obs, hidden, start = env.observe(), policy.initial_hidden(1), torch.ones(1)
+        obs, hidden, start = env.observe(), policy.initial_memory(1), torch.ones(1)
         while True:
             action, _, _, hidden = policy.act(obs_to_torch(obs, torch.device("cpu")), hidden, start,
                                               deterministic=True)

@@ -152,7 +152,7 @@ def test_policy_embeds_a_discrete_observation():
     obs = {k: torch.as_tensor(np.stack([s.sample() for _ in range(n)])).to(
         torch.uint8 if s.dtype == np.uint8 else torch.float32) for k, s in space.spaces.items()}
     obs["objectgoal"] = torch.tensor([0.0, 5.0, 5.0])
-    action, logp, value, hidden = policy.act(obs, policy.initial_hidden(n), torch.ones(n))
+    action, logp, value, hidden = policy.act(obs, policy.initial_memory(n), torch.ones(n))
     assert action.shape == (n,) and torch.isfinite(value).all()
     feats = policy.encoders["objectgoal"](obs["objectgoal"])
     assert torch.equal(feats[1], feats[2]) and not torch.equal(feats[0], feats[1])  # same category, same code

@@ -83,7 +83,7 @@ def stop_gaps(checkpoint, overrides: list[str]) -> list[list[float]]:
     try:
         policy = make_policy(env.observation_space, env.action_space, cfg.policy).eval()
         policy.load_state_dict(data["model"])
-        hidden, start, obs = policy.initial_hidden(1), torch.ones(1), env.reset()
+        hidden, start, obs = policy.initial_memory(1), torch.ones(1), env.reset()
         gaps: list[list[float]] = [[]]
         while len(gaps) <= VAL_EPISODES:
             tensors = {k: torch.as_tensor(v).to(torch.uint8 if v.dtype == np.uint8 else torch.float32)

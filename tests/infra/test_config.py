@@ -212,9 +212,13 @@ def test_shape_keys_come_from_the_metadata():
     assert set(C.SHAPE_KEYS) == {
         "env.name", "policy.architecture", "policy.hidden_size", "policy.mlp_layers", "policy.rnn_type",
         "policy.rnn_layers", "policy.image_encoder", "policy.vector_encoder", "policy.resnet_base_width", "policy.resnet_layers",
-        "policy.resnet_bottleneck", "policy.critic", "policy.activation", "normalize.obs",
-        "ppo.advantage", "env.gridnav.num_rays", "env.synthetic.obs_dim", "env.synthetic.num_actions",
-        "env.synthetic.num_scenes", "env.gym.drop_keys", "env.gym.atari"}
+        "policy.resnet_bottleneck", "policy.critic", "policy.activation", "policy.freeze_encoder", "normalize.obs",
+        "policy.transformer.layers",
+        "policy.transformer.heads", "policy.transformer.context", "policy.transformer.positions",
+        "ppo.advantage", "env.gridnav.num_rays", "env.gridnav.camera", "env.gridnav.camera_size",
+        "env.gridnav.camera_depth_dtype", "env.gridnav.goal_sensor", "env.synthetic.obs_dim",
+        "env.synthetic.num_actions", "env.synthetic.num_scenes",
+        "reward.model", "reward.weights", "reward.kwargs", "reward.mode", "env.gym.drop_keys", "env.gym.atari"}  # a resume with another model is refused
 
 
 def test_config_explain_and_help_keys(capsys):

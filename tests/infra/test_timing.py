@@ -145,6 +145,21 @@ def test_per_phase_sync_mode_waits_at_every_phase(clock, gpu):
     assert gpu.blocking_syncs - 50 >= 2 * 50  # after the copy and after storage, every step
 
 
+def test_one_timer_switches_between_events_and_per_phase_sync(clock, gpu):
+    """What `ddppo bench gpu-ranks timing` does between updates of one trainer: the same timer, either mode."""
+    t = Timer(torch.device("cuda", 0))
+    t.use_per_phase_sync(True)
+    _steps(t, gpu, clock, 50)
+    assert gpu.blocking_syncs - 50 >= 2 * 50
+    t.pop()
+    t.use_per_phase_sync(False)
+    before = gpu.blocking_syncs
+    _steps(t, gpu, clock, 50)
+    totals = t.pop()
+    assert gpu.blocking_syncs - before - 50 <= 2  # events again: the pop's read (and the new anchor's)
+    assert totals[timing.STORAGE] == pytest.approx(50 * 0.001)
+
+
 def test_events_charge_each_phase_its_own_gpu_work_and_add_up_to_the_wall_time(clock):
     gpu = FakeGPU(clock)
     t = Timer(events=gpu.event)

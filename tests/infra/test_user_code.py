@@ -100,16 +100,16 @@ def test_a_built_in_builder_is_found_by_importing_the_registrys_home(tmp_path, m
 
 def test_image_and_vector_encoders_have_their_own_choices_and_yours_is_a_choice_of_both(monkeypatch):
     from ddppo.model.build import register_encoder
-    from ddppo.user_code import IMAGE_ENCODERS, VECTOR_ENCODERS
+    from ddppo.user_code import ENCODERS, VECTOR_ENCODERS
 
     with pytest.raises(ConfigError, match=r"policy.image_encoder='mlp': must be one of cnn, resnet \("):
         load_config(None, ["policy.image_encoder=mlp"])
     with pytest.raises(ConfigError, match=r"policy.vector_encoder='cnn': must be one of mlp \("):
         load_config(None, ["policy.vector_encoder=cnn"])
-    for registry in (IMAGE_ENCODERS, VECTOR_ENCODERS):  # registered for this test only
+    for registry in (ENCODERS, VECTOR_ENCODERS):  # registered for this test only
         monkeypatch.setattr(registry, "_builders", dict(registry._builders))
         monkeypatch.setattr(registry, "_extra", list(registry._extra))
     name = "test_user_code_both_kinds"
     register_encoder(name)(lambda space, cfg: None)
-    assert name in IMAGE_ENCODERS and name in VECTOR_ENCODERS
-    assert IMAGE_ENCODERS.get(name) is VECTOR_ENCODERS.get(name)
+    assert name in ENCODERS and name in VECTOR_ENCODERS
+    assert ENCODERS.get(name) is VECTOR_ENCODERS.get(name)

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,8 +26,13 @@ ARGS = ["env.num_envs=8", "rollout.num_steps=16", "ppo.num_mini_batch=2", "ppo.e
         "checkpoint.interval_updates=1000", "run.seed=7"]
 
 
-def _cmd(run: Path) -> list[str]:
-    return [sys.executable, "-m", "ddppo", "train", str(REPO / "configs" / "gridnav.yaml"), f"run.dir={run}", *ARGS]
+# gridnav's camera through the CNN, and the memory task, whose per-env step counter decides what is observed
+CAMERA_MEMORY = ["env.gridnav.camera=depth", "env.gridnav.camera_size=[8,16]", "env.gridnav.goal_visible_steps=3"]
+
+
+def _cmd(run: Path, extra: list[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "ddppo", "train", str(REPO / "configs" / "gridnav.yaml"), f"run.dir={run}", *ARGS,
+            *extra]
 
 
 def _metrics(run: Path) -> list[dict]:
@@ -39,12 +45,13 @@ def _final(run: Path) -> dict:
     return torch.load(sorted((run / "checkpoints").glob("ckpt-*.pt"))[-1], weights_only=True)
 
 
-def test_stop_and_resume_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("extra", [[], CAMERA_MEMORY], ids=["scan", "camera-memory"])
+def test_stop_and_resume_is_bit_identical(tmp_path, extra):
     straight = tmp_path / "straight"
-    subprocess.run(_cmd(straight), cwd=REPO, check=True, capture_output=True, timeout=300)
+    subprocess.run(_cmd(straight, extra), cwd=REPO, check=True, capture_output=True, timeout=300)
 
     split = tmp_path / "split"
-    proc = subprocess.Popen(_cmd(split), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_cmd(split, extra), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = split / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # stop it once a few updates are done
@@ -57,7 +64,7 @@ def test_stop_and_resume_is_bit_identical(tmp_path):
     stopped_at = len(metrics.read_text().splitlines())
     assert 3 <= stopped_at < UPDATES, f"the SIGTERM came too late to test a resume (update {stopped_at})"
     assert "stopping at update" in err
-    res = subprocess.run(_cmd(split), cwd=REPO, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(_cmd(split, extra), cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "resumed from" in res.stderr
 

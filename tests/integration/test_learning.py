@@ -45,7 +45,7 @@ def success_rate(cfg, policy, episodes=160, seed=12345):
     env = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=16, seed=seed))
     try:
         obs = env.reset()
-        hidden = policy.initial_hidden(16)
+        hidden = policy.initial_memory(16)
         start = torch.ones(16)
         results = []
         while len(results) < episodes:

@@ -41,7 +41,7 @@ def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_
         actual = np.array([e.unwrapped.state for e in trainer.envs._env.envs], np.float32)
         np.testing.assert_array_equal(col.obs["state"].numpy(), actual)  # the state the envs are in
         assert torch.equal(col.start, torch.ones(4))
-        assert not col.hidden.any()
+        assert not col.memory["rnn"].any()
         run_start = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=4, seed=trainer.ctx.seed))
         first = run_start.reset()["state"]
         run_start.close()

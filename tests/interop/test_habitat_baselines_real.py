@@ -92,7 +92,7 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesPolicy) -> dict[str, floa
     obs, start = inputs(0)
     h_hb = torch.zeros(N, 4, 512)
     prev = torch.zeros(N, 1, dtype=torch.long)
-    hidden = ours.initial_hidden(N)
+    hidden = ours.initial_memory(N)
     diffs = {"logits": 0.0, "value": 0.0, "state": 0.0, "sequence_logp": 0.0, "sequence_value": 0.0}
     hb_logp, hb_value, actions = [], [], []
     with torch.no_grad():
@@ -109,13 +109,13 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesPolicy) -> dict[str, floa
             assert torch.equal(logp, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1))
             diffs["logits"] = max(diffs["logits"], float((logp_all - torch.log_softmax(logits_hb, -1)).abs().max()))
             diffs["value"] = max(diffs["value"], float((value - value_hb).abs().max()))
-            diffs["state"] = max(diffs["state"], float((hidden[:-1].permute(1, 0, 2) - h_hb_new).abs().max()))
+            diffs["state"] = max(diffs["state"], float((hidden["rnn"] - h_hb_new).abs().max()))
             hb_logp.append(torch.log_softmax(logits_hb, -1))
             hb_value.append(value_hb)
             actions.append(action)
             h_hb, prev = h_hb_new, action.view(N, 1)
         acts = torch.stack(actions)
-        logp_seq, _, value_seq, params = ours.evaluate_with_params(obs, ours.initial_hidden(N), start, acts)
+        logp_seq, _, value_seq, params = ours.evaluate_with_params(obs, ours.initial_memory(N), start, acts)
         diffs["sequence_logp"] = float((params - torch.stack(hb_logp)).abs().max())
         diffs["sequence_value"] = float((value_seq - torch.stack(hb_value)).abs().max())
     return diffs

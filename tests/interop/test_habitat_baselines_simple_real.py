@@ -53,7 +53,7 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesSimplePolicy) -> dict[str
            GOAL_KEY: torch.stack([torch.rand(T, N, generator=g) * 5, (torch.rand(T, N, generator=g) - 0.5) * 6], -1)}
     start = torch.zeros(T, N)
     start[0], start[2, 1] = 1, 1
-    h_hb, prev, hidden = torch.zeros(N, 1, HIDDEN), torch.zeros(N, 1, dtype=torch.long), ours.initial_hidden(N)
+    h_hb, prev, hidden = torch.zeros(N, 1, HIDDEN), torch.zeros(N, 1, dtype=torch.long), ours.initial_memory(N)
     diffs = {"logp": 0.0, "value": 0.0, "state": 0.0, "sequence_logp": 0.0, "sequence_value": 0.0}
     hb_logp, hb_value, actions = [], [], []
     with torch.no_grad():
@@ -67,10 +67,10 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesSimplePolicy) -> dict[str
             assert torch.equal(action, logp_hb.argmax(-1)), f"step {t}: actions differ"
             diffs["logp"] = max(diffs["logp"], float((ours.dist_params(feats_ours) - logp_hb).abs().max()))
             diffs["value"] = max(diffs["value"], float((value - value_hb).abs().max()))
-            diffs["state"] = max(diffs["state"], float((hidden.permute(1, 0, 2) - h_hb).abs().max()))
+            diffs["state"] = max(diffs["state"], float((hidden["rnn"] - h_hb).abs().max()))
             hb_logp.append(logp_hb), hb_value.append(value_hb), actions.append(action)
             prev = action.view(N, 1)
-        _, _, value_seq, params = ours.evaluate_with_params(obs, ours.initial_hidden(N), start, torch.stack(actions))
+        _, _, value_seq, params = ours.evaluate_with_params(obs, ours.initial_memory(N), start, torch.stack(actions))
     diffs["sequence_logp"] = float((params - torch.stack(hb_logp)).abs().max())
     diffs["sequence_value"] = float((value_seq - torch.stack(hb_value)).abs().max())
     return diffs

@@ -82,7 +82,7 @@ def test_discrete_and_gaussian_kinds_equal_torchs_distributions():
 def test_storage_and_env_actions_follow_the_space():
     assert action_buffer(MD) == ((3,), torch.long) and action_buffer(MB) == ((4,), torch.float32)
     assert action_buffer(gymnasium.spaces.Discrete(3)) == ((), torch.long)
-    storage = RolloutStorage(4, 2, gymnasium.spaces.Dict({"x": gymnasium.spaces.Box(-1, 1, (2,))}), MD, (1, 2, 8),
+    storage = RolloutStorage(4, 2, gymnasium.spaces.Dict({"x": gymnasium.spaces.Box(-1, 1, (2,))}), MD, {},
                              torch.device("cpu"))
     assert storage.actions.shape == (4, 2, 3) and storage.actions.dtype == torch.long
     bits = env_actions(MB, np.array([[1.0, 0.0, 1.0, 1.0]], np.float32))
@@ -97,7 +97,7 @@ def test_policy_acts_and_evaluates_what_it_acted(space):
                                        "cells": gymnasium.spaces.MultiDiscrete([4, 4, 6])})
     policy = Policy(obs_space, space, PolicyConfig(hidden_size=16, rnn_type="gru"))
     obs = {"x": torch.randn(5, 3), "cells": torch.tensor([[0, 3, 5]] * 5)}
-    h = policy.initial_hidden(5)
+    h = policy.initial_memory(5)
     torch.manual_seed(4)
     action, logp, value, h2 = policy.act(obs, h, torch.ones(5))
     assert action.shape == (5, *space.shape)

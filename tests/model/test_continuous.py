@@ -32,7 +32,7 @@ def value_loss_grads(p: Policy) -> dict[str, torch.Tensor | None]:
     T, N = 4, 3
     obs = {k: torch.randn(T, N, *s.shape, generator=gen) for k, s in VEC.spaces.items()}
     actions = torch.randn(T, N, 3, generator=gen)
-    _, _, value, _ = p.evaluate_with_params(obs, p.initial_hidden(N), torch.zeros(T, N), actions)
+    _, _, value, _ = p.evaluate_with_params(obs, p.initial_memory(N), torch.zeros(T, N), actions)
     (value ** 2).mean().backward()
     return {name: prm.grad for name, prm in p.named_parameters()}
 
@@ -95,14 +95,14 @@ def test_the_policy_acts_on_normalised_observations_and_saves_the_statistics():
     p = built(BOX)
     assert any(k.startswith("obs_norm.") for k in p.state_dict())
     obs = {"obs": torch.full((2, 5), 50.0), "goal": torch.zeros(2, 2)}
-    before = p.act(obs, p.initial_hidden(2), torch.ones(2), deterministic=True)[0]
+    before = p.act(obs, p.initial_memory(2), torch.ones(2), deterministic=True)[0]
     p.obs_norm.stats["obs"].merge(torch.tensor(4.0), torch.full((5,), 50.0), torch.full((5,), 4.0))
-    after = p.act(obs, p.initial_hidden(2), torch.ones(2), deterministic=True)[0]
+    after = p.act(obs, p.initial_memory(2), torch.ones(2), deterministic=True)[0]
     assert not torch.equal(before, after)  # the statistics are applied in the forward pass
     fresh = built(BOX)
-    fresh.act(obs, fresh.initial_hidden(2), torch.ones(2), deterministic=True)  # derives the affine of the zero stats
+    fresh.act(obs, fresh.initial_memory(2), torch.ones(2), deterministic=True)  # derives the affine of the zero stats
     fresh.load_state_dict(p.state_dict())  # a loaded checkpoint's statistics are the ones applied, not a cached copy
-    assert torch.equal(fresh.act(obs, fresh.initial_hidden(2), torch.ones(2), deterministic=True)[0], after)
+    assert torch.equal(fresh.act(obs, fresh.initial_memory(2), torch.ones(2), deterministic=True)[0], after)
     assert not any(k.startswith("obs_norm.") for k in built(DISCRETE).state_dict())
 
 
@@ -120,7 +120,7 @@ def test_activation_tanh_bounds_every_hidden_feature_of_actor_and_critic():
     for activation, check in (("tanh", lambda f: f.abs().max() < 1 and (f < 0).any()),
                               ("relu", lambda f: f.min() >= 0 and f.max() > 1)):
         p = policy("separate", activation=activation)
-        feats, _ = p._features(big, p.initial_hidden(7), torch.zeros(1, 7))
+        feats, _ = p._features(big, p.initial_memory(7), torch.zeros(1, 7))
         assert feats.shape[-1] == 32 and check(feats), activation
         assert sum(isinstance(m, torch.nn.Tanh) for m in p.modules()) == (10 if activation == "tanh" else 0)  # 2 keys x 2 layers + fuse, twice
 
@@ -151,11 +151,11 @@ def test_gaussian_act_samples_and_scores_exactly_as_torch_normal():
     p = policy("separate", activation="tanh")
     obs = {k: torch.randn(6, *s.shape, generator=torch.Generator().manual_seed(2)) for k, s in VEC.spaces.items()}
     torch.manual_seed(5)
-    action, logp, value, _ = p.act(obs, p.initial_hidden(6), torch.zeros(6))
-    feats, _ = p._features({k: v.unsqueeze(0) for k, v in obs.items()}, p.initial_hidden(6), torch.zeros(1, 6))
+    action, logp, value, _ = p.act(obs, p.initial_memory(6), torch.zeros(6))
+    feats, _ = p._features({k: v.unsqueeze(0) for k, v in obs.items()}, p.initial_memory(6), torch.zeros(1, 6))
     dist = p.params_to_distribution(p.dist_params(feats[0]))
     torch.manual_seed(5)
     assert torch.equal(action, dist.sample())
     assert torch.equal(logp, dist.log_prob(action)) and torch.equal(value, p._value(feats[0]))  # Independent: summed
-    mean_action, _, _, _ = p.act(obs, p.initial_hidden(6), torch.zeros(6), deterministic=True)
+    mean_action, _, _, _ = p.act(obs, p.initial_memory(6), torch.zeros(6), deterministic=True)
     assert torch.equal(mean_action, dist.mean)

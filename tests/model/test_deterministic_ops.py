@@ -39,10 +39,10 @@ def test_sequence_path_runs_under_deterministic_rules_and_matches_stepping(cuda_
     x = torch.randn(T, N, 8, generator=gen)
     h = torch.randn(core.state_layers, N, 8, generator=gen)
     start = _starts(T, N, gen)
-    out, hn = core(x, h, start)
+    out, hn = core.run(x, h, start)
     step_h, outs = h, []
     for t in range(T):
-        o, step_h = core(x[t:t + 1], step_h, start[t:t + 1])
+        o, step_h = core.run(x[t:t + 1], step_h, start[t:t + 1])
         outs.append(o)
     torch.testing.assert_close(out, torch.cat(outs), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(hn, step_h, rtol=1e-5, atol=1e-5)

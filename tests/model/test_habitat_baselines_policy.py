@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from ddppo.model import memory
+
 from ddppo.export.habitat_baselines import export_payload
 from ddppo.interop import habitat_checkpoint as habitat_ckpt
 from ddppo.config import PolicyConfig
@@ -47,7 +49,7 @@ def test_paper_policy_has_habitat_baselines_size_and_names():
         "policy.architecture": "habitat_baselines", "policy.hidden_size": 512, "policy.rnn_type": "lstm",
         "policy.rnn_layers": 2, "policy.resnet_base_width": 32,
         "policy.resnet_layers": [3, 4, 6, 3], "policy.resnet_bottleneck": True, "image channels": 1, "actions": 4}
-    assert tuple(policy.initial_hidden(3).shape) == (5, 3, 512)  # h0 h1 c0 c1, then the previous action
+    assert memory.shapes(policy.initial_memory(3)) == {"rnn": (3, 4, 512), "prev_action": (3,)}  # h0 h1 c0 c1
 
 
 def test_simple_policy_has_habitat_baselines_size_and_names():
@@ -62,7 +64,7 @@ def test_simple_policy_has_habitat_baselines_size_and_names():
     assert habitat_ckpt.summary(sd) == {"policy.architecture": "habitat_baselines_simple", "policy.hidden_size": 512,
                                         "policy.rnn_type": "gru", "policy.rnn_layers": 1, "image channels": 1,
                                         "actions": 4}
-    assert tuple(policy.initial_hidden(3).shape) == (1, 3, 512)  # the GRU's state only: no previous action
+    assert memory.shapes(policy.initial_memory(3)) == {"rnn": (3, 1, 512)}  # the GRU's state only
 
 
 def test_simple_policy_steps_match_the_whole_sequence_with_resets():
@@ -72,19 +74,19 @@ def test_simple_policy_steps_match_the_whole_sequence_with_resets():
     obs = {"depth": torch.rand(T, N, 40, 40, 1), GOAL_KEY: torch.rand(T, N, 2) * 3}
     start = torch.zeros(T, N)
     start[0], start[4, 2] = 1, 1
-    hidden, logps, values, actions = policy.initial_hidden(N), [], [], []
+    hidden, logps, values, actions = policy.initial_memory(N), [], [], []
     for t in range(T):
         a, lp, v, hidden = policy.act({k: o[t] for k, o in obs.items()}, hidden, start[t])
         logps.append(lp), values.append(v), actions.append(a)
     with torch.no_grad():
-        lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_hidden(N), start, torch.stack(actions))
+        lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_memory(N), start, torch.stack(actions))
     assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5)
     assert torch.allclose(v_seq, torch.stack(values), atol=1e-5)
     # the goal is really an input (raw, not embedded): another goal changes the value
     other = {k: v.clone() for k, v in obs.items()}
     other[GOAL_KEY][:, :, 0] += 1.0
     with torch.no_grad():
-        assert not torch.allclose(policy.evaluate(other, policy.initial_hidden(N), start, torch.stack(actions))[2],
+        assert not torch.allclose(policy.evaluate(other, policy.initial_memory(N), start, torch.stack(actions))[2],
                                   v_seq)
 
 
@@ -121,22 +123,22 @@ def test_steps_match_the_whole_sequence_with_resets():
     obs = {"depth": torch.rand(T, N, 32, 32, 1), GOAL_KEY: torch.rand(T, N, 2) * 3}
     start = torch.zeros(T, N)
     start[0], start[3, 1] = 1, 1
-    hidden, logps, values, actions = policy.initial_hidden(N), [], [], []
+    hidden, logps, values, actions = policy.initial_memory(N), [], [], []
     for t in range(T):
         a, lp, v, hidden = policy.act({k: o[t] for k, o in obs.items()}, hidden, start[t])
-        assert torch.equal(hidden[-1, :, 0], a.float())
+        assert torch.equal(hidden["prev_action"], a.float())
         logps.append(lp), values.append(v), actions.append(a)
     with torch.no_grad():
-        lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_hidden(N), start, torch.stack(actions))
+        lp_seq, _, v_seq = policy.evaluate(obs, policy.initial_memory(N), start, torch.stack(actions))
     assert torch.allclose(lp_seq, torch.stack(logps), atol=1e-5)
     assert torch.allclose(v_seq, torch.stack(values), atol=1e-5)
     # the KL reference's path (sequence_params with the actions taken) gives the same distributions and state
-    params, after = policy.sequence_params(obs, policy.initial_hidden(N), start, torch.stack(actions))
+    params, after = policy.sequence_params(obs, policy.initial_memory(N), start, torch.stack(actions))
     assert torch.allclose(params.gather(-1, torch.stack(actions).unsqueeze(-1)).squeeze(-1), lp_seq, atol=1e-5)
-    assert torch.allclose(after, hidden, atol=1e-5)
+    assert all(torch.allclose(after[k], hidden[k], atol=1e-5) for k in hidden)
     # the previous action matters: another one changes the distribution (so it is really fed in)
-    other = hidden.clone()
-    other[-1, :, 0] = (other[-1, :, 0] + 1) % 4
+    other = memory.clone(hidden)
+    other["prev_action"] = (other["prev_action"] + 1) % 4
     o = {k: v[-1] for k, v in obs.items()}
     with torch.no_grad():
         p1 = policy.dist_params(policy._features({k: v[None] for k, v in o.items()}, hidden, torch.zeros(1, N))[0])

@@ -42,18 +42,18 @@ def test_rollout_storage_holds_uint8_and_the_encoder_sees_0_to_1(pixel_env):
     space = pixel_env.observation_space
     torch.manual_seed(0)
     policy = Policy(space, pixel_env.action_space, PolicyConfig(hidden_size=16))
-    storage = RolloutStorage(4, N, space, pixel_env.action_space, tuple(policy.initial_hidden(N).shape),
+    storage = RolloutStorage(4, N, space, pixel_env.action_space, policy.initial_memory(N),
                              torch.device("cpu"))
     assert storage.obs["state"].dtype == torch.uint8 and storage.obs["state"].element_size() == 1
     obs = obs_to_torch(pixel_env.reset(), torch.device("cpu"))
     assert obs["state"].dtype == torch.uint8
-    storage.set_first(obs, torch.ones(N), policy.initial_hidden(N))
+    storage.begin(obs, torch.ones(N), policy.initial_memory(N))
     np.testing.assert_array_equal(storage.obs["state"][0].numpy(), obs["state"].numpy())
 
     seen = []
     encoder = policy.encoders["state"].encoder
     encoder.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
-    policy.act(obs, policy.initial_hidden(N), torch.ones(N))
+    policy.act(obs, policy.initial_memory(N), torch.ones(N))
     x = seen[-1]
     assert x.dtype == torch.float32 and float(x.min()) >= 0.0 and float(x.max()) == pytest.approx(1.0)
     torch.testing.assert_close(x, obs["state"].permute(0, 3, 1, 2).float() / 255.0)
@@ -88,7 +88,7 @@ def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
     assert [tuple(m.weight.shape) for m in cnn.conv if hasattr(m, "weight")] == [(32, 4, 8, 8), (64, 32, 4, 4),
                                                                                  (64, 64, 3, 3)]
     assert cnn.fc[0].weight.shape == (512, 3136)  # 64 x 7 x 7 from 84 x 84
-    action, *_ = policy.act({"state": torch.zeros(2, 84, 84, 4, dtype=torch.uint8)}, policy.initial_hidden(2),
+    action, *_ = policy.act({"state": torch.zeros(2, 84, 84, 4, dtype=torch.uint8)}, policy.initial_memory(2),
                             torch.ones(2))
     assert action.shape == (2,)
     with pytest.raises(ValueError, match="nature needs images of at least 36x36 .* not 7x7"):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ddppo.config import PolicyConfig
+from ddppo.model import memory
 from ddppo.model.policy import Policy
 
 VEC_SPACE = gymnasium.spaces.Dict({
@@ -59,18 +60,26 @@ CASES = [
 ]
 
 
+def random_memory(p, N, gen):
+    """A memory carried over from a previous rollout: the policy's layout, random values."""
+    return {k: torch.randn(v.shape, generator=gen) for k, v in p.initial_memory(N).items()}
+
+
 @pytest.mark.parametrize("rnn,layers,obs_space,action_space", CASES)
 def test_shapes(rnn, layers, obs_space, action_space):
     p = make(obs_space, action_space, rnn_type=rnn, rnn_layers=layers)
     N, T = 3, 6
-    h = p.initial_hidden(N)
-    expected_layers = {"gru": layers, "lstm": 2 * layers, "none": 1}[rnn]
-    assert h.shape == (expected_layers, N, 16) and not h.any()
+    h = p.initial_memory(N)
+    if rnn == "none":
+        assert h == {}
+    else:
+        expected_layers = {"gru": layers, "lstm": 2 * layers}[rnn]
+        assert h["rnn"].shape == (N, expected_layers, 16) and not h["rnn"].any()
     gen = torch.Generator().manual_seed(0)
     obs = random_obs(obs_space, 1, N, gen)
     action, logp, value, h2 = p.act({k: v[0] for k, v in obs.items()}, h, torch.ones(N))
     assert action.shape == ((N,) if action_space is DISCRETE else (N, 2))
-    assert logp.shape == value.shape == (N,) and h2.shape == h.shape
+    assert logp.shape == value.shape == (N,) and memory.shapes(h2) == memory.shapes(h)
     if action_space is DISCRETE:
         assert action.dtype == torch.long and ((0 <= action) & (action < 4)).all()
     obs = random_obs(obs_space, T, N, gen)
@@ -89,7 +98,7 @@ def test_evaluate_over_sequence_equals_step_by_step_act(rnn, layers, obs_space, 
     gen = torch.Generator().manual_seed(1)
     obs = random_obs(obs_space, T, N, gen)
     start = starts(T, N)
-    h0 = torch.randn(p.initial_hidden(N).shape, generator=gen)  # carried over from a previous rollout
+    h0 = random_memory(p, N, gen)  # carried over from a previous rollout
     start[0] = torch.tensor([0.0, 1.0, 0.0])  # env 1 starts an episode at t=0, the others continue
     h = h0
     acts, logps, values = [], [], []
@@ -116,8 +125,8 @@ def test_hidden_state_resets_at_episode_start(rnn):
     acts = random_actions(DISCRETE, T, N, gen)
     start = torch.zeros(T, N)
     start[3, 0] = 1.0  # env 0 starts a new episode at t=3
-    h_a = torch.randn(p.initial_hidden(N).shape, generator=gen)
-    h_b = torch.randn(p.initial_hidden(N).shape, generator=gen)
+    h_a = random_memory(p, N, gen)
+    h_b = random_memory(p, N, gen)
     lp_a, _, v_a = p.evaluate(obs, h_a, start, acts)
     lp_b, _, v_b = p.evaluate(obs, h_b, start, acts)
     # before the reset, the initial state matters; from the reset on (env 0), it does not
@@ -129,12 +138,12 @@ def test_hidden_state_resets_at_episode_start(rnn):
     sub = {k: x[3:, :1] for k, x in obs.items()}
     fresh_start = torch.zeros(T - 3, 1)
     fresh_start[0] = 1.0
-    _, _, v_fresh = p.evaluate(sub, p.initial_hidden(1), fresh_start, acts[3:, :1])
+    _, _, v_fresh = p.evaluate(sub, p.initial_memory(1), fresh_start, acts[3:, :1])
     torch.testing.assert_close(v_fresh[:, 0], v_a[3:, 0])
     # step-by-step: act with start=1 ignores whatever hidden state it is given
     x0 = {k: v[0] for k, v in obs.items()}
     a1 = p.act(x0, h_a, torch.ones(N))
-    a2 = p.act(x0, torch.zeros_like(h_a), torch.ones(N))
+    a2 = p.act(x0, memory.zeros(h_a, N), torch.ones(N))
     torch.testing.assert_close(a1[2], a2[2])
     torch.testing.assert_close(a1[3], a2[3])
 
@@ -147,13 +156,13 @@ def test_episode_start_clears_a_non_finite_hidden_state(rnn):
     N, T = 3, 4
     gen = torch.Generator().manual_seed(3)
     obs = random_obs(VEC_SPACE, T, N, gen)
-    poisoned = torch.randn(p.initial_hidden(N).shape, generator=gen)
-    poisoned[:, 0] = float("nan")
-    poisoned[:, 1] = float("inf")
+    poisoned = random_memory(p, N, gen)
+    poisoned["rnn"][0] = float("nan")
+    poisoned["rnn"][1] = float("inf")
     start = torch.tensor([1.0, 1.0, 0.0])
     action, logp, value, h = p.act({k: v[0] for k, v in obs.items()}, poisoned, start)
-    assert torch.isfinite(logp).all() and torch.isfinite(value).all() and torch.isfinite(h).all()
-    fresh = p.act({k: v[0] for k, v in obs.items()}, torch.zeros_like(poisoned), start)
+    assert torch.isfinite(logp).all() and torch.isfinite(value).all() and torch.isfinite(h["rnn"]).all()
+    fresh = p.act({k: v[0] for k, v in obs.items()}, memory.zeros(poisoned, N), start)
     torch.testing.assert_close(value[:2], fresh[2][:2])
     seq_start = torch.zeros(T, N)
     seq_start[0] = start
@@ -169,7 +178,7 @@ def test_recurrent_policy_has_memory():
     gen = torch.Generator().manual_seed(3)
     o0 = {k: v[0] for k, v in random_obs(VEC_SPACE, 1, N, gen).items()}
     o1 = {k: v[0, :1].expand(N, *v.shape[2:]) for k, v in random_obs(VEC_SPACE, 1, N, gen).items()}
-    _, _, _, h = p.act(o0, p.initial_hidden(N), torch.ones(N))
+    _, _, _, h = p.act(o0, p.initial_memory(N), torch.ones(N))
     _, _, value, _ = p.act(o1, h, torch.zeros(N))
     assert not torch.allclose(value[0], value[1])
 
@@ -179,9 +188,9 @@ def test_gaussian_head_logp_and_entropy_by_hand():
     gen = torch.Generator().manual_seed(4)
     obs = random_obs(VEC_SPACE, 2, 3, gen)
     acts = random_actions(BOX, 2, 3, gen)
-    lp, ent, _ = p.evaluate(obs, p.initial_hidden(3), torch.ones(2, 3), acts)
+    lp, ent, _ = p.evaluate(obs, p.initial_memory(3), torch.ones(2, 3), acts)
     with torch.no_grad():
-        feats, _ = p._features(obs, p.initial_hidden(3), torch.ones(2, 3))
+        feats, _ = p._features(obs, p.initial_memory(3), torch.ones(2, 3))
         mean = p.actor(p._actor_features(feats))  # the actor half (auto: a critic of its own)
     std = torch.exp(torch.tensor(-0.5))
     expected = (-((acts - mean) ** 2) / (2 * std**2) - torch.log(std) - 0.5 * np.log(2 * np.pi)).sum(-1)
@@ -196,7 +205,7 @@ def test_deterministic_act():
     p = make(rnn_type="none")
     gen = torch.Generator().manual_seed(5)
     x = {k: v[0] for k, v in random_obs(VEC_SPACE, 1, 4, gen).items()}
-    h = p.initial_hidden(4)
+    h = p.initial_memory(4)
     a, *_ = p.act(x, h, torch.ones(4), deterministic=True)
     feats, _ = p._features({k: v[None] for k, v in x.items()}, h, torch.ones(1, 4))
     assert torch.equal(a, p.actor(feats[0]).argmax(-1))
@@ -216,7 +225,7 @@ def test_discrete_logp_and_entropy_equal_the_categorical_distributions():
     gen = torch.Generator().manual_seed(3)
     obs = random_obs(VEC_SPACE, 4, 3, gen)
     actions = random_actions(DISCRETE, 4, 3, gen)
-    logp, entropy, _, params = policy.evaluate_with_params(obs, policy.initial_hidden(3), torch.ones(4, 3), actions)
+    logp, entropy, _, params = policy.evaluate_with_params(obs, policy.initial_memory(3), torch.ones(4, 3), actions)
     dist = torch.distributions.Categorical(logits=params)
     torch.testing.assert_close(logp, dist.log_prob(actions))
     torch.testing.assert_close(entropy, dist.entropy())

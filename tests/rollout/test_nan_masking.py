@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ddppo.ppo.loss import masked_mean, ppo_loss
-from ddppo.advantage.gae import compute_returns, gae, normalize_advantages
+from ddppo.advantage.gae import gae, normalize_advantages, rollout_gae
 from rollout_testutil import NeverStop
 
 NAN = float("nan")
@@ -62,8 +62,9 @@ class OneRank:
 def test_advantage_statistics_ignore_nan_padding():
     adv = torch.tensor([[1.0, NAN], [3.0, float("inf")]])
     valid = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-    normalize_advantages(adv, valid, OneRank())
-    assert adv[:, 0].tolist() == pytest.approx([-1.0, 1.0], abs=1e-6)
+    out = normalize_advantages(adv, valid, OneRank())
+    assert out[:, 0].tolist() == pytest.approx([-1.0, 1.0], abs=1e-6)
+    assert adv[:, 0].tolist() == [1.0, 3.0]  # a new tensor: what it was handed is left as it was
 
 
 @pytest.mark.timeout(120)
@@ -87,23 +88,24 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
         torch.manual_seed(0)
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), n, envs.observation_space, envs.action_space,
-                                 tuple(policy.initial_hidden(n).shape), torch.device("cpu"))
-        collector = make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"))
+                                 policy.initial_memory(n), torch.device("cpu"))
+        collector = make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu"))
         ppo = PPOConfig(epochs=1, num_mini_batch=2)
         updater = PPOUpdater(policy, ppo, ctx, advantage=estimator_for(ppo, n))
         timer = Timer()
         for update in (1, 2, 3):
-            collector.collect(update)
+            rollout = collector.collect(update, storage).rollout
             # a NaN reward an earlier rollout left in every slot this one did not write (the storage is reused)
             lengths = storage.lengths
             padding = torch.arange(storage.num_steps)[:, None] >= lengths
             assert padding.any()
-            storage.rewards[padding] = NAN
-            compute_returns(storage, collector.last_value(), 0.99, 0.95)
-            valid = storage.valid.bool()
-            assert torch.isfinite(storage.advantages[valid]).all(), f"update {update}: padding poisoned GAE"
-            assert torch.isfinite(storage.returns).all()
-            result = updater.update(storage, timer)
+            storage.rewards[padding] = NAN  # the buffer under the rollout's view
+            assert torch.isnan(rollout.rewards).any()
+            adv = rollout_gae(rollout, 0.99, 0.95)
+            valid = rollout.valid.bool()
+            assert torch.isfinite(adv.advantages[valid]).all(), f"update {update}: padding poisoned GAE"
+            assert torch.isfinite(adv.returns).all()
+            result = updater.update(rollout, adv, timer)
             assert result.skipped_steps == 0, f"update {update}: skipped for a NaN outside its valid steps"
         assert all(torch.isfinite(p).all() for p in policy.parameters())
     finally:

@@ -13,7 +13,7 @@ from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.scenes import SCENE_COLUMNS, SceneTally, metric_key, scene_scalars
 from ddppo.rollout.variable import importance_weights, two_sided_weights
 from rollout_testutil import AlternatingScenes, NeverStop, expected_scene_samples
-from testutil import gloo_context
+from testutil import OneStorage, gloo_context
 
 
 class _Envs:
@@ -101,9 +101,9 @@ def _collector(env, mode: str, T: int = 8):
                         importance_weights=mode == "variable")
     policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
     storage = RolloutStorage(storage_steps(cfg), env.num_envs, env.observation_space, env.action_space,
-                             tuple(policy.initial_hidden(env.num_envs).shape), torch.device("cpu"))
-    return make_collector(cfg, env, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"),
-                          scene_names=("a", "b"))
+                             policy.initial_memory(env.num_envs), torch.device("cpu"))
+    return OneStorage(make_collector(cfg, env, policy, NeverStop(), Timer(), 0.9, torch.device("cpu"),
+                          scene_names=("a", "b")), storage)
 
 
 @pytest.mark.parametrize("tells_next", [True, False], ids=["tells-next-scene", "cannot-tell"])
@@ -123,7 +123,7 @@ def test_each_sample_counts_for_the_scene_of_its_episode(mode, tells_next):
             assert len(set(counts)) > 1  # envs of different speeds
         want = expected_scene_samples(env, first, counts, believed)
         assert res.scenes[:, 0].tolist() == [sum(want.get(n, [0])) for n in ("a", "b")], update
-        w = np.ones(4) if s.env_weight is None else s.env_weight.double().numpy()
+        w = np.ones(4) if res.rollout.env_weight is None else res.rollout.env_weight.double().numpy()
         weights = [float(np.dot(want.get(n, [0] * 4), w)) for n in ("a", "b")]
         assert res.scenes[:, 1].tolist() == pytest.approx(weights), update
         first = [f + c for f, c in zip(first, counts)]

@@ -8,6 +8,7 @@ import torch
 
 from ddppo.rollout.staging import HostStaging
 from rollout_testutil import NeverStop
+from testutil import OneStorage
 
 
 def obs(seed: int, shape=(4, 3)) -> dict[str, np.ndarray]:
@@ -74,8 +75,8 @@ def _collector(mode: str, workers: int):
     torch.manual_seed(0)
     policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
     storage = RolloutStorage(storage_steps(cfg), 4, envs.observation_space, envs.action_space,
-                             tuple(policy.initial_hidden(4).shape), torch.device("cpu"))
-    return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu")), envs
+                             policy.initial_memory(4), torch.device("cpu"))
+    return OneStorage(make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu")), storage), envs
 
 
 @pytest.mark.parametrize("mode, workers", [("lockstep", 0), ("overlapped", 2), ("variable", 4)])

@@ -1,5 +1,5 @@
-"""Rollout storage (ddppo/rollout/storage.py): layout, valid mask, bootstrap, minibatches;
-and the collector filling it (preemption, truncation bootstrap)."""
+"""Rollout storage (ddppo/rollout/storage.py) and the rollout value it returns (ddppo/rollout/rollout.py): layout,
+valid mask, bootstrap, minibatches; and the collector filling it (preemption, truncation bootstrap)."""
 
 import gymnasium
 import numpy as np
@@ -10,7 +10,8 @@ from ddppo.config import PolicyConfig
 from ddppo.timing import Timer
 from ddppo.model.policy import Policy
 from ddppo.rollout.lockstep import LockstepCollector
-from ddppo.advantage.gae import compute_returns, gae
+from ddppo.advantage.gae import gae, rollout_gae
+from ddppo.rollout.rollout import minibatches
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.base import EpisodeInfo, StepResult
 
@@ -22,7 +23,7 @@ ACTIONS = gymnasium.spaces.Discrete(4)
 
 
 def make_storage(T=6, N=4, layers=1, H=5, action_space=ACTIONS):
-    return RolloutStorage(T, N, OBS_SPACE, action_space, (layers, N, H), torch.device("cpu"))
+    return RolloutStorage(T, N, OBS_SPACE, action_space, {"rnn": torch.zeros(N, layers, H)}, torch.device("cpu"))
 
 
 def obs_at(t, N=4):
@@ -33,9 +34,11 @@ def obs_at(t, N=4):
 
 
 def fill(s, steps, N=4, done_at=()):
-    """set_first + `steps` inserts with recognisable values: action t, value 10t+n, reward t+n/100."""
-    hidden = torch.arange(s.hidden0.numel(), dtype=torch.float32).view_as(s.hidden0)
-    s.set_first(obs_at(0, N), torch.ones(N), hidden)
+    """begin + `steps` inserts with recognisable values: action t, value 10t+n, reward t+n/100; the memory at the
+    start has env n's rows filled with n (recognisable too)."""
+    rnn = s.memory0["rnn"]
+    hidden = torch.arange(N, dtype=torch.float32).view(N, 1, 1).expand_as(rnn).clone()
+    s.begin(obs_at(0, N), torch.ones(N), {"rnn": hidden})
     for t in range(steps):
         done = torch.tensor([1.0 if (t, n) in done_at else 0.0 for n in range(N)])
         s.insert(torch.full((N,), t % 4), torch.full((N,), -0.1 * t), 10.0 * t + torch.arange(N),
@@ -48,16 +51,16 @@ def test_dtypes_and_shapes():
     assert s.obs["img"].dtype == torch.uint8 and s.obs["img"].shape == (7, 4, 4, 4, 1)
     assert s.obs["vec"].shape == (7, 4, 3)
     assert s.actions.dtype == torch.long and s.actions.shape == (6, 4)
-    assert s.values.shape == (7, 4)
+    assert s.values.shape == (6, 4)
     box = make_storage(action_space=gymnasium.spaces.Box(-1, 1, (2,), np.float32))
     assert box.actions.dtype == torch.float32 and box.actions.shape == (6, 4, 2)
 
 
-def test_set_first_and_insert_layout():
+def test_begin_and_insert_layout():
     s = make_storage()
     hidden = fill(s, 3, done_at={(1, 2)})
     assert s.step == 3
-    assert torch.equal(s.hidden0, hidden)
+    assert torch.equal(s.memory0["rnn"], hidden)
     for t in range(4):  # obs[t] is what the action at t saw; obs[t+1] is what the step returned
         torch.testing.assert_close(s.obs["vec"][t], obs_at(t)["vec"])
         assert torch.equal(s.obs["img"][t], obs_at(t)["img"])
@@ -66,13 +69,13 @@ def test_set_first_and_insert_layout():
         torch.testing.assert_close(s.values[t], 10.0 * t + torch.arange(4.0))
         torch.testing.assert_close(s.rewards[t], t + torch.arange(4.0) / 100)
         torch.testing.assert_close(s.logp[t], torch.full((4,), -0.1 * t))
-    # episode_start[0] from set_first; episode_start[t+1] = done[t]
+    # episode_start[0] from begin; episode_start[t+1] = done[t]
     assert torch.equal(s.episode_start[0], torch.ones(4))
     assert torch.equal(s.dones[1], torch.tensor([0.0, 0.0, 1.0, 0.0]))
     assert torch.equal(s.episode_start[2], torch.tensor([0.0, 0.0, 1.0, 0.0]))
     assert torch.equal(s.episode_start[1], torch.zeros(4))
     # a new rollout starts from step 0 again
-    s.set_first(obs_at(9), torch.zeros(4), torch.zeros_like(s.hidden0))
+    s.begin(obs_at(9), torch.zeros(4), {"rnn": torch.zeros_like(s.memory0["rnn"])})
     assert s.step == 0 and torch.equal(s.obs["img"][0], obs_at(9)["img"])
     assert torch.equal(s.episode_start[0], torch.zeros(4))
 
@@ -87,31 +90,47 @@ def test_valid_mask_after_preempted_rollout():
     assert torch.equal(s.valid, expected)
 
 
+def test_the_rollout_is_a_view_of_the_collected_steps():
+    s = make_storage(T=6)
+    hidden = fill(s, 4, done_at={(1, 2)})
+    boot = torch.tensor([3.0, -2.0, 0.5, 7.0])
+    r = s.rollout(boot, rank_weight=2.0)
+    assert r.steps == 4 and r.num_envs == 4 and r.rank_weight == 2.0 and r.lengths is None
+    assert torch.equal(r.values, s.values[:4]) and torch.equal(r.rewards, s.rewards[:4])
+    assert torch.equal(r.obs["vec"], s.obs["vec"][:4]) and torch.equal(r.episode_start, s.episode_start[:4])
+    assert torch.equal(r.memory["rnn"], hidden) and torch.equal(r.bootstrap, boot)
+    assert torch.equal(r.valid, torch.ones(4, 4))
+    changed = r.replace(rewards=torch.zeros(4, 4))  # a reward model's scored rollout: a new value
+    assert torch.equal(r.rewards, s.rewards[:4]) and not changed.rewards.any()
+
+
 @pytest.mark.parametrize("L", [6, 4, 1])
-def test_compute_returns_bootstraps_from_values_at_L(L):
+def test_gae_of_a_rollout_bootstraps_after_its_last_step(L):
     s = make_storage(T=6)
     fill(s, 6, done_at={(0, 1)})  # a full earlier rollout leaves stale data in every row
     fill(s, L, done_at={(0, 1)})
     last = torch.tensor([3.0, -2.0, 0.5, 7.0])
-    compute_returns(s, last, 0.9, 0.8)
-    torch.testing.assert_close(s.values[L], last)
+    values_before = s.values.clone()
+    out = rollout_gae(s.rollout(last), 0.9, 0.8)
+    assert torch.equal(s.values, values_before)  # the estimator writes nothing into the rollout
     values = torch.cat([s.values[:L], last[None]])
     adv, ret = gae(s.rewards[:L], values, s.dones[:L], 0.9, 0.8)
-    torch.testing.assert_close(s.advantages[:L], adv)
-    torch.testing.assert_close(s.returns[:L], ret)
-    assert not s.advantages[L:].any() and not s.returns[L:].any()  # no stale values beyond L
+    torch.testing.assert_close(out.advantages, adv)
+    torch.testing.assert_close(out.returns, ret)
+    assert out.advantages.shape == (L, 4) and torch.equal(out.mask, torch.ones(L, 4))
     # the last collected step bootstraps from `last` (hand check, env 0 never done)
     delta = s.rewards[L - 1, 0] + 0.9 * last[0] - s.values[L - 1, 0]
-    torch.testing.assert_close(s.advantages[L - 1, 0], delta)
+    torch.testing.assert_close(out.advantages[L - 1, 0], delta)
 
 
 @pytest.mark.parametrize("N,k,L", [(4, 1, 6), (4, 2, 6), (4, 4, 2), (6, 3, 1), (8, 4, 5)])
 def test_minibatches_split_by_env_always_num_mini_batch(N, k, L):
     s = make_storage(T=6, N=N, layers=2)
     hidden = fill(s, L, N=N)
-    compute_returns(s, torch.zeros(N), 0.99, 0.95)
+    rollout = s.rollout(torch.zeros(N))
+    adv = rollout_gae(rollout, 0.99, 0.95)
     g = torch.Generator().manual_seed(0)
-    batches = list(s.minibatches(k, generator=g))
+    batches = list(minibatches(rollout, adv, k, generator=g))
     assert len(batches) == k
     seen = []
     for mb in batches:
@@ -121,10 +140,10 @@ def test_minibatches_split_by_env_always_num_mini_batch(N, k, L):
         n = N // k
         assert mb.obs["vec"].shape == (L, n, 3) and mb.obs["img"].shape == (L, n, 4, 4, 1)
         assert mb.actions.shape == mb.old_logp.shape == mb.old_values.shape == mb.valid.shape == (L, n)
-        assert mb.hidden.shape == (2, n, 5)
-        assert torch.equal(mb.hidden, hidden[:, envs])  # recurrent state of the same envs
-        assert torch.equal(mb.advantages, s.advantages[:L, envs])
-        assert torch.equal(mb.returns, s.returns[:L, envs])
+        assert mb.memory["rnn"].shape == (n, 2, 5)
+        assert torch.equal(mb.memory["rnn"], hidden[envs])  # the memory of the same envs
+        assert torch.equal(mb.advantages, adv.advantages[:, envs])
+        assert torch.equal(mb.returns, adv.returns[:, envs])
         assert torch.equal(mb.old_values, s.values[:L, envs])
         assert torch.equal(mb.episode_start, s.episode_start[:L, envs])
         assert torch.equal(mb.valid, torch.ones(L, n))
@@ -136,8 +155,11 @@ def test_minibatches_split_by_env_always_num_mini_batch(N, k, L):
 def test_minibatches_shuffle_envs_between_epochs():
     s = make_storage(T=2, N=8)
     fill(s, 2, N=8)
+    rollout = s.rollout(torch.zeros(8))
+    adv = rollout_gae(rollout, 0.99, 0.95)
     g = torch.Generator().manual_seed(1)
-    orders = {tuple(torch.cat([mb.hidden[0, :, 0] for mb in s.minibatches(4, generator=g)]).tolist())
+    orders = {tuple(torch.cat([mb.memory["rnn"][:, 0, 0] for mb in minibatches(rollout, adv, 4, generator=g)]
+                              ).tolist())
               for _ in range(5)}
     assert len(orders) > 1
 
@@ -207,19 +229,20 @@ def make_collector(T, preemption, gamma=0.9, rnn="none"):
     env = CountingEnv()
     policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type=rnn))
     storage = RolloutStorage(T, env.num_envs, env.observation_space, env.action_space,
-                             tuple(policy.initial_hidden(env.num_envs).shape), torch.device("cpu"))
-    return LockstepCollector(env, policy, storage, preemption, Timer(), gamma, torch.device("cpu")), policy, storage
+                             policy.initial_memory(env.num_envs), torch.device("cpu"))
+    return LockstepCollector(env, policy, preemption, Timer(), gamma, torch.device("cpu"), T), policy, storage
 
 
 def test_collector_preempted_rollout_and_carry_over():
     pre = StopAt(2)
     collector, _, s = make_collector(5, pre)
-    res = collector.collect(update=1)
+    res = collector.collect(1, s)
     assert res.steps == 2 and res.preempted and s.step == 2 and pre.finished_updates == []
+    assert res.rollout.steps == 2 and torch.equal(res.rollout.valid[:, 0], torch.tensor([1.0, 1.0]))
     assert torch.equal(s.valid[:, 0], torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0]))
     # the next rollout continues from where the envs are (obs 2), not from a reset
     pre.at = None
-    res = collector.collect(update=2)
+    res = collector.collect(2, s)
     assert res.steps == 5 and not res.preempted and pre.finished_updates == [2]
     assert s.obs["x"][0, 0, 0] == 2.0
     assert torch.equal(s.episode_start[0], torch.tensor([0.0, 1.0, 0.0]))  # env 1 ended at its step 2
@@ -229,9 +252,9 @@ def test_collector_preempted_rollout_and_carry_over():
 def test_collector_truncation_adds_gamma_value_of_final_obs(rnn):
     gamma = 0.9
     collector, policy, s = make_collector(3, StopAt(None), gamma, rnn)
-    collector.collect(update=1)
+    collector.collect(1, s)
     # env 0 and 2: truncated after step index 2 (3rd step) with final obs x=3; env 1: terminated at step 1
-    h = s.hidden0
+    h = s.memory0
     with torch.no_grad():
         # recompute the hidden state after the third step of env 0 with the policy itself
         _, _, _, h1 = policy.act({"x": s.obs["x"][0]}, h, s.episode_start[0])
@@ -247,11 +270,11 @@ def test_collector_truncation_adds_gamma_value_of_final_obs(rnn):
 
 def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
     s = make_storage(T=4, N=3)
-    s.set_first(obs_at(0, 3), torch.ones(3), torch.zeros(1, 3, 5))
+    s.begin(obs_at(0, 3), torch.ones(3), {"rnn": torch.zeros(3, 1, 5)}, segments=True)
     order = [[0, 1, 2], [1], [1, 2], [1]]  # env 0: 1 step, env 1: 4, env 2: 2
     for envs in order:
         e = torch.tensor(envs)
-        t = s.lengths[e] if s.lengths is not None else torch.zeros(len(e), dtype=torch.long)
+        t = s.lengths[e]
         nxt = {"vec": obs_at(0, 3)["vec"][e] + (t + 1)[:, None],
                "img": (t + 1).to(torch.uint8)[:, None, None, None].expand(-1, 4, 4, 1)}
         s.insert_envs(e, torch.full((len(e),), 1), torch.zeros(len(e)), torch.ones(len(e)), torch.full((len(e),), 2.0),
@@ -260,11 +283,13 @@ def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
     assert torch.equal(s.valid, torch.tensor([[1.0, 1, 1], [0, 1, 1], [0, 1, 0], [0, 1, 0]]))
     # each env's next observation sits after its own last step
     assert s.obs["img"][1, 0].max() == 1 and s.obs["img"][2, 2].max() == 2 and s.obs["img"][4, 1].max() == 4
-    compute_returns(s, torch.tensor([10.0, 20.0, 30.0]), gamma=0.5, lam=1.0)
-    assert s.values[1, 0] == 10.0 and s.values[4, 1] == 20.0 and s.values[2, 2] == 30.0
-    torch.testing.assert_close(s.returns[:, 0], torch.tensor([2.0 + 5.0, 0, 0, 0]))  # r + gamma * V(boot)
-    torch.testing.assert_close(s.returns[1, 2], torch.tensor(2.0 + 15.0))
-    assert len(list(s.minibatches(3))) == 3
+    rollout = s.rollout(torch.tensor([10.0, 20.0, 30.0]))
+    assert rollout.lengths.tolist() == [1, 4, 2]
+    adv = rollout_gae(rollout, gamma=0.5, lam=1.0)
+    torch.testing.assert_close(adv.returns[:, 0], torch.tensor([2.0 + 5.0, 0, 0, 0]))  # r + gamma * V(boot)
+    torch.testing.assert_close(adv.returns[1, 2], torch.tensor(2.0 + 15.0))  # env 2 after its own 2nd step
+    torch.testing.assert_close(adv.returns[3, 1], torch.tensor(2.0 + 10.0))  # env 1 after its 4th
+    assert len(list(minibatches(rollout, adv, 3))) == 3
     with pytest.raises(ValueError, match="capacity"):
         s.insert_envs(torch.tensor([1]), torch.ones(1), torch.zeros(1), torch.ones(1), torch.ones(1), torch.zeros(1),
                       {k: v[[1]] for k, v in obs_at(0, 3).items()}, torch.zeros(1))
@@ -276,17 +301,18 @@ def test_sample_minibatches_draw_every_step_of_every_env_once(N, k, L):
     once over them, its fields kept together."""
     s = make_storage(T=6, N=N)
     fill(s, L, N=N)
-    compute_returns(s, torch.zeros(N), 0.99, 0.95)
-    batches = list(s.minibatches(k, generator=torch.Generator().manual_seed(0), split="sample"))
+    rollout = s.rollout(torch.zeros(N))
+    adv = rollout_gae(rollout, 0.99, 0.95)
+    batches = list(minibatches(rollout, adv, k, generator=torch.Generator().manual_seed(0), split="sample"))
     assert len(batches) == k
     seen = []
     for mb in batches:
         B = mb.valid.shape[1]
         assert mb.obs["vec"].shape == (1, B, 3) and mb.actions.shape == mb.returns.shape == (1, B)
-        assert mb.hidden.shape == (1, B, 5) and not mb.hidden.any()
+        assert mb.memory["rnn"].shape == (B, 1, 5) and not mb.memory["rnn"].any()
         t = mb.obs["vec"][0, :, 0].floor()
         env = torch.round((mb.obs["vec"][0, :, 0] - t) * 10).long()
         seen += list(zip(t.long().tolist(), env.tolist()))
-        assert torch.equal(mb.advantages[0], s.advantages[t.long(), env])
+        assert torch.equal(mb.advantages[0], adv.advantages[t.long(), env])
         assert torch.equal(mb.old_values[0], s.values[t.long(), env])
     assert sorted(seen) == [(t, n) for t in range(L) for n in range(N)]

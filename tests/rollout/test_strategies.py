@@ -25,6 +25,7 @@ from ddppo.envs.base import AsyncVecEnv, worker_count
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
 from rollout_testutil import NeverStop
+from testutil import OneStorage
 
 GRIDNAV = str(Path(__file__).resolve().parents[2] / "configs" / "gridnav.yaml")
 
@@ -38,9 +39,9 @@ def build():
         made.append(envs)
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), 4, envs.observation_space, envs.action_space,
-                                 tuple(policy.initial_hidden(4).shape), torch.device("cpu"))
-        return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu"),
-                              **normalization), envs
+                                 policy.initial_memory(4), torch.device("cpu"))
+        return OneStorage(make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu"),
+                              **normalization), storage), envs
 
     yield make
     for envs in made:
@@ -55,7 +56,7 @@ def build():
 ], ids=["lockstep", "lockstep-workers", "overlapped", "variable"])
 def test_the_factory_builds_the_strategy_the_config_names(build, cfg, workers, cls):
     collector, envs = build(cfg, workers)
-    assert type(collector) is cls and isinstance(collector, RolloutCollector)
+    assert type(collector.collector) is cls and isinstance(collector.collector, RolloutCollector)
     assert isinstance(envs, AsyncVecEnv) == (workers > 0) and worker_count(envs) == workers
     res = collector.collect(1)  # the one interface: collect, state_dict, load_state_dict
     assert res.env_steps == 4 * cfg.num_steps

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ddppo.config import PolicyConfig
+from ddppo.model import memory
 from ddppo.model.policy import Policy
 from ddppo.config import RolloutConfig
 from ddppo.rollout.factory import make_collector
@@ -13,6 +14,7 @@ from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
+from testutil import OneStorage
 
 N, T, CAP = 4, 6, 12
 # per-env step times spread by a log-normal factor (sigma 1.5) redrawn every 5-step episode
@@ -51,10 +53,10 @@ def make():
         torch.manual_seed(0)
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(T if overlap else CAP, N, envs.observation_space, envs.action_space,
-                                 tuple(policy.initial_hidden(N).shape), torch.device("cpu"))
+                                 policy.initial_memory(N), torch.device("cpu"))
         cfg = RolloutConfig(num_steps=T, mode="fixed" if overlap else "variable", overlap=overlap, batch_wait_s=0.0)
-        collector = make_collector(cfg, envs, policy, storage, preemption or NeverStop(), Timer(), 0.9,
-                                   torch.device("cpu"))
+        collector = OneStorage(make_collector(cfg, envs, policy, preemption or NeverStop(), Timer(), 0.9,
+                                   torch.device("cpu")), storage)
         return collector, policy, storage
 
     yield build
@@ -63,7 +65,7 @@ def make():
 
 
 def snapshot(s):
-    return {"obs": s.obs["obs"].clone(), "start": s.episode_start.clone(), "hidden0": s.hidden0.clone(),
+    return {"obs": s.obs["obs"].clone(), "start": s.episode_start.clone(), "memory0": memory.clone(s.memory0),
             "actions": s.actions.clone(), "logp": s.logp.clone(), "rewards": s.rewards.clone(),
             "lengths": s.lengths.clone()}
 
@@ -99,17 +101,17 @@ def check_segments(policy, one, two):
                 L = int(snap["lengths"][n])
                 if L == 0:
                     continue
-                logp, _, _ = policy.evaluate({"obs": snap["obs"][:L, n:n + 1]}, snap["hidden0"][:, n:n + 1],
+                logp, _, _ = policy.evaluate({"obs": snap["obs"][:L, n:n + 1]}, memory.select(snap["memory0"], [n]),
                                              snap["start"][:L, n:n + 1], snap["actions"][:L, n:n + 1])
                 torch.testing.assert_close(logp[:, 0], snap["logp"][:L, n])
-            # the next segment starts where this env's segment ended: observation, start flag, recurrent state
+            # the next segment starts where this env's segment ended: observation, start flag, memory
             L = int(one["lengths"][n])
             if L == 0:
-                h_end = one["hidden0"][:, n:n + 1]
+                h_end = memory.select(one["memory0"], [n])
             else:
-                _, h_end = policy.sequence_params({"obs": one["obs"][:L, n:n + 1]}, one["hidden0"][:, n:n + 1],
+                _, h_end = policy.sequence_params({"obs": one["obs"][:L, n:n + 1]}, memory.select(one["memory0"], [n]),
                                                   one["start"][:L, n:n + 1])
-            torch.testing.assert_close(two["hidden0"][:, n:n + 1], h_end)
+            torch.testing.assert_close(memory.select(two["memory0"], [n]), h_end)
             assert torch.equal(two["obs"][0, n], one["obs"][L, n])
             assert two["start"][0, n] == one["start"][L, n]
 

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from ddppo.config import PolicyConfig, RolloutConfig
+from ddppo.advantage.gae import rollout_gae
+from ddppo.model import memory
 from ddppo.model.policy import Policy
+from ddppo.rollout.rollout import minibatches
 from ddppo.ppo.loss import ppo_loss
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.storage import RolloutStorage
@@ -18,6 +21,7 @@ from ddppo.timing import Timer
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
 from rollout_testutil import NeverStop
+from testutil import OneStorage
 
 N, T = 4, 6
 
@@ -61,8 +65,8 @@ def make():
         torch.manual_seed(0)
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), N, envs.observation_space, envs.action_space,
-                                 tuple(policy.initial_hidden(N).shape), torch.device("cpu"))
-        return make_collector(cfg, envs, policy, storage, NeverStop(), Timer(), 0.9, torch.device("cpu")), policy
+                                 policy.initial_memory(N), torch.device("cpu"))
+        return OneStorage(make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu")), storage), policy
 
     yield build
     for envs in made:
@@ -72,22 +76,20 @@ def make():
 @pytest.mark.parametrize("weighted", [False, True])
 def test_the_collector_hands_the_weights_to_the_minibatches_when_asked(make, weighted):
     collector, _ = make(weighted=weighted)
-    collector.collect(1)
-    s = collector.storage
-    batches = list(s.minibatches(2))
+    rollout = collector.collect(1).rollout
+    adv = rollout_gae(rollout, 0.99, 0.95)
+    batches = list(minibatches(rollout, adv, 2))
     if not weighted:
-        assert s.env_weight is None and all(mb.weight is None for mb in batches)
+        assert rollout.env_weight is None and all(mb.weight is None for mb in batches)
         return
-    assert torch.equal(s.env_weight, importance_weights(s.lengths, T))
-    assert sorted(w for mb in batches for w in mb.weight.tolist()) == sorted(s.env_weight.tolist())
-    s.set_first(collector.obs, collector.start, collector.hidden)  # the next rollout starts unweighted
-    assert s.env_weight is None
+    assert torch.equal(rollout.env_weight, importance_weights(rollout.lengths, T))
+    assert sorted(w for mb in batches for w in mb.weight.tolist()) == sorted(rollout.env_weight.tolist())
 
 
 def _first_step_policy(policy, s, n):
     """The log-probability of env n's first stored action under `policy` (from the stored state)."""
     with torch.no_grad():
-        logp, _, _ = policy.evaluate({"obs": s.obs["obs"][:1, n:n + 1]}, s.hidden0[:, n:n + 1],
+        logp, _, _ = policy.evaluate({"obs": s.obs["obs"][:1, n:n + 1]}, memory.select(s.memory0, [n]),
                                      s.episode_start[:1, n:n + 1], s.actions[:1, n:n + 1])
     return logp[0, 0]
 

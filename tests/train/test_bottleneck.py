@@ -17,9 +17,10 @@ from testutil import cli_env
 REPO = Path(__file__).resolve().parents[2]
 
 
-def perf(update_s, env=0.0, policy=0.0, learn=0.0, comm=0.0, wait=0.0):
+def perf(update_s, env=0.0, policy=0.0, learn=0.0, comm=0.0, wait=0.0, reward=0.0):
     return {"perf/update_s": update_s, "perf/env_step_s": env, "perf/policy_forward_s": policy,
-            "perf/learn_forward_backward_s": learn, "perf/allreduce_s": comm, "perf/straggler_wait_s_max": wait}
+            "perf/learn_forward_backward_s": learn, "perf/allreduce_s": comm, "perf/straggler_wait_s_max": wait,
+            "perf/reward_model_s": reward}
 
 
 @pytest.mark.parametrize("kwargs, expected", [
@@ -28,6 +29,7 @@ def perf(update_s, env=0.0, policy=0.0, learn=0.0, comm=0.0, wait=0.0):
     (dict(env=0.1, policy=0.1, learn=0.7), "learner-bound"),
     (dict(env=0.1, learn=0.2, comm=0.6), "communication-bound"),
     (dict(env=0.2, learn=0.1, wait=0.6), "straggler-bound"),
+    (dict(env=0.1, policy=0.1, learn=0.1, reward=0.6), "reward-model-bound"),
 ])
 def test_diagnose_hand_made(kwargs, expected):
     d = diagnose([perf(1.0, **kwargs)] * 3)

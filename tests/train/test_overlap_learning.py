@@ -18,14 +18,13 @@ def _spy_on_updates(trainer) -> list[dict]:
     records: list[dict] = []
     update = trainer.updater.update
 
-    def spy(storage, *args, **kwargs):
-        L = storage.step
+    def spy(rollout, *args, **kwargs):
         records.append({
             "before": {k: v.detach().clone() for k, v in trainer.policy.state_dict().items()},
-            "obs": {k: v[:L].clone() for k, v in storage.obs.items()}, "start": storage.episode_start[:L].clone(),
-            "hidden": storage.hidden0.clone(), "actions": storage.actions[:L].clone(),
-            "logp": storage.logp[:L].clone(), "valid": storage.valid[:L].clone()})
-        return update(storage, *args, **kwargs)
+            "obs": {k: v.clone() for k, v in rollout.obs.items()}, "start": rollout.episode_start.clone(),
+            "memory": {k: v.clone() for k, v in rollout.memory.items()}, "actions": rollout.actions.clone(),
+            "logp": rollout.logp.clone(), "valid": rollout.valid.clone()})
+        return update(rollout, *args, **kwargs)
 
     trainer.updater.update = spy
     return records
@@ -36,7 +35,7 @@ def _logp_gap(trainer, weights: dict, rec: dict) -> float:
     policy = Policy(trainer.envs.observation_space, trainer.envs.action_space, trainer.cfg.policy)
     policy.load_state_dict(weights)
     with torch.no_grad():
-        logp = policy.evaluate(rec["obs"], rec["hidden"], rec["start"], rec["actions"])[0]
+        logp = policy.evaluate(rec["obs"], rec["memory"], rec["start"], rec["actions"])[0]
     return float(((logp - rec["logp"]).abs() * rec["valid"]).max())
 
 

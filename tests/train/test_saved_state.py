@@ -29,8 +29,7 @@ def test_saved_state_and_its_load_are_exact_inverses(tmp_path, tiny_config, adva
     extra = {"ppo.group_size": 4} if advantage == "grpo" else {}
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": advantage, **extra})
     with trainer_in_process(cfg) as trainer:
-        trainer.collector.collect(1)  # somewhere mid-episode, with a carry of its own
-        trainer.phases.advantages()
+        trainer.phases.collect(1, trainer.learning.storage)  # somewhere mid-episode, with a carry of its own
         state = trainer.checkpoints.state_dict()
         assert set(state) == {"model", "optimizer", "counters", "rank"}
         assert set(state["rank"]) == {"rng", "collector", "advantage"}
@@ -91,8 +90,7 @@ def test_production_saves_through_state_dict(tmp_path, tiny_config):
     entry of rank_states, nothing renamed or spread (format 1 spread the collector's keys over the record)."""
     cfg = tiny_config(tmp_path, **{"log.tensorboard": "false", "ppo.advantage": "grpo", "ppo.group_size": 4})
     with trainer_in_process(cfg) as trainer:
-        trainer.collector.collect(1)
-        trainer.phases.advantages()
+        trainer.phases.collect(1, trainer.learning.storage)
         trainer.progress.update = 1
         trainer.checkpoints.save(1)
         state = trainer.checkpoints.state_dict()

@@ -1,0 +1,111 @@
+"""The reward model between the envs and the learners (ddppo/rollout/reward_model.py): one batched call per step
+on what each step produced, combined with the env's reward; terminal mode scores ended episodes only; every
+wrong output or exception is one RewardModelError naming the module."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from ddppo.config import RewardConfig
+from ddppo.envs.base import StepResult
+from ddppo.errors import RewardModelError
+from ddppo.rollout.reward_model import RewardModel
+from ddppo.timing import Timer
+
+
+class Recorder(torch.nn.Module):
+    """Reward = the first feature of the observation + 100 x done; records every call."""
+
+    def __init__(self, out=None):
+        super().__init__()
+        self.calls, self.out = [], out
+
+    def forward(self, obs, actions, episode_step, done):
+        self.calls.append({"x": obs["x"].clone(), "actions": actions.clone(), "step": episode_step.clone(),
+                           "done": done.clone()})
+        if self.out is not None:
+            return self.out(obs["x"])
+        return obs["x"][:, 0] + 100.0 * done.float()
+
+
+def result(x, final, terminated, truncated=None):
+    n = len(x)
+    return StepResult({"x": np.asarray(x, np.float32).reshape(n, 1)}, np.ones(n, np.float32),
+                      np.asarray(terminated, bool), np.zeros(n, bool) if truncated is None else np.asarray(truncated),
+                      {"x": np.asarray(final, np.float32).reshape(n, 1)}, [])
+
+
+def model(module, **cfg):
+    return RewardModel(RewardConfig(model="m:M", **cfg), 3, torch.device("cpu"), Timer(), module=module)
+
+
+def test_step_mode_scores_every_env_in_one_call_on_what_its_step_produced():
+    rec = Recorder()
+    rm = model(rec, env_weight=0.5, model_weight=2.0)
+    out = rm.combine(np.ones(3, np.float32), result([1, 2, 3], [7, 8, 9], [False, True, False]),
+                     np.array([0, 1, 2]))
+    assert len(rec.calls) == 1 and rm.calls == 1 and rm.scored == 3
+    # env 1's episode ended: its final observation (8) is scored, not the next episode's first (2)
+    assert rec.calls[0]["x"][:, 0].tolist() == [1.0, 8.0, 3.0]
+    assert rec.calls[0]["step"].tolist() == [1, 1, 1] and rec.calls[0]["done"].tolist() == [False, True, False]
+    np.testing.assert_allclose(out, 0.5 + 2.0 * np.array([1.0, 108.0, 3.0]))
+    rm.combine(np.zeros(3, np.float32), result([1, 2, 3], [0, 0, 0], [False, False, False]), np.zeros(3))
+    assert rec.calls[1]["step"].tolist() == [2, 1, 2]  # env 1 restarted its episode count
+
+
+def test_terminal_mode_scores_only_ended_episodes_once():
+    rec = Recorder()
+    rm = model(rec, mode="terminal", env_weight=0.0)
+    assert rm.combine(np.ones(3, np.float32), result([1, 2, 3], [0, 0, 0], [False] * 3), np.zeros(3)).tolist() == [0] * 3
+    assert rec.calls == []  # no episode ended: no call at all
+    out = rm.combine(np.ones(3, np.float32), result([1, 2, 3], [4, 5, 6], [True, False, True]), np.zeros(3))
+    assert len(rec.calls) == 1 and rec.calls[0]["x"][:, 0].tolist() == [4.0, 6.0]
+    assert out.tolist() == [104.0, 0.0, 106.0]
+
+
+def test_a_subset_of_envs_keeps_each_envs_own_episode_step():
+    rec = Recorder()
+    rm = model(rec)
+    rm.combine(np.ones(2, np.float32), result([1, 2], [0, 0], [False, False]), np.zeros(2), env_index=np.array([2, 0]))
+    rm.combine(np.ones(1, np.float32), result([1], [0], [False]), np.zeros(1), env_index=np.array([2]))
+    assert rec.calls[1]["step"].tolist() == [2] and rm.episode_step.tolist() == [1, 0, 2]
+
+
+@pytest.mark.parametrize("out, message", [
+    (lambda x: x.repeat(1, 2), r"returned \(3, 2\) for 3 envs: it must return one reward per env"),
+    (lambda x: torch.full((3,), float("nan")), r"returned a non-finite reward \(nan\) for env 0 at its episode step 1"),
+    (lambda x: [1, 2, 3], r"returned list for 3 envs"),
+])
+def test_a_wrong_output_is_one_line_naming_the_module(out, message):
+    with pytest.raises(RewardModelError, match=r"reward.model='m:M' " + message):
+        model(Recorder(out)).combine(np.ones(3, np.float32), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
+
+
+def test_an_exception_in_the_model_is_one_line_naming_it():
+    def boom(x):
+        raise ValueError("bad input\nsecond line")
+
+    with pytest.raises(RewardModelError) as err:
+        model(Recorder(boom)).combine(np.ones(3, np.float32), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
+    assert str(err.value).startswith("reward.model='m:M' raised ValueError: bad input (scoring 3 envs'")
+    assert "\n" not in str(err.value)
+
+
+def test_the_saved_identity_refuses_other_weights(tmp_path):
+    from ddppo.rollout.reward_model import file_sha256
+
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    torch.save({"w": torch.zeros(1)}, a)
+    torch.save({"w": torch.ones(1)}, b)
+    saved = {"model": "m:M", "weights_sha256": file_sha256(str(a))}
+    rm = RewardModel(RewardConfig(model="m:M", weights=str(b)), 3, torch.device("cpu"), Timer(),
+                     module=types.SimpleNamespace())
+    with pytest.raises(RewardModelError, match=r"reward.weights='.*b.pt' is not the file this run was trained with"):
+        rm.shared_owners()["reward_model"].load_state_dict(saved)
+    same = RewardModel(RewardConfig(model="m:M", weights=str(a)), 3, torch.device("cpu"), Timer(),
+                       module=types.SimpleNamespace())
+    same.shared_owners()["reward_model"].load_state_dict(saved)  # the same file: resumes
