@@ -44,6 +44,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
                                      "core alone, at gridnav's sizes"),
     "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
                              "features kept (extra `vision`)"),
+    "precision": ("precision", "an image policy's acting and learning time, fp32 vs bf16 vs bf16 + torch.compile, "
+                               "and the acting vs learning log-prob gap (run.precision, run.compile)"),
 }
 
 

@@ -42,12 +42,13 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
             state, KV cache, as one opaque value), transformer.py (the transformer core and its per-env KV cache),
             pretrained.py (torchvision, timm and open_clip image encoders: the library's backbone and a trained
             head), encoder_weights.py (policy.encoder_weights: reading a weights file into them, its sha256 kept
-            in the checkpoint), actions.py (the action
-            distributions: categorical, one per dim, Bernoulli per dim, Gaussian)
+            in the checkpoint), precision.py (run.precision's autocast), compiled.py (run.compile: the encoders
+            compiled), actions.py (the action distributions: categorical, one per dim, Bernoulli per dim, Gaussian)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py (the buffers and their one writer's inserts), rollout.py (the rollout as one value, its
+            storage.py (the buffers and their one writer's inserts), reward_model.py (reward.model: scoring each
+            step's results, combined with the env's reward), rollout.py (the rollout as one value, its
             minibatches), staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
             samples, gradient weight and outcomes: train/scene/*)

@@ -33,6 +33,16 @@ class RunConfig:
     deterministic: bool = field(default=False,
                                 metadata=doc("torch.use_deterministic_algorithms (bit-exact resume on CPU in "
                                              "rollout.mode=fixed; variable mode's batches depend on timing)"))
+    precision: str = field(default="fp32",
+                           metadata=doc("the policy's forward passes, acting and learning: fp32 | bf16 (bfloat16 "
+                                        "autocast on CPU and CUDA; weights, optimizer state, losses, advantages, "
+                                        "returns and normalisation statistics stay fp32; needs bf16 hardware: "
+                                        "CUDA with bf16, a CPU with avx512_bf16 or AMX)",
+                                        choices=("fp32", "bf16")))
+    compile: bool = field(default=False,
+                          metadata=doc("torch.compile the policy's forward (acting and learning), dynamic shapes so "
+                                       "variable and preempted rollouts do not recompile; the compile time is "
+                                       "logged once"))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import (dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes,
                               summarize_scenes)
 from ddppo.eval.loading import build_policy, load_weights
+from ddppo.model.precision import check_precision
 from ddppo.rollout.acting import Actor
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir, checkpoint_update
@@ -52,6 +53,7 @@ class Evaluator:
 
     def __init__(self, cfg: Config, ctx: DistContext, out_dir: Path, settings: dict[str, Any]):
         self.cfg, self.ctx, self.out_dir, self.settings = cfg, ctx, out_dir, settings
+        check_precision(cfg.run.precision, ctx.device)  # the run's precision, unless eval overrides it
         self.calls = 0
         self.interrupted = False
         dataset = "dataset" in cfg.env_options  # a split is run whole: no episode quota caps the envs
@@ -184,7 +186,7 @@ class Evaluator:
         torch.manual_seed(rank_seed(self.cfg.run.seed + self.cfg.eval.seed_offset, self.ctx.rank))
         n = envs.num_envs
         label = f"env.name={self.cfg.env.name} (rank {self.ctx.rank})"
-        actor = Actor(envs, self.policy, self.ctx.device, label=label)
+        actor = Actor(envs, self.policy, self.ctx.device, label=label, precision=self.cfg.run.precision)
         obs = {k: v.copy() for k, v in envs.reset().items()}
         counts = np.zeros(n, np.int64)
         keys = [self._next_episode(i, 0, obs) for i in range(n)]

@@ -46,6 +46,11 @@ def to(memory: Memory, device: torch.device | str, copy: bool = False) -> Memory
     return {k: torch.as_tensor(v).to(device, copy=copy) for k, v in memory.items()}
 
 
+def cast_like(memory: Memory, like: Memory) -> Memory:
+    """`memory` with each tensor in the dtype of `like`'s (a memory a bf16 forward returned, kept as stored)."""
+    return {k: v.to(like[k].dtype) for k, v in memory.items()}
+
+
 def zeros(memory: Memory, num_envs: int) -> Memory:
     """Zeros shaped like `memory` for `num_envs` envs."""
     return {k: v.new_zeros((num_envs, *v.shape[1:])) for k, v in memory.items()}

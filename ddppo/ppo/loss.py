@@ -35,6 +35,7 @@ class LossOutput:
     ratio_min: torch.Tensor
     ratio_max: torch.Tensor
     ratio_mean: torch.Tensor
+    ratio_dev: torch.Tensor  # E|r - 1|: at the first minibatch, the numerical gap between acting and learning
     kl_ref: torch.Tensor  # mean exact KL(pi || pi_ref) (0 without a reference policy)
 
     def scalars(self) -> dict[str, float]:
@@ -100,8 +101,9 @@ def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.T
             rmin = torch.where(any_valid, torch.where(has, ratio, float("inf")).amin(), 1.0)
             rmax = torch.where(any_valid, torch.where(has, ratio, float("-inf")).amax(), 1.0)
         rmean = mean(ratio)
+        rdev = mean((ratio - 1.0).abs())
     total = policy + value_coef * value - entropy_coef * ent
     kl = mean(kl_ref) if kl_ref is not None else torch.zeros((), device=total.device)
     if kl_ref is not None:
         total = total + kl_coef * kl
-    return LossOutput(total, policy, value, ent, approx_kl, clip_fraction, rmin, rmax, rmean, kl)
+    return LossOutput(total, policy, value, ent, approx_kl, clip_fraction, rmin, rmax, rmean, rdev, kl)

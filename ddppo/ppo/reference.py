@@ -23,12 +23,13 @@ from ddppo.errors import CheckpointError
 from ddppo.config import KLRefConfig
 from ddppo.model import memory as mem
 from ddppo.model.build import saved_policy
+from ddppo.model.precision import autocast
 from ddppo.rollout.rollout import Rollout
 
 
 class ReferencePolicy:
     def __init__(self, cfg: KLRefConfig, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
-                 num_envs: int, device: torch.device):
+                 num_envs: int, device: torch.device, precision: str = "fp32"):
         try:
             data = ckpt.load(cfg.checkpoint, map_location=device)
         except CheckpointError as err:
@@ -48,6 +49,7 @@ class ReferencePolicy:
         self.policy.eval().requires_grad_(False)
         self.memory = self.policy.initial_memory(num_envs, device)
         self.device, self.cfg = device, cfg
+        self.precision = precision  # run.precision of its forward, as the learning pass's
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """This rank's memory of the reference policy (the saved-state namespace "reference"; the adapted beta,
@@ -66,9 +68,11 @@ class ReferencePolicy:
 
     def annotate(self, rollout: Rollout) -> torch.Tensor:
         """Reference distribution parameters (L, N, P) for the collected steps."""
-        params, self.memory = self.policy.sequence_params(rollout.obs, self.memory, rollout.episode_start,
-                                                          rollout.actions)  # habitat_baselines: previous actions
-        return params
+        with autocast(self.precision, self.device):
+            params, memory = self.policy.sequence_params(rollout.obs, self.memory, rollout.episode_start,
+                                                         rollout.actions)  # habitat_baselines: previous actions
+        self.memory = mem.cast_like(memory, self.memory)
+        return params.float()
 
     def adapt(self, beta: float, measured_kl: float) -> float:
         """Adaptive beta: the next update's, from this update's `beta` and mean KL."""

@@ -56,6 +56,7 @@ from ddppo import timing
 from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
 from ddppo.model.policy import Policy
+from ddppo.model.precision import autocast, to_fp32
 from ddppo.rollout.rollout import Advantages, MiniBatch, Order, Rollout, minibatches
 
 
@@ -66,7 +67,11 @@ class UpdateResult:
 
 
 EPOCH_KEYS = ("approx_kl", "clip_fraction", "ratio_min", "ratio_max", "ratio_mean")
-UPDATE_KEYS = ("grad_norm", "explained_variance")  # what the update measures besides the loss terms
+# the first minibatch's terms, before any optimiser step: the log-probs of acting and of learning at the same
+# parameters differ only by numerics (run.precision, kernels) and any lag of the acting copy
+START_KEYS = ("ratio_dev", "clip_fraction")
+# what the update measures besides the loss terms
+UPDATE_KEYS = ("grad_norm", "explained_variance", *(f"{k}_start" for k in START_KEYS))
 SAMPLE_WEIGHTINGS = ("per_minibatch", "per_sample")
 
 
@@ -75,12 +80,14 @@ class _Stats:
 
     Means over minibatches, except *ratio_min / *ratio_max, which keep the extreme; epoch{e}/<key> for the
     EPOCH_KEYS (staleness: how far each epoch has moved from the behaviour policy); grad_norm over the steps
-    taken.
+    taken; <START_KEYS>_start from the update's first minibatch, where it has local samples.
     """
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, torch.Tensor]] = []  # (epoch, loss vector) of minibatches with local samples
         self.grad_norms: list[float] = []
+        self.first: tuple[torch.Tensor, torch.Tensor] | None = None  # the first minibatch's (loss vector, samples)
+        self.started = False  # the first minibatch has been seen
 
     def result(self) -> dict[str, float]:
         sums: dict[str, float] = {}
@@ -103,6 +110,9 @@ class _Stats:
                     add(f"epoch{epoch}/{k}", v)
         for norm in self.grad_norms:
             add("grad_norm", norm)
+        if self.first is not None and float(self.first[1]) > 0:  # its terms over no local sample are placeholders
+            first = dict(zip(SCALAR_NAMES, self.first[0].tolist()))
+            sums.update({f"{k}_start": first[k] for k in START_KEYS})
         return {k: v / counts[k] if counts[k] else v for k, v in sums.items()}
 
 
@@ -126,11 +136,12 @@ def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.
 
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
-                 sample_weighting: str = "per_minibatch", *, advantage: Estimator):
+                 sample_weighting: str = "per_minibatch", *, advantage: Estimator, precision: str = "fp32"):
         if sample_weighting not in SAMPLE_WEIGHTINGS:
             raise ValueError(f"sample_weighting={sample_weighting!r}: use one of {', '.join(SAMPLE_WEIGHTINGS)}")
         self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
         self.per_sample = sample_weighting == "per_sample"
+        self.precision = precision  # run.precision of the learning forward
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
@@ -196,8 +207,10 @@ class PPOUpdater:
         cfg = self.cfg
         valid = None if full and mb.valid.numel() > 0 else mb.valid
         with timer(timing.LEARN_FORWARD_BACKWARD):
-            logp, entropy, values, params = self.policy.evaluate_with_params(
-                mb.obs, mb.memory, mb.episode_start, mb.actions)
+            with autocast(self.precision, mb.episode_start.device):
+                logp, entropy, values, params = self.policy.evaluate_with_params(
+                    mb.obs, mb.memory, mb.episode_start, mb.actions)
+            logp, entropy, values, params = to_fp32(logp, entropy, values, params)  # the loss is float32
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
             adv = self.advantage.minibatch(mb.advantages, valid)  # the estimator's per-minibatch normalisation
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
@@ -209,6 +222,9 @@ class PPOUpdater:
                 p.grad = None
             self.reducer.begin(local_count * rank_weight if rank_weight != 1.0 else local_count)
             out.total.backward()  # gradient buckets are all-reduced as backward fills them
+        if not acc.started:  # the first minibatch: no optimiser step yet
+            acc.started = True
+            acc.first = (out.vector(), local_count)
         with timer(timing.ALLREDUCE):
             global_count = self.reducer.finish()
         with timer(timing.OPTIMIZER):

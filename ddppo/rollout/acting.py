@@ -1,6 +1,7 @@
 """The one acting path, shared by training (rollout/collector.py) and evaluation (eval/runner.py).
 
-    act       policy.act on the current observation, the policy's memory and episode-start flags
+    act       policy.act on the current observation, the policy's memory and episode-start flags, under
+              run.precision (`forward` and `value`: the policy's acting passes, also for the collector's bootstraps)
     clip      actions of a Box space clipped to its bounds before the env sees them (ddppo.model.actions.env_actions)
     step      env.step, timed (and the rewards scaled on the host, when the collector scales them)
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
@@ -21,7 +22,10 @@ import torch
 
 from ddppo import timing
 from ddppo.model.actions import env_actions
+from ddppo.model import memory as mem
+from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
+from ddppo.model.precision import autocast, to_fp32
 from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
 from ddppo.envs.base import EnvError, StepResult, VecEnv
@@ -67,8 +71,9 @@ class Actor:
     """
 
     def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
-                 label: str = "", obs_transform: Any = None):
+                 label: str = "", obs_transform: Any = None, precision: str = "fp32"):
         self.envs, self.policy, self.device = envs, policy, device
+        self.precision = precision  # run.precision of every policy forward made through this actor
         self.timer = timer if timer is not None else Timer(device)
         self.label = label  # names the environment (and rank) in errors
         self.obs: dict[str, torch.Tensor] = {}
@@ -92,10 +97,22 @@ class Actor:
 
     def act(self, deterministic: bool = False) -> Action:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
-            action, logp, value, self.memory = self.policy.act(self.obs, self.memory, self.start,
-                                                               deterministic=deterministic)
+            action, logp, value, self.memory = self.forward(self.obs, self.memory, self.start, deterministic)
             env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         return Action(action, logp, value, env_action)
+
+    def forward(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Memory]:
+        """policy.act under run.precision: log-prob and value in float32, the memory in the dtypes it came in."""
+        with autocast(self.precision, self.device):
+            action, logp, value, new_memory = self.policy.act(obs, memory, start, deterministic=deterministic)
+        logp, value = to_fp32(logp, value)
+        return action, logp, value, mem.cast_like(new_memory, memory)
+
+    def value(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor) -> torch.Tensor:
+        """policy.value under run.precision, in float32 (the collector's bootstraps)."""
+        with autocast(self.precision, self.device):
+            return self.policy.value(obs, memory, start).float()
 
     def step(self, env_action: np.ndarray, where: str,
              rewards: Callable[[StepResult, np.ndarray], np.ndarray] | None = None) -> Step:

@@ -93,7 +93,7 @@ class RolloutCollector:
     def __init__(self, envs: VecEnv, policy: Policy, preemption: Preemption, timer: Timer, gamma: float,
                  device: torch.device, num_steps: int, label: str = "",
                  metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None,
-                 scene_names: tuple[str, ...] | None = None, reward_model: Any = None):
+                 scene_names: tuple[str, ...] | None = None, reward_model: Any = None, precision: str = "fp32"):
         self.envs, self.policy = envs, policy
         self.storage: RolloutStorage | None = None  # the buffers being collected into (only during `collect`)
         # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
@@ -110,7 +110,7 @@ class RolloutCollector:
         self.reward_model: Any = reward_model
         # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
         # observation on the host (the first after reset included) before it goes to the device; None: as is
-        self.actor = Actor(envs, policy, device, timer, label, obs_transform)
+        self.actor = Actor(envs, policy, device, timer, label, obs_transform, precision)  # run.precision
         self.actor.begin(envs.reset())
         self.actor.detach()
         # per-scene samples, weights and episodes (the ranks' agreed scene names; default: these envs' own), from
@@ -299,7 +299,7 @@ class RolloutCollector:
                 final_rows = self.actor.obs_transform.normalize(final_rows)
             final, moved = self.actor.staging.step_to_device(final_rows, {}, "final/", {"final_rows": rows})
             idx = moved["final_rows"]
-            v = self.policy.value(final, mem.select(memory, idx), torch.zeros(rows.size, device=self.device))
+            v = self.actor.value(final, mem.select(memory, idx), torch.zeros(rows.size, device=self.device))
             extra[idx] = self.gamma * v
         return extra
 
@@ -308,7 +308,7 @@ class RolloutCollector:
         critic: no forward pass)."""
         if self.policy.critic is None:
             return torch.zeros(self.envs.num_envs, device=self.device)
-        return self.policy.value(self.obs, self.memory, self.start)
+        return self.actor.value(self.obs, self.memory, self.start)
 
 
 CARRIES = ("variable",)  # keys of a rank's saved state that strategies carry besides the Actor's state

@@ -30,9 +30,9 @@ def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, preemption: An
                    gamma: float, device: torch.device, label: str = "",
                    metric_names: tuple[str, ...] | None = None, reward_scale: Any = None,
                    obs_transform: Any = None, scene_names: tuple[str, ...] | None = None,
-                   reward_model: Any = None) -> RolloutCollector:
+                   reward_model: Any = None, precision: str = "fp32") -> RolloutCollector:
     """The collector `cfg` asks for (aggregating `metric_names`, default: the envs' own; per scene `scene_names`,
-    default: the envs' own), scaling rewards with `reward_scale` and observations with `obs_transform`
+    default: the envs' own), acting under run.`precision`, scaling rewards with `reward_scale` and observations with `obs_transform`
     (normalize.reward, normalize.update=step: from ddppo.normalization, None: as the envs return them), combining
     the envs' rewards with `reward_model`'s (reward.model: rollout/reward_model.py, None: none); ValueError
     naming the key if it cannot run on `envs`."""
@@ -40,7 +40,7 @@ def make_collector(cfg: RolloutConfig, envs: VecEnv, policy: Any, preemption: An
     if problems:
         raise ValueError("; ".join(problems))
     args = (envs, policy, preemption, timer, gamma, device, cfg.num_steps, label, metric_names, reward_scale,
-            obs_transform, scene_names, reward_model)
+            obs_transform, scene_names, reward_model, precision)
     if cfg.mode == "variable":
         return VariableCollector(*args, batch_wait_s=cfg.batch_wait_s, idle_envs=cfg.idle_envs,
                                  weighted=cfg.importance_weights, weight_form=cfg.importance_weights_form)

@@ -52,7 +52,7 @@ class WorkerCollector(RolloutCollector):
                      else actor.staging.to_device({"act_rows": idx.numpy()})["act_rows"])
         with self.timer(timing.POLICY_FORWARD):
             obs = {k: v[rows] for k, v in actor.obs.items()}
-            action, logp, value, memory = self.policy.act(obs, mem.select(actor.memory, rows), actor.start[rows])
+            action, logp, value, memory = actor.forward(obs, mem.select(actor.memory, rows), actor.start[rows])
         env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         p = self.pending
         if not p:

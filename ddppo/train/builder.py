@@ -6,7 +6,8 @@ place a mode is decided (rollout.overlap_learning, normalisation, the advantage 
     normalisation built from the config and the spaces (ddppo.normalization); the policy and the collector take
                   their parts at construction
     policy        the learner's; under rollout.overlap_learning an acting copy acts for it; a library image
-                  encoder's weights file (policy.encoder_weights) put in when no checkpoint gives them
+                  encoder's weights file (policy.encoder_weights) put in when no checkpoint gives them; run.compile
+                  compiles their encoders (ddppo/model/compiled.py), run.precision is handed to every forward's caller
     advantage     the estimator ppo.advantage names (ddppo.advantage); its class, asked first, says whether the
                   policy gets a value head and how many envs share each episode
     updater       the PPO update (ddppo.ppo), with the KL reference (ppo.kl_ref.checkpoint)
@@ -42,7 +43,9 @@ from ddppo.distributed import DistContext
 from ddppo.envs.base import rank_env_spec
 from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
+from ddppo.model.compiled import compile_policy
 from ddppo.model.encoder_weights import EncoderWeightsRecord
+from ddppo.model.precision import check_precision
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater
@@ -106,6 +109,7 @@ class Trainer:
         self.cfg, self.ctx = cfg, ctx
         self.timer = Timer(ctx.device)
         self.started = time.monotonic()
+        check_precision(cfg.run.precision, ctx.device)  # bf16 on hardware without it: one line, before anything
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
         self.run_claim = claim_run_dir(cfg, ctx)  # one live writer: a second `ddppo train` here refuses (all ranks)
@@ -141,11 +145,11 @@ class Trainer:
         self.encoder_weights.start(ctx)
         self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
-                                  advantage=self.advantage)
+                                  advantage=self.advantage, precision=cfg.run.precision)
         self.reward_model = reward_model_for(cfg.reward, num_envs, ctx.device, self.timer)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
-            self.reference = ReferencePolicy(cfg.ppo.kl_ref, *spaces, num_envs, ctx.device)
+            self.reference = ReferencePolicy(cfg.ppo.kl_ref, *spaces, num_envs, ctx.device, cfg.run.precision)
         self.metric_names = agree_metric_names(ctx, env_metric_names(self.envs))  # train/<name>, same on all ranks
         self.scene_names = agree_scene_names(ctx, env_scene_names(self.envs))  # train/scene/<name>/*, likewise
         self.progress = Progress(self.metric_names, cfg.log.window,
@@ -153,13 +157,16 @@ class Trainer:
                                  SceneWindow(self.scene_names, cfg.log.window))
         overlap = cfg.rollout.overlap_learning  # the one place the learning mode is decided
         acting = acting_copy(self.policy) if overlap else self.policy  # collects while the learner updates
+        if cfg.run.compile:  # after the acting copy: each policy compiles its own encoders
+            for policy in {id(p): p for p in (self.policy, acting)}.values():
+                compile_policy(policy, cfg.policy.architecture)
         storage = self.new_storage()
         self.collector = make_collector(cfg.rollout, self.envs, acting,
                                         Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
                                         obs_transform=norm.obs_transform, scene_names=self.scene_names,
-                                        reward_model=self.reward_model)
+                                        reward_model=self.reward_model, precision=cfg.run.precision)
         self.phases = Phases(cfg, ctx, self.collector, self.advantage, norm, self.updater, self.reference,
                              self.progress, self.timer)
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,

@@ -54,7 +54,8 @@ def test_the_one_home_check_can_fail(tmp_path):
 def test_each_kind_has_its_label_and_exit_code_2():
     labels = {cls: label for cls, label in errors.user_error_kinds()}
     assert labels == {errors.ConfigError: "config error", EnvError: "environment error",
-                      errors.CheckpointError: "checkpoint error", errors.LaunchError: "launcher error"}
+                      errors.CheckpointError: "checkpoint error", errors.RewardModelError: "reward model error",
+                      errors.LaunchError: "launcher error"}
     for cls in (*labels, errors.DirectoryBusy, errors.SweepError):
         assert errors.user_error_label(cls("x")) in labels.values()
         assert deadline.exit_code(cls("x")) == errors.EXIT_USER_ERROR == 2

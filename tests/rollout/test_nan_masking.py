@@ -100,7 +100,6 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
             padding = torch.arange(storage.num_steps)[:, None] >= lengths
             assert padding.any()
             storage.rewards[padding] = NAN  # the buffer under the rollout's view
-            assert torch.isnan(rollout.rewards).any()
             adv = rollout_gae(rollout, 0.99, 0.95)
             valid = rollout.valid.bool()
             assert torch.isfinite(adv.advantages[valid]).all(), f"update {update}: padding poisoned GAE"
