@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ddppo.config import PolicyConfig
+from ddppo.errors import ConfigError
 from ddppo.model.actions import GaussianActions, action_kind
 from ddppo.model.memory import Memory
 from ddppo.normalization import ObsNormalizer, continuous_control
@@ -93,7 +94,7 @@ class NatureCNN(nn.Module):
         super().__init__()
         h, w, c = shape
         if min(h, w) < 36:
-            raise ValueError(f"policy.image_encoder=nature needs images of at least 36x36 (its strides), not "
+            raise ConfigError(f"policy.image_encoder=nature needs images of at least 36x36 (its strides), not "
                              f"{h}x{w}: use policy.image_encoder=cnn")
         self.conv = nn.Sequential(
             _init(nn.Conv2d(c, 32, 8, stride=4)), nn.ReLU(),

@@ -78,6 +78,7 @@ def test_image_scale_comes_from_the_space_bounds(low, high, dtype, expect):
 
 
 def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
+    from ddppo.errors import ConfigError
     from ddppo.model.policy import NatureCNN
 
     space = gymnasium.spaces.Dict({"state": gymnasium.spaces.Box(0, 255, (84, 84, 4), np.uint8)})
@@ -91,5 +92,5 @@ def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
     action, *_ = policy.act({"state": torch.zeros(2, 84, 84, 4, dtype=torch.uint8)}, policy.initial_memory(2),
                             torch.ones(2))
     assert action.shape == (2,)
-    with pytest.raises(ValueError, match="nature needs images of at least 36x36 .* not 7x7"):
+    with pytest.raises(ConfigError, match="nature needs images of at least 36x36 .* not 7x7"):
         NatureCNN((7, 7, 3), 64)
