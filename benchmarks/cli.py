@@ -42,10 +42,16 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
     "memory-cores": ("memory_cores", "GRU vs transformer cores (two contexts): acting and learning time of the "
                                      "core alone, at gridnav's sizes"),
+    "memory-task": ("memory_task", "success of each policy.rnn_type (gru, lstm, transformer, none) on gridnav_memory, "
+                                   "seeds side by side"),
     "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
                              "features kept (extra `vision`)"),
     "precision": ("precision", "an image policy's acting and learning time, fp32 vs bf16 vs bf16 + torch.compile, "
                                "and the acting vs learning log-prob gap (run.precision, run.compile)"),
+    "bc-rl": ("bc_rl", "gridnav at one env-step budget: BC alone, RL alone, BC -> RL with and without the critic "
+                       "warm-up, over seeds (PIRLNav's comparison)"),
+    "imitation": ("imitation", "demonstration format vs Minari (seconds, bytes), ddppo record episodes/s, ddppo "
+                               "imitate samples/s on 1 and 2 ranks, the clone's success"),
 }
 
 

@@ -62,13 +62,13 @@ def learn(policy, obs: dict, actions: torch.Tensor, epochs: int, minibatches: in
     optimizer = make_adam(params, 2.5e-4, 1e-5)
     policy.train()
     T, N = actions.shape
-    hidden = policy.initial_hidden(N // minibatches)
+    memory = policy.initial_memory(N // minibatches)  # every minibatch's envs start their rollout from zeros
     start_flags = torch.zeros(T, N // minibatches)
     started = time.perf_counter()
     for _ in range(epochs):
         for envs in torch.arange(N).chunk(minibatches):
             mb = {k: v[:, envs] for k, v in obs.items()}
-            logp, entropy, values, _ = policy.evaluate_with_params(mb, hidden, start_flags, actions[:, envs])
+            logp, entropy, values, _ = policy.evaluate_with_params(mb, memory, start_flags, actions[:, envs])
             loss = -(logp * torch.randn_like(logp)).mean() + values.pow(2).mean() - 0.01 * entropy.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -1,6 +1,6 @@
-"""`ddppo train|config|eval|sweep|bench|export|rundir`: a thin entry point (the sweep and export parsers are added
-from their packages' cli modules; bench lives outside the library, in `benchmarks/`, and registers itself through the
-`ddppo.commands` entry point).
+"""`ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`: a thin entry point (the sweep, export and
+imitation parsers are added from their packages' cli modules; bench lives outside the library, in `benchmarks/`,
+and registers itself through the `ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
 signal during start-up is not lost. User errors (the kinds of ddppo/errors.py: config, environment,
@@ -19,6 +19,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 from ddppo.export import cli as export_cli  # noqa: E402  (light: argparse only)
+from ddppo.imitation import cli as imitation_cli  # noqa: E402  (light: argparse only)
 from ddppo.sweep import cli as sweep_cli  # noqa: E402  (light: argparse only)
 
 log = logging.getLogger("ddppo")
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
     export_cli.add_parser(sub)
+    imitation_cli.add_parsers(sub)
     rundir = sub.add_parser("rundir", help="the run directory's claim: free one whose holder is gone")
     release = rundir.add_subparsers(dest="rundir_command", required=True).add_parser(
         "release", help="free DIR (a run dir, eval output or sweep dir) claimed by a process that is gone, e.g. on "
@@ -183,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.errors import EXIT_USER_ERROR, user_error_kinds, user_error_label
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
-                "export": export_cli.run, "rundir": cmd_rundir, **{name: cmd.run for name, cmd in plugin_commands().items()}}
+                "export": export_cli.run, "rundir": cmd_rundir,
+                "record": lambda a: imitation_cli.run_record(a, _setup_logging),
+                "imitate": lambda a: imitation_cli.run_imitate(a, _setup_logging),
+                **{name: cmd.run for name, cmd in plugin_commands().items()}}
     try:
         try:
             rc = handlers[args.command](args)

@@ -23,6 +23,11 @@ class SweepError(ConfigError):
     """A sweep spec or plan problem the user can fix; the message names the run and/or the key."""
 
 
+class DatasetError(ConfigError):
+    """A demonstration dataset that cannot be used (missing, truncated, altered, recorded on another env or layout):
+    the message names the file or the keys and what to do (imitation/dataset.py)."""
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or incompatible; the message says which and why."""
 

@@ -311,6 +311,32 @@ def preemption_bias(plt, out: Path) -> Path:
     return _save(plt, fig, out / "preemption_bias.png", dpi=110)
 
 
+def bc_rl(plt, out: Path) -> Path:
+    """`ddppo bench bc-rl`: each arm's greedy success per seed (bar: mean), and the fine-tunes' training success
+    over their updates, with and without the critic warm-up (shaded: the critic alone, then the actor's ramp)."""
+    data = _load("bc_rl.json")
+    seeds = list(data["seeds"].values())
+    arms = [("bc", "BC alone"), ("rl", "RL alone"), ("bc_rl", "BC -> RL"), ("bc_rl_warmup", "BC -> RL, warm-up")]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for i, (arm, _) in enumerate(arms):
+        ys = [s[arm]["success"] for s in seeds]
+        ax.plot([i] * len(ys), ys, "o", color="tab:blue", ms=4, alpha=0.7)
+        ax.plot([i - 0.2, i + 0.2], [sum(ys) / len(ys)] * 2, color="tab:blue", lw=2)
+    _axes(ax, ylabel="greedy success, 200 episodes", categories=[a[1] for a in arms], grid=None, fontsize=8,
+          title=f"gridnav, {data['args']['budget']:,} env steps per arm", title_size=10)
+    critic, actor = data["args"]["warmup"]
+    bx.axvspan(0.5, critic + 0.5, color="#dee2e6", lw=0)
+    bx.axvspan(critic + 0.5, critic + actor + 0.5, color="#f1f3f5", lw=0)
+    for arm, color in (("bc_rl", "tab:orange"), ("bc_rl_warmup", "tab:green")):
+        for k, s in enumerate(seeds):
+            ys = [y if y is not None else float("nan") for y in s[f"{arm}_success"]]
+            bx.plot(range(1, len(ys) + 1), ys, color=color, lw=1, alpha=0.8,
+                    label=dict(arms)[arm] if k == 0 else None)
+    _axes(bx, xlabel="fine-tuning update", ylabel="training success (sampled actions)", grid="y",
+          legend={"fontsize": 8}, fontsize=8)
+    return _save(plt, fig, out / "bc_rl_gridnav.png", dpi=110)
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -322,7 +348,7 @@ def make_all(out: Path = OUT) -> list[Path]:
             throughput_bars_03(plt, out), habitat_lab_03_tasks(plt, out), gridnav_rates(plt, out),
             continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
             continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out),
-            preemption_scaling(plt, out), preemption_bias(plt, out)]
+            preemption_scaling(plt, out), preemption_bias(plt, out), bc_rl(plt, out)]
 
 
 if __name__ == "__main__":

@@ -199,6 +199,15 @@ def place_by_cost(env: Any, costs: dict[str, float]) -> bool:
     return bool(method(dict(costs))) if callable(method) else False
 
 
+def expert_actions(env: Any) -> np.ndarray | None:
+    """The env's expert's actions for its current observations, (N,) or (N, A), from the optional method
+    `expert_actions()` of envs that have an expert (gridnav's shortest path, habitat's ShortestPathFollower): what
+    `ddppo record` records without a policy. None where the env has none (envs stepped in subprocess workers
+    forward no such call: record with env.num_workers=0)."""
+    method = getattr(env, "expert_actions", None)
+    return np.asarray(method()) if callable(method) else None
+
+
 class StepClock:
     """The seconds each env of a batch stepped in turn in one process spends in its own steps, summed per episode
     for `EpisodeInfo.step_s` (what a scene costs: ddppo's train/scene/<name>/step_ms, envs/placement.py). The step

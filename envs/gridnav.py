@@ -352,6 +352,10 @@ class GridNav:
         action = np.where(diff == 0, MOVE_FORWARD, np.where(diff <= d // 2, TURN_LEFT, TURN_RIGHT))
         return np.where(self.geodesic_distance() <= opt.success_distance, STOP, action).astype(np.int64)
 
+    def expert_actions(self) -> np.ndarray:
+        """The expert `ddppo record` records (ddppo.envs.base.expert_actions): `oracle_actions`."""
+        return self.oracle_actions()
+
 
 def _spaces(opt: GridNavOptions) -> dict[str, gymnasium.spaces.Box]:
     """The observation spaces the options ask for (see the module docstring)."""

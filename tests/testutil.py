@@ -180,6 +180,7 @@ def save_checkpoint(run_dir: str | Path, update: int, model: dict, cfg: Any = No
 MP = ("multiprocess",)
 MARKS = {
     "distributed/": MP,
+    "imitation/test_imitate_ranks.py": MP,
     "model/test_pretrained.py": ("vision",),
     "integration/test_pretrained_training.py": ("vision", *MP),
     "integration/": MP,

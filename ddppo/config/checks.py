@@ -95,6 +95,22 @@ def _normalize_problems(cfg: Config) -> list[str]:
     return p
 
 
+def _warmup_problems(cfg: Config) -> list[str]:
+    """What the fine-tuning warm-ups need: a critic to warm up, a checkpoint whose critic is reset."""
+    p, ppo = [], cfg.ppo
+    if ppo.reset_critic and not cfg.checkpoint.path:
+        p.append("ppo.reset_critic=true re-initialises the critic of the policy checkpoint.path names: set "
+                 "checkpoint.path, or ppo.reset_critic=false")
+    if ADVANTAGES.problem(ppo.advantage, "ppo.advantage") is None and not ADVANTAGES.get(
+            ppo.advantage, "ppo.advantage").critic:
+        for key, value, off in (("critic_warmup_updates", ppo.critic_warmup_updates, "0"),
+                                ("reset_critic", str(ppo.reset_critic).lower(), "false")):
+            if value not in (0, "false"):
+                p.append(f"ppo.{key}={value} needs a critic, which ppo.advantage={ppo.advantage} has not: set "
+                         f"ppo.{key}={off}, or ppo.advantage=gae")
+    return p
+
+
 def _reward_problems(cfg: Config) -> list[str]:
     """A reward model's keys without a model, or a model that cannot be named."""
     r, p = cfg.reward, []
@@ -156,6 +172,7 @@ def problems(cfg: Config) -> list[str]:
     p.extend(_estimator_problems(cfg))
     p.extend(_rollout_mode_problems(cfg))
     p.extend(_normalize_problems(cfg))
+    p.extend(_warmup_problems(cfg))
     p.extend(_reward_problems(cfg))
     p.extend(_transformer_problems(cfg))
     p.extend(_encoder_weights_problems(cfg))

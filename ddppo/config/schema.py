@@ -242,6 +242,16 @@ class PPOConfig:
                                         choices=ADVANTAGES))
     group_size: int = field(default=8,
                             metadata=doc("grpo: envs per group sharing each episode (>= 4; must divide env.num_envs)"))
+    critic_warmup_updates: int = field(default=0,
+                                       metadata=doc("fine-tuning: the first N updates train the critic alone (the "
+                                                    "actor's learning rate 0, its observation normalisation "
+                                                    "statistics held: its greedy actions do not change)", ge=0))
+    actor_warmup_updates: int = field(default=0,
+                                      metadata=doc("fine-tuning: after the critic warm-up the actor's learning rate "
+                                                   "ramps linearly from 0 to ppo.lr over this many updates", ge=0))
+    reset_critic: bool = field(default=False,
+                               metadata=doc("re-initialise the value head when starting from checkpoint.path (a "
+                                            "behaviour-cloned policy's untrained critic); not on resume"))
 
 
 @dataclass(frozen=True)
@@ -463,6 +473,29 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class ImitationConfig:
+    """`ddppo imitate`: behaviour cloning on a recorded dataset (docs/guides/imitation.md)."""
+
+    data: str = field(default="", metadata=doc("the dataset directory `ddppo record` wrote (its manifest.json)"))
+    updates: int = field(default=500, metadata=doc("optimiser steps to train for", gt=0))
+    lr: float = field(default=1e-3, metadata=doc("Adam learning rate", gt=0))
+    batch_episodes: int = field(default=16, metadata=doc("episodes per rank in each update", gt=0))
+    chunk_length: int = field(default=0,
+                              metadata=doc("0: back-propagate through whole episodes; N: through chunks of N steps, "
+                                           "the recurrent state carried (detached) from one chunk to the next", ge=0))
+    val_fraction: float = field(default=0.1,
+                                metadata=doc("share of the episodes held out for the validation loss and accuracy",
+                                             ge=0, lt=1))
+    eval_interval_updates: int = field(default=25,
+                                       metadata=doc("measure the held-out loss and action accuracy every this many "
+                                                    "updates (and at the end)", gt=0))
+    inflection_weighting: bool = field(default=False,
+                                       metadata=doc("up-weight the steps where the expert's action changes (habitat-"
+                                                    "web's inflection weighting; discrete actions)"))
+    max_grad_norm: float = field(default=1.0, metadata=doc("grad-norm clip after the all-reduce (0 = off)", ge=0))
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole experiment."""
 
@@ -478,6 +511,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    imitation: ImitationConfig = field(default_factory=ImitationConfig)
 
     @property
     def env_options(self) -> dict[str, Any]:

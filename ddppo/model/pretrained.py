@@ -8,8 +8,9 @@ by the trainer at the start of a run; a checkpoint holds them afterwards.
 An encoder is two submodules:
 - `backbone` (`Backbone`): the library's network with the input preparation it declares (channels repeated to 3,
   resized to its input size, normalised with its mean and std) and `features(images) -> (B, C, h, w)`, its last
-  spatial feature map (a ViT's patch tokens laid out on their grid). `policy.freeze_encoder=true` freezes it: no
-  gradients, always in eval mode (BatchNorm statistics hold), its parameters left out of the optimizer.
+  spatial feature map (a ViT's patch tokens laid out on their grid) average-pooled to at most GRID x GRID cells.
+  `policy.freeze_encoder=true` freezes it: no gradients, always in eval mode (BatchNorm statistics hold), its
+  parameters left out of the optimizer.
 - `head` (`FeatureHead`): small and trained, (B, C, h, w) -> (B, hidden_size).
 `PretrainedEncoder.forward(x) = head(backbone.features(x))`: a frozen backbone's features depend on the images
 alone, so they can be computed once per env step and kept in place of the images.
@@ -20,6 +21,7 @@ The libraries are optional (the `vision` extra); nothing here imports them until
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 from typing import Any, Callable
 
@@ -33,8 +35,9 @@ from ddppo.model.pooling import AdaptiveAvgPool
 
 INSTALL = ('pip install -e ".[vision]" in a clone, or pip install "ddppo[vision]"; install torch and torchvision as '
            'a matching pair first: docs/guides/pretrained-encoders.md')
+GRID = 4  # the backbone's feature map is average-pooled to at most this many cells per side (PoliFormer pools
+#          DINOv2's 16x27 patch tokens to 7x12): what a rollout would keep per step (resnet18: 512 x 4 x 4)
 HEAD_CHANNELS = 32  # the head's 1x1 convolution: the backbone's channels -> this many
-HEAD_GRID = 4  # the head pools the feature map to at most this many cells per side
 
 
 def import_library(library: str, key: str = "policy.image_encoder") -> Any:
@@ -144,7 +147,12 @@ def _open_clip(name: str) -> tuple[nn.Module, Callable[[nn.Module, torch.Tensor]
     pooling), a timm trunk's features, or else the image embedding; the preprocessing config it declares."""
     import open_clip
 
-    visual = open_clip.create_model(name, pretrained=None).visual
+    quiet = _Without("No pretrained weights loaded")  # open_clip warns on the root logger: none were asked for
+    logging.getLogger().addFilter(quiet)
+    try:
+        visual = open_clip.create_model(name, pretrained=None).visual
+    finally:
+        logging.getLogger().removeFilter(quiet)
     cfg = getattr(visual, "preprocess_cfg", None) or {}
     size = cfg.get("size", getattr(visual, "image_size", 224))
     size = tuple(size) if isinstance(size, (tuple, list)) else (int(size), int(size))
@@ -162,6 +170,17 @@ def _open_clip(name: str) -> tuple[nn.Module, Callable[[nn.Module, torch.Tensor]
     if hasattr(visual, "trunk") and hasattr(visual.trunk, "forward_features"):
         return visual, lambda m, x: m.trunk.forward_features(x), prep
     return visual, lambda m, x: m(x)[:, :, None, None], prep
+
+
+class _Without(logging.Filter):
+    """Drops the log records whose message starts with `prefix`."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
 
 
 BUILDERS = {"torchvision": _torchvision, "timm": _timm, "open_clip": _open_clip}
@@ -182,8 +201,9 @@ def as_map(features: torch.Tensor) -> torch.Tensor:
 
 class Backbone(nn.Module):
     """The library's network and the input it expects: images (B, C, H, W) in [0, 1] (C = 1 repeated to 3) ->
-    resized to the model's input size -> normalised with its mean and std -> `features` (B, C', h, w).
-    Frozen (`freeze`): no gradients, and eval mode whatever `train()` asks."""
+    resized to the model's input size -> normalised with its mean and std -> the library's last spatial map,
+    average-pooled to at most GRID x GRID cells: `features` (B, C', h, w). Frozen (`freeze`): no gradients, and eval
+    mode whatever `train()` asks."""
 
     def __init__(self, library: str, name: str):
         super().__init__()
@@ -196,6 +216,9 @@ class Backbone(nn.Module):
         self.register_buffer("std", torch.tensor(prep["std"], dtype=torch.float32).view(1, 3, 1, 1),
                              persistent=False)
         self.frozen = False
+        self.pool = nn.Identity()
+        _, h, w = self.feature_shape()
+        self.pool = AdaptiveAvgPool((min(GRID, h), min(GRID, w)))
 
     def freeze(self) -> "Backbone":
         self.frozen = True
@@ -216,12 +239,12 @@ class Backbone(nn.Module):
         return (images - self.mean) / self.std
 
     def features(self, images: torch.Tensor) -> torch.Tensor:
-        """Images (B, C, H, W) in [0, 1] -> the last spatial feature map (B, C', h, w); under no_grad when
-        frozen (what a rollout may keep in place of the images)."""
+        """Images (B, C, H, W) in [0, 1] -> the pooled feature map (B, C', h, w); under no_grad when frozen (what a
+        rollout may keep in place of the images)."""
         if self.frozen:
             with torch.no_grad():
-                return as_map(self._features(self.model, self.prepare(images)))
-        return as_map(self._features(self.model, self.prepare(images)))
+                return self.pool(as_map(self._features(self.model, self.prepare(images))))
+        return self.pool(as_map(self._features(self.model, self.prepare(images))))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.features(images)
@@ -237,19 +260,17 @@ class Backbone(nn.Module):
 
 
 class FeatureHead(nn.Module):
-    """Trained on the backbone's feature map: 1x1 conv to HEAD_CHANNELS, ReLU, average pooling to at most
-    HEAD_GRID x HEAD_GRID cells, a linear layer to `hidden`, ReLU."""
+    """Trained on the backbone's pooled feature map (C', h, w): a 1x1 conv to HEAD_CHANNELS, ReLU, a linear layer
+    over the cells to `hidden`, ReLU."""
 
     def __init__(self, shape: tuple[int, int, int], hidden: int):
         super().__init__()
         c, h, w = shape
-        grid = (min(HEAD_GRID, h), min(HEAD_GRID, w))
         self.conv = nn.Conv2d(c, HEAD_CHANNELS, 1)
-        self.pool = AdaptiveAvgPool(grid)
-        self.fc = nn.Linear(HEAD_CHANNELS * grid[0] * grid[1], hidden)
+        self.fc = nn.Linear(HEAD_CHANNELS * h * w, hidden)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.fc(self.pool(torch.relu(self.conv(features))).flatten(1)))
+        return torch.relu(self.fc(torch.relu(self.conv(features)).flatten(1)))
 
 
 class PretrainedEncoder(nn.Module):

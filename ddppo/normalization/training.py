@@ -112,9 +112,11 @@ class Normalization:
             self.pending = {k: (n, mean.view(shapes[k]), m2.view(shapes[k]))
                             for k, (n, mean, m2) in zip(self.obs.keys, merged)}
 
-    def apply(self) -> None:
-        """After the PPO update: the observation statistics merged at `sync` take effect."""
-        if self.pending is None:
+    def apply(self, hold: bool = False) -> None:
+        """After the PPO update: the observation statistics merged at `sync` take effect (`hold`: they are
+        dropped, the statistics kept as they are: ppo.critic_warmup_updates)."""
+        if self.pending is None or hold:
+            self.pending = None
             return
         for k, (n, mean, m2) in self.pending.items():
             self.obs.stats[k].merge(torch.tensor(n, dtype=torch.float64), mean, m2)
@@ -132,6 +134,10 @@ def build_normalization(cfg: Config, obs_space: gymnasium.spaces.Dict, action_sp
     rewards = None
     if resolve(n.reward, obs_space, action_space):
         rewards = RewardScaler(num_envs, cfg.ppo.gamma, n.clip_reward, n.epsilon, live=step)
+    if step and obs is not None and cfg.ppo.critic_warmup_updates > 0:
+        raise ConfigError(f"ppo.critic_warmup_updates={cfg.ppo.critic_warmup_updates} holds the observation "
+                          f"statistics the actor sees, which normalize.update=step moves every step: set "
+                          f"normalize.update=rollout, or normalize.obs=off")
     norm = Normalization(obs, rewards, ctx, LiveObsNormalizer(obs) if step and obs is not None else None)
     if norm.enabled and cfg.rollout.overlap_learning:
         raise ConfigError("rollout.overlap_learning=true cannot run with observation or reward normalisation "

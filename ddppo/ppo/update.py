@@ -125,9 +125,76 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor, valid: torch.Te
     return float("nan") if var == 0 else float(1.0 - (target - pred).var() / var)
 
 
-def make_adam(params: list[torch.nn.Parameter], lr: float, eps: float) -> torch.optim.Adam:
+CRITIC_PREFIXES = ("critic.", "critic_trunk.")  # the value head (and a critic's own trunk) of every architecture
+
+
+def actor_critic_groups(policy: torch.nn.Module) -> list[dict]:
+    """The trainable parameters as two optimiser groups, "actor" (everything the actions depend on) and "critic"
+    (the value head, and the critic's own trunk: `CRITIC_PREFIXES`), so the fine-tuning warm-ups
+    (ppo.critic_warmup_updates, ppo.actor_warmup_updates) set each its own learning rate."""
+    named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+    critic = [p for n, p in named if n.startswith(CRITIC_PREFIXES)]
+    actor = [p for n, p in named if not n.startswith(CRITIC_PREFIXES)]
+    return [g for g in ({"params": actor, "name": "actor"}, {"params": critic, "name": "critic"}) if g["params"]]
+
+
+class GroupedOptimizer:
+    """The updater's optimizer as a saved-state owner (namespace "optimizer"): its own state_dict, and a state saved
+    before the actor/critic groups (one group over the trainable parameters in the policy's order) loaded into the
+    groups, each parameter's Adam state with it, so checkpoints written before resume unchanged."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]):
+        self.optimizer, self.params = optimizer, params
+
+    def state_dict(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        groups = self.optimizer.param_groups
+        if len(state["param_groups"]) == 1 and len(groups) > 1:
+            saved, old = state["param_groups"][0], {id(p): i for i, p in enumerate(self.params)}
+            per_param = {int(k): v for k, v in state["state"].items()}
+            new_groups, new_state, k = [], {}, 0
+            for group in groups:
+                ids = []
+                for p in group["params"]:
+                    if old[id(p)] in per_param:
+                        new_state[k] = per_param[old[id(p)]]
+                    ids.append(k)
+                    k += 1
+                new_groups.append({**saved, "params": ids, "name": group["name"]})
+            state = {"state": new_state, "param_groups": new_groups}
+        self.optimizer.load_state_dict(state)
+
+
+@torch.no_grad()
+def reset_critic(policy: torch.nn.Module) -> int:
+    """Re-initialise the critic's layers (`CRITIC_PREFIXES`: orthogonal weights, zero biases, as PIRLNav does
+    before fine-tuning a behaviour-cloned policy); how many parameters were reset."""
+    reset = 0
+    for name, module in policy.named_modules():
+        if (name + ".").startswith(CRITIC_PREFIXES) and isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
+            torch.nn.init.orthogonal_(module.weight)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+            reset += module.weight.numel() + (module.bias.numel() if module.bias is not None else 0)
+    return reset
+
+
+def actor_lr_factor(update: int, critic_warmup: int, actor_warmup: int) -> float:
+    """The actor's share of the learning rate in the update after `update` updates: 0 through the critic warm-up,
+    then ramped linearly to 1 over `actor_warmup` updates (the first of them at 1 / actor_warmup)."""
+    if update < critic_warmup:
+        return 0.0
+    if actor_warmup <= 0:
+        return 1.0
+    return min(1.0, (update - critic_warmup + 1) / actor_warmup)
+
+
+def make_adam(params: list, lr: float, eps: float) -> torch.optim.Adam:
     """Adam with the fused kernel (one kernel for every parameter, on CPU and CUDA) where this torch has
-    it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step."""
+    it, else the foreach one; on CartPole's small MLP the fused step is about half the foreach step. `params`:
+    parameters, or parameter groups."""
     try:
         return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
     except (RuntimeError, TypeError, ValueError):  # no fused Adam for this device or dtype
@@ -143,20 +210,23 @@ class PPOUpdater:
         self.per_sample = sample_weighting == "per_sample"
         self.precision = precision  # run.precision of the learning forward
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = make_adam(self.params, cfg.lr, cfg.adam_eps)
+        self.optimizer = make_adam(actor_critic_groups(policy), cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
         self.clip = cfg.clip  # ppo.clip_schedule: set with the learning rate (set_lr_for)
         # the minibatches' random order, (n, generator) -> a permutation (torch.randperm): `ddppo bench sb3-lockstep`
         # gives SB3's numpy permutations here to take SB3's steps exactly
         self.order: Order = torch.randperm
 
-    def set_lr_for(self, env_steps: int, total_env_steps: int) -> float:
-        """The learning rate (and the clip, `self.clip`) follow the env-step counter (so they resume exactly)."""
+    def set_lr_for(self, env_steps: int, total_env_steps: int, update: int = 0) -> float:
+        """The learning rate (and the clip, `self.clip`, ppo.clip_schedule) follow the env-step counter (so they
+        resume exactly); the actor's group is scaled by the fine-tuning warm-ups after `update` updates
+        (`actor_lr_factor`). The critic's learning rate."""
         remaining = max(0.0, 1.0 - env_steps / total_env_steps)
         lr = self.cfg.lr * (remaining if self.cfg.lr_schedule == "linear" else 1.0)
         self.clip = self.cfg.clip * (remaining if self.cfg.clip_schedule == "linear" else 1.0)
+        actor = actor_lr_factor(update, self.cfg.critic_warmup_updates, self.cfg.actor_warmup_updates)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * actor if group.get("name") == "actor" else lr
         return lr
 
     def update(self, rollout: Rollout, adv: Advantages, timer, ref_params: torch.Tensor | None = None,

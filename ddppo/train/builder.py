@@ -48,7 +48,7 @@ from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.model.precision import check_precision
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
-from ddppo.ppo.update import PPOUpdater
+from ddppo.ppo.update import GroupedOptimizer, PPOUpdater, reset_critic
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.episode_metrics import env_metric_names
 from ddppo.rollout.factory import make_collector, storage_steps
@@ -172,7 +172,9 @@ class Trainer:
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)
-        self.checkpoints.resume()
+        resumed = self.checkpoints.resume()
+        if not resumed and cfg.checkpoint.path and cfg.ppo.reset_critic:
+            reset_critic(self.policy)  # fine-tuning a policy whose critic was never trained (behaviour cloning)
         self.encoder_weights.finish(model_loaded=self.checkpoints.model_loaded)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
@@ -202,7 +204,7 @@ class Trainer:
         here: the manager saves it, and resume restores it."""
         manager = CheckpointManager(self.cfg, self.ctx, self.run_claim)  # the claim's heartbeat at every save
         manager.register("model", self.policy, shared=True)
-        manager.register("optimizer", self.updater.optimizer, shared=True)
+        manager.register("optimizer", GroupedOptimizer(self.updater.optimizer, self.updater.params), shared=True)
         manager.register("counters", self.progress, shared=True)
         if self.cfg.policy.encoder_weights:  # the file's sha256, compared on resume
             manager.register("encoder_weights", self.encoder_weights, shared=True)

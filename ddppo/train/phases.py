@@ -56,7 +56,7 @@ class Phases:
               ) -> tuple[UpdateResult, float, float]:
         """On the learner thread under rollout.overlap_learning, with its own `generator` for the minibatches
         (torch's global one is the acting policy's)."""
-        lr = self.updater.set_lr_for(self.progress.env_steps, self.cfg.run.total_env_steps)
+        lr = self.updater.set_lr_for(self.progress.env_steps, self.cfg.run.total_env_steps, self.progress.update)
         rollout = batch.result.rollout
         ref_params, beta = None, 0.0
         if self.reference is not None:
@@ -65,4 +65,5 @@ class Phases:
         return self.updater.update(rollout, batch.advantages, timer, ref_params, beta, generator), lr, beta
 
     def hand_over(self) -> None:
-        self.normalization.apply()
+        # the critic warm-up holds what the actor sees: the observation statistics merged at `agree` are dropped
+        self.normalization.apply(hold=self.progress.update < self.cfg.ppo.critic_warmup_updates)

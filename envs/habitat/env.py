@@ -40,6 +40,7 @@ from ddppo.envs.scenes.moves import SceneMoves, group_of
 from ddppo.envs.scenes.gridsim import layout_path_for
 from ddppo.envs.scenes.backends import make_simulator
 from ddppo.envs.scenes.interface import ACTIONS, SimSettings
+from ddppo.envs.habitat.follower import ShortestPathFollower
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.habitat.task import GOAL_KEY, PointNavTask
 
@@ -170,6 +171,14 @@ class HabitatPointNavEnv(SceneMoves):
                 self.step_clock.lap(i, since)
             obs_rows.append(obs)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
+
+    def expert_actions(self) -> np.ndarray:
+        """(N,) the shortest-path follower's next action in each env (ddppo.envs.base.expert_actions)."""
+        if getattr(self, "_experts", None) is None:
+            self._experts = [ShortestPathFollower(sim, self.opt.success_distance, self.opt.turn_angle)
+                             for sim in self.simulators]
+        goals = [np.asarray(ep.goals[0].position) for ep in self.current_episodes()]
+        return np.array([f.act(g) for f, g in zip(self._experts, goals)], np.int64)
 
     def close(self) -> None:
         for task in reversed(self._tasks):  # last-created first (see ddppo.envs.scenes.sim)

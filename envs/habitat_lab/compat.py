@@ -178,6 +178,16 @@ class Api:
         keep_renderer_on_scene_change(env.sim)
         return env
 
+    def shortest_path_follower(self, sim: Any, goal_radius: float) -> tuple[Any, dict[int, str]]:
+        """habitat-lab's ShortestPathFollower on `sim`, and its action values -> their names (stop, move_forward,
+        turn_left, turn_right)."""
+        from habitat.sims.habitat_simulator.actions import HabitatSimActions
+        from habitat.tasks.nav.shortest_path_follower import ShortestPathFollower
+
+        names = {int(getattr(HabitatSimActions, n)): n for n in ("stop", "move_forward", "turn_left", "turn_right")
+                 if hasattr(HabitatSimActions, n)}
+        return ShortestPathFollower(sim, goal_radius=goal_radius, return_one_hot=False), names
+
     @property
     def label(self) -> str:
         return "habitat-lab " + ".".join(map(str, self.version))

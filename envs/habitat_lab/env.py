@@ -315,6 +315,24 @@ class HabitatLabVecEnv(SceneMoves):
         self.episodes_done += len(finished)
         return StepResult(self._stack(obs_rows), reward, terminated, truncated, self._stack(final_rows), finished)
 
+    def expert_actions(self) -> np.ndarray:
+        """(N,) habitat-lab's ShortestPathFollower's next action in each env towards the nearest goal (an ObjectNav
+        goal's nearest view point), in this env's action indices (ddppo.envs.base.expert_actions)."""
+        if self.actions.continuous is not None:
+            raise EnvError("habitat-lab's shortest-path expert acts with discrete actions; this task's are "
+                           "continuous: record with --policy")
+        if getattr(self, "_followers", None) is None:
+            self._followers = [self.api.shortest_path_follower(env.sim, EXPERT_GOAL_RADIUS) for env in self._envs]
+        out = np.zeros(self.num_envs, np.int64)
+        for i, (env, (follower, names)) in enumerate(zip(self._envs, self._followers)):
+            action = follower.get_next_action(_nearest_goal(env))
+            name = "stop" if action is None else names.get(int(action))
+            if name not in self.actions.names:
+                raise EnvError(f"habitat-lab's follower chose {name or action!r}, which is not among this task's "
+                               f"actions {self.actions.names}")
+            out[i] = self.actions.names.index(name)
+        return out
+
     def _episode_metrics(self, i: int, metrics: dict[str, Any]) -> dict[str, float]:
         out = scalar_metrics(metrics)
         for theirs, ours in ALIASES.items():
@@ -389,3 +407,17 @@ def _scene_of(env: Any) -> str | None:
     episode = getattr(env, "current_episode", None)
     scene = getattr(episode, "scene_id", None)
     return scene_name(str(scene)) if scene else None
+
+
+EXPERT_GOAL_RADIUS = 0.1  # the follower stops within this of its goal point (inside the tasks' success distances)
+
+
+def _nearest_goal(env: Any) -> np.ndarray:
+    """The goal point of `env`'s episode nearest to the agent by geodesic distance: each goal's view points where it
+    has some (ObjectNav), else its position (PointNav)."""
+    points = []
+    for goal in env.current_episode.goals:
+        views = getattr(goal, "view_points", None) or []
+        points += [np.asarray(v.agent_state.position) for v in views] or [np.asarray(goal.position)]
+    here = env.sim.get_agent_state().position
+    return points[int(np.argmin([env.sim.geodesic_distance(here, p) for p in points]))]

@@ -75,3 +75,15 @@ def test_bench_checkpoint_io(cli, tmp_path):
     assert len(result["save_s"]) == 2 and len(result["serialise_s"]) == 2 and "MB/s" in r.stdout
     assert result["bytes"] > 3 * 4 * result["parameters"]  # parameters and Adam's two moments, float32, and more
     assert not list(work.iterdir())  # written where asked, then removed
+
+
+def test_bench_memory_task(cli, tmp_path):
+    """A core trains gridnav_memory and is evaluated; the run's success and fps are in the JSON."""
+    out = tmp_path / "memory_task.json"
+    r = cli("bench", "memory-task", "--cores", "transformer", "--seeds", "1", "--steps", "256",
+            "--episodes", "2", "--out", str(out), "env.num_envs=4", "rollout.num_steps=16", "ppo.num_mini_batch=1",
+            "ppo.epochs=1", "policy.hidden_size=16", cwd=tmp_path)
+    assert r.returncode == 0, r
+    runs = json.loads(out.read_text())["runs"]
+    assert [x["core"] for x in runs] == ["transformer"]
+    assert all(0 <= x["success"] <= 1 and x["fps"] > 0 for x in runs) and "success per seed" in r.stdout

@@ -323,3 +323,14 @@ def test_bad_input_is_reported():
         GridNav(GridNavOptions(), EnvSpec(num_envs=1, seed=0), maps=[np.zeros((5, 5), bool)])
     with pytest.raises(EnvError, match="min_geodesic"):
         GridNav(GridNavOptions(min_geodesic=50), EnvSpec(num_envs=1, seed=0), maps=[WALL_MAP])
+
+
+def test_expert_actions_are_the_oracles():
+    from ddppo.envs.base import EnvSpec, expert_actions
+    from ddppo.envs.gridnav import GridNav
+    from ddppo.envs.options import GridNavOptions
+
+    env = GridNav(GridNavOptions(), EnvSpec(num_envs=3, seed=0))
+    env.reset()
+    assert expert_actions(env).tolist() == env.oracle_actions().tolist()
+    assert expert_actions(object()) is None  # an env without an expert

@@ -161,3 +161,22 @@ def test_subprocess_workers(make_options):
         assert n == 4
     finally:
         env.close()
+
+
+def test_expert_actions_are_the_followers(make_options, generated):
+    """`ddppo record`'s expert (ddppo.envs.base.expert_actions): the shortest-path follower of each env."""
+    from ddppo.envs.base import expert_actions
+
+    env = HabitatPointNavEnv(make_options(max_episode_steps=500), EnvSpec(num_envs=2, seed=0))
+    env.reset()
+    experts = [ShortestPathFollower(sim, env.opt.success_distance, env.opt.turn_angle) for sim in env.simulators]
+    done = []
+    for _ in range(3000):
+        goals = [np.array(ep.goals[0].position) for ep in env.current_episodes()]
+        actions = expert_actions(env)
+        assert actions.tolist() == [f.act(g) for f, g in zip(experts, goals)]
+        done += env.step(actions).episodes
+        if len(done) >= 4:
+            break
+    assert len(done) >= 4 and all(e.metrics["success"] == 1.0 for e in done)
+    env.close()

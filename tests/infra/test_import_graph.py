@@ -3,7 +3,7 @@
 Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
 as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
 Layers, lowest first: infrastructure (ddppo/*.py) -> normalization -> model -> rollout -> advantage -> ppo -> train | eval | export
--> sweep -> api -> cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export`
+-> sweep -> api -> imitation -> cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export`
 are applications side by side and never import each other; the library never imports `benchmarks/`, which registers
 its `ddppo bench`
 subcommands through the `ddppo.commands` entry point.
@@ -23,7 +23,7 @@ INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
 INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint", "rundir")  # packages of the infrastructure layer
 LAYERS = [("infrastructure",), ("normalization",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
-          ("sweep",), ("api",), ("cli",), ("benchmarks",)]
+          ("sweep",), ("api",), ("imitation",), ("cli",), ("benchmarks",)]
 
 
 def module_name(path: Path) -> str:

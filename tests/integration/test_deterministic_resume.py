@@ -26,8 +26,10 @@ ARGS = ["env.num_envs=8", "rollout.num_steps=16", "ppo.num_mini_batch=2", "ppo.e
         "checkpoint.interval_updates=1000", "run.seed=7"]
 
 
-# gridnav's camera through the CNN, and the memory task, whose per-env step counter decides what is observed
-CAMERA_MEMORY = ["env.gridnav.camera=depth", "env.gridnav.camera_size=[8,16]", "env.gridnav.goal_visible_steps=3"]
+# gridnav's camera through the CNN, and the memory task, whose per-env step counter decides what is observed; an LSTM
+# core (the scan case's is gridnav's GRU), whose memory holds h and c
+CAMERA_MEMORY = ["env.gridnav.camera=depth", "env.gridnav.camera_size=[8,16]", "env.gridnav.goal_visible_steps=3",
+                 "policy.rnn_type=lstm"]
 
 
 def _cmd(run: Path, extra: list[str] = ()) -> list[str]:
@@ -45,7 +47,7 @@ def _final(run: Path) -> dict:
     return torch.load(sorted((run / "checkpoints").glob("ckpt-*.pt"))[-1], weights_only=True)
 
 
-@pytest.mark.parametrize("extra", [[], CAMERA_MEMORY], ids=["scan", "camera-memory"])
+@pytest.mark.parametrize("extra", [[], CAMERA_MEMORY], ids=["scan-gru", "camera-memory-lstm"])
 def test_stop_and_resume_is_bit_identical(tmp_path, extra):
     straight = tmp_path / "straight"
     subprocess.run(_cmd(straight, extra), cwd=REPO, check=True, capture_output=True, timeout=300)

@@ -159,7 +159,8 @@ def test_a_file_of_another_model_is_refused_naming_keys_and_shapes(tmp_path):
     with pytest.raises(ConfigError, match=r"r34\.pt does not fit torchvision:resnet18 \(unexpected: layer1\.2\."):
         load_encoder_weights(enc, str(tmp_path / "r34.pt"))
     with pytest.raises(ConfigError, match=r"unexpected: layer1\.0\.conv3\.weight.*; of another shape: layer1\.0\."
-                                          r"conv1\.weight \(file \(64, 64, 1, 1\), torchvision:resnet18 \(64, 64, 3, 3\)\)"):
+                                          r"conv1\.weight \(file \(64, 64, 1, 1\), torchvision:resnet18 "
+                                          r"\(64, 64, 3, 3\)\)"):
         load_encoder_weights(enc, str(tmp_path / "r50.pt"))
 
 

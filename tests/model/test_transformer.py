@@ -70,6 +70,10 @@ def test_acting_and_learning_agree(context, positions):
     print(f"max |acting - learning| = {delta:.2e} (context {context}, {positions})")
     assert delta < 1e-5
     _assert_memory_equal(acted_memory, learned_memory)
+    with torch.no_grad():  # a whole sequence without gradients (the KL reference): the cache assembled in place
+        replayed, replayed_memory = core(x, memory, start)
+    assert (replayed - learned).abs().max() < 1e-5
+    _assert_memory_equal(replayed_memory, learned_memory)
 
 
 def test_rollouts_carried_across_boundaries_agree():
