@@ -35,6 +35,10 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
                                          "the slow scenes' share against sync_frac, with and without the corrections"),
     "sb3-lockstep": ("sb3_lockstep", "ddppo and stable-baselines3 from the same weights and random streams: "
                                      "per-update differences"),
+    "atari-env": ("atari_env", "the Atari env's own fps, gymnasium's AtariPreprocessing wrappers vs ale-py's "
+                               "AtariVectorEnv (extra `atari`)"),
+    "minigrid": ("minigrid", "ddppo vs stable-baselines3 PPO on MiniGrid's raw observation (rl-starter-files' "
+                             "settings): wall-clock steps/s and return at equal steps (extras `bench`, `minigrid`)"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
     "memory-cores": ("memory_cores", "GRU vs transformer cores (two contexts): acting and learning time of the "
                                      "core alone, at gridnav's sizes"),

@@ -43,7 +43,7 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
             pretrained.py (torchvision, timm and open_clip image encoders: the library's backbone and a trained
             head), encoder_weights.py (policy.encoder_weights: reading a weights file into them, its sha256 kept
             in the checkpoint), precision.py (run.precision's autocast), compiled.py (run.compile: the encoders
-            compiled)
+            compiled), actions.py (the action distributions: categorical, one per dim, Bernoulli per dim, Gaussian)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),

@@ -159,8 +159,11 @@ class EncoderRegistry(Registry):
         return functools.partial(importlib.import_module(self.LIBRARY_HOME).build, *found)
 
 
-# policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key
-ENCODERS = EncoderRegistry("encoder", "policy.image_encoder", ("cnn", "resnet", "mlp"),
+# policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key, each with its
+# own built-in choices; an encoder of your own (ddppo.model.build.register_encoder) is a choice of both
+ENCODERS = EncoderRegistry("image encoder", "policy.image_encoder", ("cnn", "nature", "resnet"),
+                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+VECTOR_ENCODERS = Registry("vector encoder", "policy.vector_encoder", ("mlp",),
                            "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
 # ppo.advantage: the advantage estimator, a class that also states its needs (critic, env groups, config rules)
 ADVANTAGES = Registry("advantage estimator", "ppo.advantage", ("gae", "grpo"),

@@ -12,10 +12,17 @@ observation of the next episode in `obs`. Observations are always a dict: a Box 
 becomes key "state" (float32, except uint8 images, which stay uint8 with their
 0-255 bounds so that storage holds bytes and the policy scales them once on the
 device), a Discrete one a one-hot "state"; Dict observations keep their keys and
-dtypes. Box actions are clipped to the action space. Episode metrics are the return and length, plus the info
-keys `env.gym.episode_metrics` names, read from the info of an episode's last step. `module:Id` imports `module`
-first (from the working directory, which the `ddppo` command puts first on sys.path as `python -m` does).
-Each sub-env gets its own seed drawn from `EnvSpec.seed`.
+dtypes for Box keys: Discrete and MultiDiscrete keys become indices from 0 (the policy embeds them), MultiBinary
+keys 0/1 float vectors, a Text key its characters' indices in the space's own character set (`_key_converter`), and
+`env.gym.drop_keys` leaves keys out (gymnasium's FilterObservation); any other key is refused naming it and both
+fixes. Box actions are clipped to the action space; Discrete and MultiDiscrete ones come as indices from 0 (the
+space's start is added), MultiBinary ones as 0/1 (cast to its dtype). Episode metrics are the return and length,
+plus the info keys `env.gym.episode_metrics` names, read from the info of an episode's last step. `module:Id`
+imports `module` first (from the working directory, which the `ddppo` command puts first on sys.path as
+`python -m` does).
+Each sub-env gets its own seed drawn from `EnvSpec.seed`. `env.gym.atari` plays ALE ids through envs/atari.py
+with the standard preprocessing: episodes are whole games (their score is the return), and the learner gets the
+rewards' signs and a termination at each lost life (StepResult.started: the game goes on).
 
 Resuming: gymnasium envs cannot be restored in general, so `state_dict` keeps
 only counters (episodes finished, resets done) and `restores_state` is False:
@@ -32,14 +39,16 @@ scenes.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from ddppo.envs.atari import AtariEnvs
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
 from ddppo.envs.field_metadata import section_problems
 from ddppo.envs.options import GymOptions
@@ -55,32 +64,40 @@ class GymVecEnv:
         if problems:
             raise EnvError("gym options: " + "; ".join(problems))
         if ":" not in env_id and env_id not in gymnasium.registry:  # "module:Id" registers on import
-            raise EnvError(f"gymnasium has no environment id {env_id!r}; list the ids with "
-                           "`python -c \"import gymnasium; gymnasium.pprint_registry()\"`")
+            raise EnvError(_unknown_id(env_id))
         if ":" in env_id:
             _import_registering_module(env_id)
         kwargs = dict(options.kwargs)
-        if options.max_episode_steps > 0:
+        if options.max_episode_steps > 0 and not options.atari:
             kwargs["max_episode_steps"] = options.max_episode_steps
+        wrappers = [_Dropping(env_id, tuple(options.drop_keys))] if options.drop_keys else []
         try:
-            if options.vectorization_mode == "sync":
-                self._env = SyncEnvs([gymnasium.make(env_id, **kwargs) for _ in range(spec.num_envs)])
+            if options.atari:
+                self._env = AtariEnvs(env_id, spec.num_envs, kwargs, options.max_episode_steps)
+            elif options.vectorization_mode == "sync":
+                self._env = SyncEnvs([_wrapped(gymnasium.make(env_id, **kwargs), wrappers)
+                                      for _ in range(spec.num_envs)])
             else:
                 self._env = gymnasium.make_vec(
                     env_id, num_envs=spec.num_envs, vectorization_mode=options.vectorization_mode,
-                    vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}, **kwargs)
+                    vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}, wrappers=wrappers,
+                    **kwargs)
+        except EnvError:
+            raise
         except Exception as exc:  # dependency missing, bad kwargs, ...
             raise EnvError(f"could not make gymnasium env {env_id!r}: {type(exc).__name__}: {exc}") from exc
         self.env_id = env_id
         self.num_envs = spec.num_envs
         self._seed = spec.seed
         single_obs, single_act = self._env.single_observation_space, self._env.single_action_space
-        self._convert = _obs_converter(single_obs, env_id)
-        self.observation_space = _dict_space(single_obs)
-        if not isinstance(single_act, (spaces.Discrete, spaces.Box)):
+        try:
+            self.observation_space, self._convert = _obs_converter(single_obs, env_id)
+            _check_action_space(single_act, env_id)
+        except EnvError:
             self._env.close()
-            raise EnvError(f"gym env {env_id!r} has action space {single_act}; only Discrete and Box are supported")
+            raise
         self.action_space = single_act
+        self.atari = options.atari  # the learner sees signs of rewards and a termination at each lost life
         self.episode_metrics = tuple(options.episode_metrics)  # ddppo.envs.base.declared_metrics
         self._ret = np.zeros(self.num_envs, np.float64)
         self._len = np.zeros(self.num_envs, np.int64)
@@ -102,13 +119,8 @@ class GymVecEnv:
         return self._convert(obs)
 
     def step(self, actions: np.ndarray) -> StepResult:
-        acts = np.asarray(actions)
-        if isinstance(self.action_space, spaces.Box):
-            acts = np.clip(acts.astype(self.action_space.dtype).reshape(self.num_envs, *self.action_space.shape),
-                           self.action_space.low, self.action_space.high)
-        else:
-            acts = acts.reshape(self.num_envs).astype(np.int64) + int(self.action_space.start)
-        obs, reward, terminated, truncated, infos = self._env.step(acts)
+        obs, reward, terminated, truncated, infos = self._env.step(_env_actions(self.action_space, actions,
+                                                                                  self.num_envs))
         reward = np.asarray(reward, np.float32)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         self._ret += reward
@@ -134,6 +146,9 @@ class GymVecEnv:
             self._episodes += len(episodes)
             self._ret[done] = 0.0
             self._len[done] = 0
+        if self.atari:  # the episode (its return, the recurrent state) is the whole game
+            return StepResult(obs, np.sign(reward), terminated | infos["life_lost"], truncated, final_obs, episodes,
+                              started=done)
         return StepResult(obs, reward, terminated, truncated, final_obs, episodes)
 
     @property
@@ -152,6 +167,27 @@ class GymVecEnv:
         self._resets = int(state["resets"])
 
 
+# id prefix -> (the module that registers such ids when imported, its pip requirement)
+REGISTERING_MODULES = {"MiniGrid-": ("minigrid", "minigrid"), "BabyAI-": ("minigrid", "minigrid"),
+                       "ALE/": ("ale_py", "ale-py"), "MiniWorld-": ("miniworld", "miniworld"),
+                       "Fetch": ("gymnasium_robotics", "gymnasium-robotics"),
+                       "AntMaze_": ("gymnasium_robotics", "gymnasium-robotics"),
+                       "PointMaze_": ("gymnasium_robotics", "gymnasium-robotics")}
+
+
+def _unknown_id(env_id: str) -> str:
+    """The message for an id gymnasium's registry lacks: ids register when their package's module is imported,
+    which `gym:MODULE:ID` does; the module is named where the id's prefix tells it."""
+    for prefix, (module, requirement) in REGISTERING_MODULES.items():
+        if env_id.startswith(prefix):
+            return (f"gymnasium has no environment id {env_id!r} until its package registers it: set "
+                    f"env.name=gym:{module}:{env_id} (ddppo imports {module} first; pip install {requirement})")
+    close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=1)
+    return (f"gymnasium has no environment id {env_id!r}" + (f" (did you mean {close[0]}?)" if close else "") +
+            "; an id that a package or a module of your own registers on import: env.name=gym:MODULE:ID (ddppo "
+            "imports MODULE first, from the working directory or sys.path)")
+
+
 def _import_registering_module(env_id: str) -> None:
     """Import the module of a "module:Id" (gymnasium.make would; this says where it looked). The `ddppo`
     command puts the working directory first on sys.path, as `python -m` does (ddppo.user_code)."""
@@ -161,9 +197,11 @@ def _import_registering_module(env_id: str) -> None:
     except ModuleNotFoundError as exc:
         if exc.name not in (module, module.split(".")[0]):
             raise  # the user's module imports something missing: its own error says what
+        known = {m: r for m, r in REGISTERING_MODULES.values()}
+        install = f"pip install {known[module]}, or " if module in known else ""
         raise EnvError(f"gym env {env_id!r}: no module named {module!r} in the working directory {os.getcwd()} or "
-                       f"on sys.path; run from the folder that holds {module.replace('.', '/')}.py, or add its "
-                       f"folder to PYTHONPATH") from None
+                       f"on sys.path; {install}run from the folder that holds {module.replace('.', '/')}.py, or "
+                       f"add its folder to PYTHONPATH") from None
 
 
 class SyncEnvs:
@@ -225,13 +263,14 @@ SCENE_ATTR = "scene_id"
 
 def _scene_ids(env: Any, n: int) -> list[str | None]:
     """Each env's `scene_id` attribute (of its unwrapped env; None where it has none)."""
+    if isinstance(env, AtariEnvs):
+        return [None] * n
     if isinstance(env, SyncEnvs):
         values = [getattr(e.unwrapped, SCENE_ATTR, None) for e in env.envs]
     else:
-        try:
-            values = list(env.get_attr(SCENE_ATTR))
-        except Exception:  # gymnasium's workers raise whatever the env does for a missing attribute
-            values = [None] * n
+        # asked first: a worker of gymnasium's AsyncVectorEnv shuts down on get_attr of an attribute its env lacks
+        has = env.call("has_wrapper_attr", SCENE_ATTR)
+        values = list(env.get_attr(SCENE_ATTR)) if all(has) else [None] * n
     return [None if v is None else str(v) for v in values]
 
 
@@ -247,13 +286,30 @@ def _batch_of_one(obs: Any) -> Any:
     return np.asarray(obs)[None]
 
 
-def _dict_space(space: spaces.Space) -> spaces.Dict:
-    if isinstance(space, spaces.Dict):
-        return space
+def _check_action_space(space: spaces.Space, env_id: str) -> None:
+    """EnvError naming the space unless a policy can act in it."""
+    if isinstance(space, (spaces.Discrete, spaces.Box)):
+        return
+    if isinstance(space, spaces.MultiDiscrete) and len(space.shape) == 1:
+        return
+    if isinstance(space, spaces.MultiBinary) and len(space.shape) == 1:
+        return
+    raise EnvError(f"gym env {env_id!r} has action space {space}; supported: Discrete, Box, a 1-D MultiDiscrete, "
+                   f"MultiBinary(n) (flatten it with a gymnasium ActionWrapper in a module of your own: "
+                   f"env.name=gym:MODULE:ID)")
+
+
+def _env_actions(space: spaces.Space, actions: np.ndarray, n: int) -> np.ndarray:
+    """The policy's actions (indices from 0, 0/1 floats, Box values) as the envs take them: a space's `start`
+    added, MultiBinary in its dtype, a Box's clipped to its bounds."""
+    acts = np.asarray(actions)
+    if isinstance(space, spaces.Box):
+        return np.clip(acts.astype(space.dtype).reshape(n, *space.shape), space.low, space.high)
     if isinstance(space, spaces.Discrete):
-        return spaces.Dict({"state": spaces.Box(0.0, 1.0, (int(space.n),), np.float32)})
-    dtype = _box_dtype(space)
-    return spaces.Dict({"state": spaces.Box(space.low.astype(dtype), space.high.astype(dtype), dtype=dtype)})
+        return acts.reshape(n).astype(np.int64) + int(space.start)
+    if isinstance(space, spaces.MultiDiscrete):
+        return acts.reshape(n, *space.shape).astype(np.int64) + space.start
+    return acts.reshape(n, *space.shape).astype(space.dtype)  # MultiBinary
 
 
 def _box_dtype(space: spaces.Box) -> type:
@@ -261,19 +317,95 @@ def _box_dtype(space: spaces.Box) -> type:
     return np.uint8 if space.dtype == np.uint8 else np.float32
 
 
-def _obs_converter(space: spaces.Space, env_id: str):
-    """A function turning one batched gymnasium observation into our dict of arrays."""
+Converter = Callable[[Any], np.ndarray]
+
+
+def _obs_converter(space: spaces.Space, env_id: str) -> tuple[spaces.Dict, Callable[[Any], dict[str, np.ndarray]]]:
+    """The observation space ddppo sees (a Dict of tensor spaces), and a function turning one batched gymnasium
+    observation into its dict of arrays. A Dict keeps its keys (each converted by `_key_converter`); anything
+    else becomes key "state": a Box as float32 (uint8 images stay uint8), a Discrete as a one-hot, the rest as
+    `_key_converter` says."""
     if isinstance(space, spaces.Dict):
-        if not all(isinstance(s, spaces.Box) for s in space.spaces.values()):
-            raise EnvError(f"gym env {env_id!r}: Dict observations must hold only Box spaces, got {space}")
-        return lambda obs: {k: np.asarray(v) for k, v in obs.items()}
+        parts = {k: _key_converter(k, s, env_id) for k, s in space.spaces.items()}
+        return (spaces.Dict({k: s for k, (s, _) in parts.items()}),
+                lambda obs: {k: fn(obs[k]) for k, (_, fn) in parts.items()})
     if isinstance(space, spaces.Box):
         dtype = _box_dtype(space)
-        return lambda obs: {"state": np.asarray(obs, dtype)}
+        box = spaces.Box(space.low.astype(dtype), space.high.astype(dtype), dtype=dtype)
+        return spaces.Dict({"state": box}), lambda obs: {"state": np.asarray(obs, dtype)}
     if isinstance(space, spaces.Discrete):
         eye = np.eye(int(space.n), dtype=np.float32)
-        return lambda obs: {"state": eye[np.asarray(obs, np.int64) - int(space.start)]}
-    raise EnvError(f"gym env {env_id!r} has observation space {space}; supported: Box, Discrete, Dict of Box")
+        one_hot = spaces.Box(0.0, 1.0, (int(space.n),), np.float32)
+        return spaces.Dict({"state": one_hot}), lambda obs: {"state": eye[np.asarray(obs, np.int64) - int(space.start)]}
+    state, fn = _key_converter("state", space, env_id)
+    return spaces.Dict({"state": state}), lambda obs: {"state": fn(obs)}
+
+
+def _key_converter(key: str, space: spaces.Space, env_id: str) -> tuple[spaces.Space, Converter]:
+    """One observation key: the space the policy sees and the conversion of a batch of values. Box keys keep
+    their dtype; Discrete and MultiDiscrete become indices from 0 (the policy embeds them); MultiBinary a float
+    0/1 vector; Text the indices of its characters in the space's own character set (1..len, 0 pads to
+    max_length: a MultiDiscrete of fixed shape, so checkpoints stay well-defined). Anything else (MiniGrid's
+    MissionSpace, a nested Dict or Tuple, Graph, Sequence): EnvError naming the key, its space and both fixes."""
+    if isinstance(space, spaces.Box):
+        return space, np.asarray
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        return spaces.Discrete(int(space.n)), lambda v: np.asarray(v, np.int64) - start
+    if isinstance(space, spaces.MultiDiscrete):
+        start = np.asarray(space.start, np.int64)
+        return spaces.MultiDiscrete(space.nvec), lambda v: np.asarray(v, np.int64) - start
+    if isinstance(space, spaces.MultiBinary):
+        return spaces.Box(0.0, 1.0, space.shape, np.float32), lambda v: np.asarray(v, np.float32)
+    if isinstance(space, spaces.Text):
+        return _text_converter(space)
+    raise EnvError(f"gym env {env_id!r}: observation key {key!r} is a {type(space).__name__} "
+                   f"({type(space).__module__}), which ddppo cannot hold as a tensor; leave it out with "
+                   f"env.gym.drop_keys=[{key}], or turn it into a Box, Discrete or Text with an observation wrapper "
+                   f"in a module of your own that registers an id (env.name=gym:MODULE:ID)")
+
+
+def _text_converter(space: spaces.Text) -> tuple[spaces.Space, Converter]:
+    """gymnasium Text -> (max_length,) character indices: 1 + the character's place in the space's character
+    set, 0 after the string's end (and for a character outside the set)."""
+    index = {c: i + 1 for i, c in enumerate(space.character_list)}
+    length = int(space.max_length)
+
+    def encode(batch: Any) -> np.ndarray:
+        strings = [batch] if isinstance(batch, str) else list(np.asarray(batch, dtype=object).reshape(-1))
+        out = np.zeros((len(strings), length), np.int64)
+        for row, text in enumerate(strings):
+            codes = [index.get(c, 0) for c in str(text)[:length]]
+            out[row, :len(codes)] = codes
+        return out
+
+    return spaces.MultiDiscrete(np.full(length, len(index) + 1)), encode
+
+
+class _Dropping:
+    """env.gym.drop_keys: a gymnasium `FilterObservation` keeping a Dict observation's other keys (a class, not a
+    closure, so that AsyncVectorEnv's workers get it pickled)."""
+
+    def __init__(self, env_id: str, drop: tuple[str, ...]):
+        self.env_id, self.drop = env_id, drop
+
+    def __call__(self, env: gymnasium.Env) -> gymnasium.Env:
+        space = env.observation_space
+        if not isinstance(space, spaces.Dict):
+            raise EnvError(f"env.gym.drop_keys={list(self.drop)}: gym env {self.env_id!r} has a "
+                           f"{type(space).__name__} observation, not a Dict with keys to leave out; set "
+                           f"env.gym.drop_keys=[]")
+        missing = [k for k in self.drop if k not in space.spaces]
+        if missing:
+            raise EnvError(f"env.gym.drop_keys={list(self.drop)}: gym env {self.env_id!r} has no observation key "
+                           f"{', '.join(map(repr, missing))}; its keys are {', '.join(space.spaces)}")
+        return gymnasium.wrappers.FilterObservation(env, [k for k in space.spaces if k not in self.drop])
+
+
+def _wrapped(env: gymnasium.Env, wrappers: list[Callable[[gymnasium.Env], gymnasium.Env]]) -> gymnasium.Env:
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
 
 
 def make_gym(env_id: str, options: GymOptions, spec: Any) -> GymVecEnv:

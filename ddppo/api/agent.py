@@ -18,7 +18,8 @@ from ddppo.eval.command import resolve_config
 from ddppo.eval.loading import build_policy, load_weights
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
-from ddppo.rollout.acting import action_bounds, check_finite
+from ddppo.model.actions import env_actions
+from ddppo.rollout.acting import check_finite
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
 
@@ -44,8 +45,9 @@ class Agent:
     Attributes:
         policy: the `ddppo.model.policy.Policy` (eval mode) the checkpoint was loaded into.
         config: the run's resolved config (`ddppo.config.Config`).
-        observation_space: the gymnasium Dict space the policy reads (key -> Box or Discrete).
-        action_space: the gymnasium action space (Discrete: actions are indices 0..n-1; Box: clipped).
+        observation_space: the gymnasium Dict space the policy reads (key -> Box, Discrete or MultiDiscrete).
+        action_space: the gymnasium action space (Discrete: actions are indices 0..n-1; MultiDiscrete: an index
+            0..n-1 per dimension; MultiBinary: 0/1 in its dtype; Box: clipped).
         checkpoint: the checkpoint file loaded.
         env_steps: the env steps the checkpoint was trained for.
     """
@@ -55,7 +57,6 @@ class Agent:
         self.policy, self.config, self.device = policy, config, device
         self.observation_space, self.action_space = observation_space, action_space
         self.checkpoint, self.env_steps = checkpoint, env_steps
-        self._bounds = action_bounds(action_space)
 
     # ---------------------------------------------------------------------------------------- loading
     @classmethod
@@ -142,9 +143,7 @@ class Agent:
             start = torch.as_tensor(np.broadcast_to(np.asarray(False if episode_start is None else episode_start,
                                                                np.float32), (n,)).copy(), device=self.device)
         action, _, _, state = self.policy.act(tensors, state, start, deterministic=deterministic)
-        actions = action.cpu().numpy()
-        if self._bounds is not None:
-            actions = np.clip(actions, *self._bounds)
+        actions = env_actions(self.action_space, action.cpu().numpy())
         return (actions[0] if single else actions), state
 
     def _batch(self, obs: Mapping[str, Any] | np.ndarray) -> tuple[dict[str, np.ndarray], bool]:

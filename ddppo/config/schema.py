@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from ddppo.envs.field_metadata import SHAPE, doc
 from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
 from ddppo.envs.registry import section_for
-from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES
+from ddppo.user_code import ADVANTAGES, ENCODERS, POLICIES, VECTOR_ENCODERS
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,10 @@ class PPOConfig:
                                                               choices=('constant', 'linear')))
     adam_eps: float = field(default=1e-5, metadata=doc("Adam epsilon", gt=0))
     clip: float = field(default=0.2, metadata=doc("PPO ratio clip", gt=0))
+    clip_schedule: str = field(default="constant",
+                               metadata=doc("constant | linear (the clip decays to 0 at run.total_env_steps, as RL "
+                                            "Zoo's Atari settings; the value clip with it)",
+                                            choices=("constant", "linear")))
     clip_value_loss: bool = field(default=True,
                                   metadata=doc("clip the value update to +/- clip around the rollout values"))
     epochs: int = field(default=4, metadata=doc("passes over each rollout", gt=0))
@@ -289,7 +293,10 @@ class PolicyConfig:
                                            choices=POLICIES))
     hidden_size: int = field(default=128,
                              metadata=doc("width of the encoders' output and of the recurrent core", shape=True, gt=0))
-    mlp_layers: int = field(default=2, metadata=doc("layers of the vector-observation encoder", shape=True, gt=0))
+    mlp_layers: int = field(default=2,
+                            metadata=doc("hidden layers of the vector-observation encoder (vector_encoder=mlp); a "
+                                         "fusion layer of hidden_size follows the encoders, so mlp_layers=1 is two "
+                                         "hidden layers (hidden_size=64: SB3's net_arch [64, 64])", shape=True, gt=0))
     activation: str = field(default="relu",
                             metadata=doc("relu | tanh: the nonlinearity of the vector-observation encoders and the "
                                          "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
@@ -302,7 +309,9 @@ class PolicyConfig:
     transformer: TransformerConfig = field(default_factory=TransformerConfig,
                                            metadata=doc("the transformer core (rnn_type=transformer)"))
     image_encoder: str = field(default="cnn",
-                               metadata=doc("cnn (small conv net) | resnet (GroupNorm ResNet) | torchvision:NAME | "
+                               metadata=doc("cnn (small conv net) | nature (DQN's Nature CNN, SB3's and CleanRL's "
+                                            "for Atari: images of 36x36 and more) | resnet (GroupNorm ResNet) | "
+                                            "torchvision:NAME | "
                                             "timm:NAME | open_clip:NAME (that library's model, built without "
                                             "weights, with a small trained head on its features; the `vision` "
                                             "extra: docs/guides/pretrained-encoders.md) | MODULE:NAME (your own, "
@@ -325,7 +334,7 @@ class PolicyConfig:
     vector_encoder: str = field(default="mlp",
                                 metadata=doc("mlp (policy.mlp_layers x hidden_size) | MODULE:NAME (your own, "
                                              "registered with ddppo.model.build.register_encoder) for vector "
-                                             "observations; architecture=ddppo", shape=True, choices=ENCODERS))
+                                             "observations; architecture=ddppo", shape=True, choices=VECTOR_ENCODERS))
     resnet_base_width: int = field(default=32, metadata=doc("ResNet base channel width", shape=True))
     resnet_layers: list = field(default_factory=lambda: [2, 2, 2, 2],
                                 metadata=doc("ResNet blocks per stage", shape=True))

@@ -17,7 +17,7 @@ import gymnasium
 from ddppo.config import Config, PolicyConfig
 from ddppo.model.policy import Policy
 from ddppo.normalization import ObsNormalizer, observation_normalizer
-from ddppo.user_code import ENCODERS, POLICIES
+from ddppo.user_code import ENCODERS, POLICIES, VECTOR_ENCODERS
 
 
 def register_policy(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -29,8 +29,13 @@ def register_policy(name: str) -> Callable[[Callable[..., Any]], Callable[..., A
 def register_encoder(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering an encoder builder under `name`, chosen by `policy.image_encoder=MODULE:name` (for
     image keys: its input is (B, C, H, W) scaled to [0, 1]) or `policy.vector_encoder=MODULE:name` (for every
-    other Box key: its input is (B, *shape), normalised where normalize.obs is on)."""
-    return ENCODERS.register(name)
+    other Box key: its input is (B, *shape), normalised where normalize.obs is on): a choice of both keys."""
+    image, vector = ENCODERS.register(name), VECTOR_ENCODERS.register(name)
+
+    def add(builder: Callable[..., Any]) -> Callable[..., Any]:
+        return vector(image(builder))
+
+    return add
 
 
 @register_policy("ddppo")

@@ -34,6 +34,7 @@ from torch.distributions import Categorical
 
 from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
+from ddppo.model.actions import CategoricalActions
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy, RecurrentCore
 
@@ -193,7 +194,7 @@ def habitat_baselines_parts(policy: Policy, net: nn.Module, num_actions: int, cf
     checkpoints load as they are): `net`, then the `action_distribution` and `critic` heads on its features.
     They skip Policy.__init__, whose modules (encoders, fuse, actor) are ddppo's; this is their constructor."""
     nn.Module.__init__(policy)
-    policy.discrete, policy.hidden_size = True, cfg.hidden_size
+    policy.action_kind, policy.hidden_size = CategoricalActions(num_actions), cfg.hidden_size
     policy.net = net
     policy.action_distribution = Head("linear", cfg.hidden_size, num_actions, 0.01)
     policy.critic = Head("fc", cfg.hidden_size, 1, 1.0) if value_head else None

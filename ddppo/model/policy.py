@@ -3,7 +3,8 @@
 Observation conventions: a key whose space has 3 dims is an image (H, W, C),
 uint8 or float, kept in its dtype until the encoder, which maps the space's
 finite bounds to [0, 1] (uint8 0-255: x / 255); a Discrete space is a category,
-embedded; anything else is flattened into a vector.
+embedded, a MultiDiscrete one a category per dimension, embedded and summed; anything else is flattened into a
+vector.
 The policy's memory (ddppo/model/memory.py) is a dict of env-first tensors that only the policy reads: a GRU's
 state {"rnn": (N, layers, H)}; for an LSTM, h and c stacked along the layers, (N, 2 * layers, H); the
 transformer's KV cache (ddppo/model/transformer.py); {} without a core.
@@ -18,14 +19,15 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.distributions import Categorical, Normal
 
 from ddppo.config import PolicyConfig
+from ddppo.errors import ConfigError
+from ddppo.model.actions import GaussianActions, action_kind
 from ddppo.model.memory import Memory
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
 from ddppo.model.transformer import TransformerCore
-from ddppo.user_code import ENCODERS
+from ddppo.user_code import ENCODERS, VECTOR_ENCODERS
 
 
 def _init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -83,6 +85,32 @@ class CNNEncoder(nn.Module):
         return self.fc(self.conv(x))
 
 
+class NatureCNN(nn.Module):
+    """The conv net of DQN's Nature paper (Mnih et al. 2015), as SB3's NatureCNN and CleanRL's ppo_atari: 32 8x8
+    filters at stride 4, 64 4x4 at stride 2, 64 3x3 at stride 1, then a linear layer (512 in the paper:
+    policy.hidden_size)."""
+
+    def __init__(self, shape: tuple[int, int, int], hidden: int):
+        super().__init__()
+        h, w, c = shape
+        if min(h, w) < 36:
+            raise ConfigError(f"policy.image_encoder=nature needs images of at least 36x36 (its strides), not "
+                             f"{h}x{w}: use policy.image_encoder=cnn")
+        self.conv = nn.Sequential(
+            _init(nn.Conv2d(c, 32, 8, stride=4)), nn.ReLU(),
+            _init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+            _init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(), nn.Flatten(),
+        )
+        def out(n: int) -> int:  # a side after the three convolutions
+            return ((n - 8) // 4 + 1 - 4) // 2 + 1 - 2
+
+        size = 64 * out(h) * out(w)
+        self.fc = nn.Sequential(_init(nn.Linear(size, hidden)), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x))
+
+
 def image_scaling(space: gymnasium.spaces.Box) -> tuple[float, float]:
     """(offset, scale) with (x - offset) * scale in [0, 1] over the space's bounds; (0, 1) if unbounded."""
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
@@ -112,21 +140,32 @@ class ImageInput(nn.Module):
 
 
 class EmbeddingEncoder(nn.Module):
-    """A categorical observation (a Discrete space: e.g. habitat-lab's object goal category) -> a learnt
-    embedding. Values arrive as numbers (storage keeps them as float32, exact for any realistic n)."""
+    """A categorical observation -> a learnt embedding: a Discrete space (e.g. habitat-lab's object goal category)
+    one, a MultiDiscrete space (or a gymnasium Text key, envs/gym.py) the sum of one per dimension (each
+    dimension's values have rows of their own). Values arrive as numbers (storage keeps them as float32, exact for
+    any realistic n)."""
 
-    def __init__(self, n: int, hidden: int):
+    def __init__(self, nvec: list[int], hidden: int):
         super().__init__()
-        self.embed = nn.Embedding(n, hidden)
+        self.embed = nn.Embedding(sum(nvec), hidden)
+        self.register_buffer("offset", torch.tensor([0, *np.cumsum(nvec)[:-1]], dtype=torch.long), persistent=False)
+        self.register_buffer("top", torch.tensor(nvec, dtype=torch.long) - 1, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.embed(x.reshape(x.shape[0]).long().clamp(0, self.embed.num_embeddings - 1))
+        index = torch.minimum(x.reshape(x.shape[0], -1).long().clamp(min=0), self.top) + self.offset
+        return self.embed(index).sum(1)
 
 
 @ENCODERS.register("cnn")
 def cnn_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=cnn: `CNNEncoder`."""
     return CNNEncoder(_image_shape(space, "cnn"), cfg.hidden_size)
+
+
+@ENCODERS.register("nature")
+def nature_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    """policy.image_encoder=nature: `NatureCNN`."""
+    return NatureCNN(_image_shape(space, "nature"), cfg.hidden_size)
 
 
 @ENCODERS.register("resnet")
@@ -139,7 +178,7 @@ def resnet_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
                          out_dim=cfg.hidden_size, spatial_size=(h, w), bottleneck=cfg.resnet_bottleneck)
 
 
-@ENCODERS.register("mlp")
+@VECTOR_ENCODERS.register("mlp")
 def mlp_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.vector_encoder=mlp: `MLPEncoder` over the flattened observation."""
     return MLPEncoder(int(math.prod(space.shape)) or 1, cfg.hidden_size, cfg.mlp_layers, cfg.activation)
@@ -153,14 +192,16 @@ def _image_shape(space: gymnasium.spaces.Box, name: str) -> tuple[int, int, int]
 
 
 def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
-    """One observation key's encoder, (B, ...) -> (B, hidden_size): a Discrete space is embedded; an image (3
-    dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into policy.image_encoder; anything else into
-    policy.vector_encoder (registered names: ddppo.user_code.ENCODERS)."""
+    """One observation key's encoder, (B, ...) -> (B, hidden_size): a Discrete or MultiDiscrete space is embedded
+    (`EmbeddingEncoder`); an image (3 dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into
+    policy.image_encoder; anything else into policy.vector_encoder (registered names: ddppo.user_code.ENCODERS, VECTOR_ENCODERS)."""
     if isinstance(space, gymnasium.spaces.Discrete):
-        return EmbeddingEncoder(int(space.n), cfg.hidden_size)
+        return EmbeddingEncoder([int(space.n)], cfg.hidden_size)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return EmbeddingEncoder([int(n) for n in space.nvec.reshape(-1)], cfg.hidden_size)
     if len(space.shape) == 3:
-        return ImageInput(space, ENCODERS.get(cfg.image_encoder, "policy.image_encoder")(space, cfg))
-    return ENCODERS.get(cfg.vector_encoder, "policy.vector_encoder")(space, cfg)
+        return ImageInput(space, ENCODERS.get(cfg.image_encoder)(space, cfg))
+    return VECTOR_ENCODERS.get(cfg.vector_encoder)(space, cfg)
 
 
 def _zero_where(h: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
@@ -275,8 +316,9 @@ class Trunk(nn.Module):
 
 
 class Policy(nn.Module):
-    """(Observation normalisation) -> encoders -> (recurrent core) -> categorical or diagonal-Gaussian actor, and
-    a critic: on the same features (shared trunk) or on a trunk of its own (`critic_trunk`, policy.critic).
+    """(Observation normalisation) -> encoders -> (recurrent core) -> an actor for the action space's kind of
+    distribution (ddppo.model.actions: categorical, one per dim, Bernoulli per dim, diagonal Gaussian), and a
+    critic: on the same features (shared trunk) or on a trunk of its own (`critic_trunk`, policy.critic).
 
     With a critic of its own, the features handed between the methods below are the actor's and the critic's
     side by side (..., 2H); the actor reads the first half, the value head the second, so no gradient of the
@@ -302,14 +344,10 @@ class Policy(nn.Module):
         self.critic_trunk = Trunk(obs_space, cfg) if separate else None
         self.core = make_core(cfg, width)
         self.hidden_size = width
-        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
-        if self.discrete:
-            self.actor = _init(nn.Linear(width, int(action_space.n)), 0.01)
-        elif isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1:
-            self.actor = _init(nn.Linear(width, action_space.shape[0]), 0.01)
+        self.action_kind = action_kind(action_space)
+        self.actor = _init(nn.Linear(width, self.action_kind.width), 0.01)
+        if isinstance(self.action_kind, GaussianActions):
             self.log_std = nn.Parameter(torch.full((action_space.shape[0],), float(cfg.init_log_std)))
-        else:
-            raise ValueError(f"unsupported action space {action_space}: use Discrete or a 1-D Box")
         self.critic = _init(nn.Linear(width, 1), 1.0) if value_head else None
         # policy.init=torch: the linear and conv layers built orthogonal above get PyTorch's own initialisation
         # back (recurrent cores keep their orthogonal weights)
@@ -348,25 +386,16 @@ class Policy(nn.Module):
         return features[..., : self.hidden_size] if getattr(self, "critic_trunk", None) is not None else features
 
     def dist_params(self, features: torch.Tensor) -> torch.Tensor:
-        """Action distribution as one tensor: log-probs (..., A), or Gaussian (mean, log_std) (..., 2A)."""
-        out = self.actor(self._actor_features(features))
-        if self.discrete:
-            return torch.log_softmax(out, -1)
-        return torch.cat([out, self.log_std.expand_as(out)], -1)
+        """Action distribution parameters (..., P) (ddppo.model.actions: log-probs, logits or mean and log std)."""
+        return self.action_kind.params(self.actor(self._actor_features(features)), getattr(self, "log_std", None))
 
     def params_to_distribution(self, params: torch.Tensor) -> torch.distributions.Distribution:
-        # validate_args=False: the parameters come from the network (finite checks are the trainer's), and
-        # validation's per-call checks cost more than the tiny MLPs of continuous control on every step
-        if self.discrete:
-            return Categorical(logits=params, validate_args=False)
-        mean, log_std = params.chunk(2, -1)
-        return Normal(mean, log_std.exp(), validate_args=False)
+        """The torch distribution of the parameters (one sample per env: Independent over the action dims)."""
+        return self.action_kind.distribution(params)
 
     def kl(self, params: torch.Tensor, ref_params: torch.Tensor) -> torch.Tensor:
         """Exact KL(this || reference) per sample, from distribution parameters."""
-        kl = torch.distributions.kl_divergence(self.params_to_distribution(params),
-                                               self.params_to_distribution(ref_params))
-        return kl if self.discrete else kl.sum(-1)
+        return self.action_kind.kl(params, ref_params)
 
     @torch.no_grad()
     def sequence_params(self, obs: dict[str, torch.Tensor], memory: Memory,
@@ -375,14 +404,6 @@ class Policy(nn.Module):
         actions taken, only for policies that feed back the previous action)."""
         feats, memory = self._features(obs, memory, start)
         return self.dist_params(feats), memory
-
-    def _logp(self, dist: torch.distributions.Distribution, actions: torch.Tensor) -> torch.Tensor:
-        lp = dist.log_prob(actions)
-        return lp if self.discrete else lp.sum(-1)
-
-    def _entropy(self, dist: torch.distributions.Distribution) -> torch.Tensor:
-        ent = dist.entropy()
-        return ent if self.discrete else ent.sum(-1)
 
     def _value(self, features: torch.Tensor) -> torch.Tensor:
         if self.critic is None:
@@ -398,20 +419,8 @@ class Policy(nn.Module):
         """One step for N envs: obs (N, ...), start (N,) -> action, logp, value, the memory after."""
         feats, memory = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
         feats = feats[0]
-        if self.discrete:  # the hot path: no Distribution object per step
-            logp_all = torch.log_softmax(self.actor(self._actor_features(feats)), -1)
-            if deterministic:
-                action = logp_all.argmax(-1)
-            else:
-                action = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
-            return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1), self._value(feats), memory
-        # Gaussian: torch.distributions.Normal's sample and log_prob, written out (the same ops, so the same
-        # numbers and random stream): a Distribution object per step costs more than a MuJoCo task's MLP
-        mean = self.actor(self._actor_features(feats))
-        std = self.log_std.expand_as(mean).exp()
-        action = mean if deterministic else torch.normal(mean, std)
-        logp = -((action - mean) ** 2) / (2 * std ** 2) - std.log() - math.log(math.sqrt(2 * math.pi))
-        return action, logp.sum(-1), self._value(feats), memory
+        action, logp = self.action_kind.sample(self.dist_params(feats), deterministic)
+        return action, logp, self._value(feats), memory
 
     @torch.no_grad()
     def value(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor) -> torch.Tensor:
@@ -428,10 +437,5 @@ class Policy(nn.Module):
         """`evaluate` plus the distribution parameters (T, N, P), for a KL term."""
         feats, _ = self._features(obs, memory, start)
         params = self.dist_params(feats)
-        if self.discrete:  # the learner's hot path: what Categorical computes, without building one per minibatch
-            logp = params.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            clamped = params.clamp(min=torch.finfo(params.dtype).min)  # 0 * -inf would be NaN
-            return logp, -(clamped * clamped.exp()).sum(-1), self._value(feats), params
-        dist = self.params_to_distribution(params)
-        return self._logp(dist, actions), self._entropy(dist), self._value(feats), params
-
+        kind = self.action_kind
+        return kind.log_prob(params, actions), kind.entropy(params), self._value(feats), params

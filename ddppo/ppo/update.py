@@ -212,16 +212,18 @@ class PPOUpdater:
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(actor_critic_groups(policy), cfg.lr, cfg.adam_eps)
         self.reducer = GradientReducer(ctx, self.params, bucket_mb)
+        self.clip = cfg.clip  # ppo.clip_schedule: set with the learning rate (set_lr_for)
         # the minibatches' random order, (n, generator) -> a permutation (torch.randperm): `ddppo bench sb3-lockstep`
         # gives SB3's numpy permutations here to take SB3's steps exactly
         self.order: Order = torch.randperm
 
     def set_lr_for(self, env_steps: int, total_env_steps: int, update: int = 0) -> float:
-        """The learning rate follows the env-step counter (so it resumes exactly); the actor's group is scaled by
-        the fine-tuning warm-ups after `update` updates (`actor_lr_factor`). The critic's learning rate."""
-        lr = self.cfg.lr
-        if self.cfg.lr_schedule == "linear":
-            lr *= max(0.0, 1.0 - env_steps / total_env_steps)
+        """The learning rate (and the clip, `self.clip`, ppo.clip_schedule) follow the env-step counter (so they
+        resume exactly); the actor's group is scaled by the fine-tuning warm-ups after `update` updates
+        (`actor_lr_factor`). The critic's learning rate."""
+        remaining = max(0.0, 1.0 - env_steps / total_env_steps)
+        lr = self.cfg.lr * (remaining if self.cfg.lr_schedule == "linear" else 1.0)
+        self.clip = self.cfg.clip * (remaining if self.cfg.clip_schedule == "linear" else 1.0)
         actor = actor_lr_factor(update, self.cfg.critic_warmup_updates, self.cfg.actor_warmup_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * actor if group.get("name") == "actor" else lr
@@ -282,7 +284,7 @@ class PPOUpdater:
             kl = self.policy.kl(params, mb.ref_params) if mb.ref_params is not None else None
             adv = self.advantage.minibatch(mb.advantages, valid)  # the estimator's per-minibatch normalisation
             out = ppo_loss(logp, mb.old_logp, adv, entropy, values, mb.old_values, mb.returns,
-                           valid, clip=cfg.clip, clip_value_loss=cfg.clip_value_loss,
+                           valid, clip=self.clip, clip_value_loss=cfg.clip_value_loss,
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef, kl_ref=kl,
                            kl_coef=kl_coef, weight=None if mb.weight is None else mb.weight[None, :])
             local_count = mb.valid.sum()

@@ -2,7 +2,7 @@
 
     act       policy.act on the current observation, the policy's memory and episode-start flags, under
               run.precision (`forward` and `value`: the policy's acting passes, also for the collector's bootstraps)
-    clip      actions of a Box space clipped to its bounds before the env sees them
+    clip      actions of a Box space clipped to its bounds before the env sees them (ddppo.model.actions.env_actions)
     step      env.step, timed (and the rewards scaled on the host, when the collector scales them)
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
               policy's device with reward, done and the next episode-start flags, in one staged copy
@@ -17,11 +17,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-import gymnasium
 import numpy as np
 import torch
 
 from ddppo import timing
+from ddppo.model.actions import env_actions
 from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
@@ -29,11 +29,6 @@ from ddppo.model.precision import autocast, to_fp32
 from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
 from ddppo.envs.base import EnvError, StepResult, VecEnv
-
-
-def action_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray] | None:
-    """(low, high) of a Box action space, None for discrete ones."""
-    return (space.low, space.high) if isinstance(space, gymnasium.spaces.Box) else None
 
 
 def check_finite(obs: dict[str, np.ndarray], where: str, label: str = "", env_index: np.ndarray | None = None) -> None:
@@ -81,7 +76,6 @@ class Actor:
         self.precision = precision  # run.precision of every policy forward made through this actor
         self.timer = timer if timer is not None else Timer(device)
         self.label = label  # names the environment (and rank) in errors
-        self.bounds = action_bounds(envs.action_space)
         self.obs: dict[str, torch.Tensor] = {}
         self.start = torch.ones(envs.num_envs, device=device)
         self.memory = policy.initial_memory(envs.num_envs, device)
@@ -104,9 +98,7 @@ class Actor:
     def act(self, deterministic: bool = False) -> Action:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
             action, logp, value, self.memory = self.forward(self.obs, self.memory, self.start, deterministic)
-            env_action = action.cpu().numpy()
-        if self.bounds is not None:
-            env_action = np.clip(env_action, *self.bounds)
+            env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         return Action(action, logp, value, env_action)
 
     def forward(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,

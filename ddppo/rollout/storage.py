@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from ddppo.model.actions import action_buffer
 from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
 from ddppo.rollout.rollout import Rollout
@@ -36,10 +37,8 @@ class RolloutStorage:
         self.obs = {k: torch.zeros((T + 1, N, *s.shape), dtype=torch_dtype(s), device=device)
                     for k, s in obs_space.spaces.items()}
         self.episode_start = torch.ones(T + 1, N, device=device)
-        if isinstance(action_space, gymnasium.spaces.Discrete):
-            self.actions = torch.zeros(T, N, dtype=torch.long, device=device)
-        else:
-            self.actions = torch.zeros(T, N, *action_space.shape, device=device)
+        shape, dtype = action_buffer(action_space)
+        self.actions = torch.zeros(T, N, *shape, dtype=dtype, device=device)
         self.logp = torch.zeros(T, N, device=device)
         self.values = torch.zeros(T, N, device=device)
         self.rewards = torch.zeros(T, N, device=device)

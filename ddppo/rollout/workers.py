@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ddppo import timing
+from ddppo.model.actions import env_actions
 from ddppo.model import memory as mem
 from ddppo.rollout.acting import check_finite
 from ddppo.rollout.collector import RolloutCollector
@@ -52,9 +53,7 @@ class WorkerCollector(RolloutCollector):
         with self.timer(timing.POLICY_FORWARD):
             obs = {k: v[rows] for k, v in actor.obs.items()}
             action, logp, value, memory = actor.forward(obs, mem.select(actor.memory, rows), actor.start[rows])
-        env_action = action.cpu().numpy()
-        if actor.bounds is not None:
-            env_action = np.clip(env_action, *actor.bounds)
+        env_action = env_actions(self.envs.action_space, action.cpu().numpy())
         p = self.pending
         if not p:
             p.update(action=torch.zeros((actor.start.shape[0], *action.shape[1:]), dtype=action.dtype,
@@ -107,7 +106,7 @@ class WorkerCollector(RolloutCollector):
     def _env_actions(self, envs: np.ndarray) -> np.ndarray:
         """The actions the envs `envs` were sent (read only by a reward model: one device read)."""
         action = self.pending["action"][torch.from_numpy(envs).to(self.device)].cpu().numpy()
-        return action if self.actor.bounds is None else np.clip(action, *self.actor.bounds)
+        return env_actions(self.envs.action_space, action)
 
 
 def concat(results: list[StepResult]) -> StepResult:

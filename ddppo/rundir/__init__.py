@@ -229,11 +229,18 @@ class RunDir:
         """The last whole record of metrics.jsonl, read from its end."""
         return last_jsonl(self.metrics_path)
 
-    def truncate_metrics(self, last_update: int) -> None:
-        """Keep only the records of updates <= last_update (atomic rewrite): a resume never logs an update twice."""
-        if not self.metrics_path.exists():
+    def truncate_metrics(self, last_update: int, last_record: str | None = None) -> None:
+        """Keep only the records of updates <= last_update (atomic rewrite): a resume never logs an update twice.
+        `last_record`: the record of `last_update` as the checkpoint resumed from holds it (a JSON line); it is
+        put back where the file lacks it (a kill or a crash tore that line, which read_jsonl skips), so no
+        update's record is lost either."""
+        if not self.metrics_path.exists() and last_record is None:
             return
         kept = [r for r in read_jsonl(self.metrics_path) if _update_at_most(r, last_update)]
+        if last_record is not None and not any(r.get("update") == last_update for r in kept):
+            record = json.loads(last_record)
+            if record.get("update") == last_update:
+                kept.append(record)
         atomic_write(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def target_env_steps(self) -> int | None:

@@ -180,7 +180,8 @@ class Trainer:
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
                                     self.progress.env_steps,
-                                    wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None)
+                                    wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None,
+                                    resume_record=self.progress.metrics_record)
         scene_costs = SceneCosts(self.scene_names, RunDir(cfg.run.dir), ctx.is_main)
         self.loop = TrainingLoop(cfg, ctx, self.learning, self.progress, self.checkpoints, self.writer, self.timer,
                                  functools.partial(diagnose, overlapped=overlap),

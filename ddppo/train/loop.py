@@ -179,7 +179,7 @@ class TrainingLoop:
         done = progress.env_steps >= cfg.run.total_env_steps
         with self.timer(timing.LOG_CHECKPOINT):
             scalars = self._scalars(reduced, out.lr)
-            self.writer.write(update, progress.env_steps, scalars)
+            progress.metrics_record = self.writer.write(update, progress.env_steps, scalars)
             if stop or done or update % cfg.checkpoint.interval_updates == 0:
                 self.last_save_failed = not self.checkpoints.save(update)
                 if self.scene_costs is not None:

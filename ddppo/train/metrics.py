@@ -4,7 +4,10 @@ Tags are grouped `train/`, `loss/`, `perf/`, `preempt/`, `eval/`; the TensorBoar
 step is the global env-step count. metrics.jsonl holds one flat JSON object per
 update with `update`, `env_steps`, `wall_time`, `fps` and the same tags.
 On resume, lines and events after the checkpoint are dropped first, so the
-logs never hold an update twice. A line that cannot be appended (a full disk) is
+logs never hold an update twice, and the checkpoint's own update's line is put back
+from the checkpoint's copy if a kill or crash tore it (`write` returns the line,
+which the training progress saves), so none is lost. `wall_time` is the Unix time
+(seconds since the epoch, `time.time()`) the line was written. A line that cannot be appended (a full disk) is
 taken back (the file is cut to its length before), kept in memory and appended
 again at every later update, so the file never holds a torn line, loses nothing
 written before, and catches up with no gap once there is space again.
@@ -30,8 +33,9 @@ class MetricsWriter:
     """Rank 0's sinks. `enabled=False` gives the null writer used on every other rank."""
 
     def __init__(self, run_dir: str | Path, enabled: bool, tensorboard: bool, resume_update: int = 0,
-                 resume_env_steps: int = 0, wandb: Any = None):
-        """`wandb`: an open ddppo.train.wandb_sink.WandbSink (rank 0, log.wandb.enabled), closed with this."""
+                 resume_env_steps: int = 0, wandb: Any = None, resume_record: str | None = None):
+        """`wandb`: an open ddppo.train.wandb_sink.WandbSink (rank 0, log.wandb.enabled), closed with this.
+        `resume_record`: the line of update `resume_update` that the checkpoint resumed from holds."""
         self.enabled = enabled
         self.tb = None
         self.fd: int | None = None
@@ -42,7 +46,7 @@ class MetricsWriter:
             return
         run_dir = RunDir(run_dir)
         self.path = run_dir.metrics_path
-        run_dir.truncate_metrics(resume_update)
+        run_dir.truncate_metrics(resume_update, resume_record if resume_update > 0 else None)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -50,12 +54,13 @@ class MetricsWriter:
             purge = resume_env_steps + 1 if resume_update > 0 else None
             self.tb = SummaryWriter(str(run_dir.tensorboard_dir), purge_step=purge)
 
-    def write(self, update: int, env_steps: int, scalars: dict[str, float]) -> None:
+    def write(self, update: int, env_steps: int, scalars: dict[str, float]) -> str | None:
+        """Log one update; the metrics.jsonl line (None on ranks other than 0), for the checkpoint to keep."""
         if not self.enabled:
-            return
+            return None
         clean = {k: (v if math.isfinite(v) else None) for k, v in scalars.items()}
-        record = {"update": update, "env_steps": env_steps, "wall_time": time.time(), **clean}
-        self.unwritten.append((update, (json.dumps(record) + "\n").encode()))
+        record = json.dumps({"update": update, "env_steps": env_steps, "wall_time": time.time(), **clean})
+        self.unwritten.append((update, (record + "\n").encode()))
         self._append_unwritten()
         if self.tb is not None:
             for tag, value in scalars.items():
@@ -63,6 +68,7 @@ class MetricsWriter:
                     self.tb.add_scalar(tag, value, env_steps)
         if self.wandb is not None:
             self.wandb.log(scalars, env_steps)
+        return record
 
     def _append_unwritten(self) -> None:
         while self.unwritten:

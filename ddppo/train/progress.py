@@ -7,6 +7,8 @@
                        the names of its columns (`episode_metrics`, the ranks' agreed metric names)
     scene_window       the same window per scene (train/scene/*: train/stats.py's SceneWindow, with its scene names)
     kl_beta            the KL reference's coefficient (ppo.kl_ref, adapted every update); None without a reference
+    metrics_record     rank 0's metrics.jsonl line of the last update (a checkpoint's copy: a resume puts it back
+                       where a kill tore it, train/metrics.py); None elsewhere and before the first update
 
 The checkpoint manager owns it directly (train/builder.py registers it); the loop advances it.
 """
@@ -29,6 +31,7 @@ class Progress:
         self.window: deque = deque(maxlen=window)  # (episode sums, episode counts, env steps, update seconds)
         self.kl_beta = kl_beta
         self.scene_window = scene_window  # a SceneWindow (train/stats.py); None: no per-scene window
+        self.metrics_record: str | None = None
 
     # ------------------------------------------------------------ the loop's
     def advance(self, update: int, env_steps: int, skipped_steps: int) -> None:
@@ -57,7 +60,8 @@ class Progress:
     def state_dict(self) -> dict[str, Any]:
         state = {"update": self.update, "env_steps": self.env_steps, "skipped_in_a_row": self.skipped_in_a_row,
                  "kl_beta": self.kl_beta if self.kl_beta is not None else 0.0,
-                 "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names)}
+                 "window": [list(w) for w in self.window], "episode_metrics": list(self.metric_names),
+                 "metrics_record": self.metrics_record}
         if self.scene_window is not None:
             state["scene_window"] = self.scene_window.state_dict()
         return state
@@ -73,6 +77,7 @@ class Progress:
             self.kl_beta = float(counters["kl_beta"])
         if self.scene_window is not None:  # older checkpoints have none: an empty window
             self.scene_window.load_state_dict(counters.get("scene_window"))
+        self.metrics_record = counters.get("metrics_record")  # older checkpoints have none
 
     def remap(self, values: Any, saved: tuple[str, ...]) -> np.ndarray:
         """A saved window row (columns `saved`) in this run's metric columns; a name this run lacks is dropped."""

@@ -218,7 +218,7 @@ def test_shape_keys_come_from_the_metadata():
         "ppo.advantage", "env.gridnav.num_rays", "env.gridnav.camera", "env.gridnav.camera_size",
         "env.gridnav.camera_depth_dtype", "env.gridnav.goal_sensor", "env.synthetic.obs_dim",
         "env.synthetic.num_actions", "env.synthetic.num_scenes",
-        "reward.model", "reward.weights", "reward.kwargs", "reward.mode"}  # a resume with another model is refused
+        "reward.model", "reward.weights", "reward.kwargs", "reward.mode", "env.gym.drop_keys", "env.gym.atari"}  # a resume with another model is refused
 
 
 def test_config_explain_and_help_keys(capsys):

@@ -59,7 +59,7 @@ def test_module_name_imports_from_the_working_directory(tmp_path, monkeypatch):
     cfg = load_config("gridnav", ["policy.architecture=my_arch_mod:my_arch"])
     assert cfg.policy.architecture == "my_arch_mod:my_arch" and sys.path[0] == str(tmp_path)
     with pytest.raises(ConfigError, match="policy.vector_encoder='my_arch_mod:my_arch': module 'my_arch_mod' "
-                                          "does not register 'my_arch'; must be one of cnn, resnet, mlp"):
+                                          "does not register 'my_arch'; must be one of mlp"):
         load_config("gridnav", ["policy.vector_encoder=my_arch_mod:my_arch"])
 
 
@@ -96,3 +96,20 @@ def test_a_built_in_builder_is_found_by_importing_the_registrys_home(tmp_path, m
     lost = Registry("policy", "policy.architecture", ("ddppo",), "@register_policy(NAME)", home="empty_home_mod")
     with pytest.raises(ValueError, match="the built-in policy 'ddppo' is not registered by empty_home_mod"):
         lost.get("ddppo")
+
+
+def test_image_and_vector_encoders_have_their_own_choices_and_yours_is_a_choice_of_both(monkeypatch):
+    from ddppo.model.build import register_encoder
+    from ddppo.user_code import ENCODERS, VECTOR_ENCODERS
+
+    with pytest.raises(ConfigError, match=r"policy.image_encoder='mlp': must be one of cnn, nature, resnet \("):
+        load_config(None, ["policy.image_encoder=mlp"])
+    with pytest.raises(ConfigError, match=r"policy.vector_encoder='cnn': must be one of mlp \("):
+        load_config(None, ["policy.vector_encoder=cnn"])
+    for registry in (ENCODERS, VECTOR_ENCODERS):  # registered for this test only
+        monkeypatch.setattr(registry, "_builders", dict(registry._builders))
+        monkeypatch.setattr(registry, "_extra", list(registry._extra))
+    name = "test_user_code_both_kinds"
+    register_encoder(name)(lambda space, cfg: None)
+    assert name in ENCODERS and name in VECTOR_ENCODERS
+    assert ENCODERS.get(name) is VECTOR_ENCODERS.get(name)

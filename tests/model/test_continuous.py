@@ -156,6 +156,6 @@ def test_gaussian_act_samples_and_scores_exactly_as_torch_normal():
     dist = p.params_to_distribution(p.dist_params(feats[0]))
     torch.manual_seed(5)
     assert torch.equal(action, dist.sample())
-    assert torch.equal(logp, dist.log_prob(action).sum(-1)) and torch.equal(value, p._value(feats[0]))
+    assert torch.equal(logp, dist.log_prob(action)) and torch.equal(value, p._value(feats[0]))  # Independent: summed
     mean_action, _, _, _ = p.act(obs, p.initial_memory(6), torch.zeros(6), deterministic=True)
     assert torch.equal(mean_action, dist.mean)

@@ -75,3 +75,22 @@ def test_image_scale_comes_from_the_space_bounds(low, high, dtype, expect):
     raw = torch.from_numpy(space.sample()[None] if np.isfinite(high) else np.full((1, 4, 5, 2), 3.0, dtype))
     image(raw)
     torch.testing.assert_close(seen[0], expect(raw.permute(0, 3, 1, 2).double()).float())
+
+
+def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
+    from ddppo.errors import ConfigError
+    from ddppo.model.policy import NatureCNN
+
+    space = gymnasium.spaces.Dict({"state": gymnasium.spaces.Box(0, 255, (84, 84, 4), np.uint8)})
+    policy = Policy(space, gymnasium.spaces.Discrete(4), PolicyConfig(image_encoder="nature", hidden_size=512,
+                                                                      rnn_type="none"))
+    cnn = policy.encoders["state"].encoder
+    assert isinstance(cnn, NatureCNN)
+    assert [tuple(m.weight.shape) for m in cnn.conv if hasattr(m, "weight")] == [(32, 4, 8, 8), (64, 32, 4, 4),
+                                                                                 (64, 64, 3, 3)]
+    assert cnn.fc[0].weight.shape == (512, 3136)  # 64 x 7 x 7 from 84 x 84
+    action, *_ = policy.act({"state": torch.zeros(2, 84, 84, 4, dtype=torch.uint8)}, policy.initial_memory(2),
+                            torch.ones(2))
+    assert action.shape == (2,)
+    with pytest.raises(ConfigError, match="nature needs images of at least 36x36 .* not 7x7"):
+        NatureCNN((7, 7, 3), 64)

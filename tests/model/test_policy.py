@@ -217,7 +217,7 @@ def test_deterministic_act():
 
 def test_unsupported_action_space_rejected():
     with pytest.raises(ValueError, match="unsupported action space"):
-        make(action_space=gymnasium.spaces.MultiDiscrete([2, 3]))
+        make(action_space=gymnasium.spaces.MultiDiscrete([[2, 3], [4, 5]]))  # 2-D nvec: flatten it first
 
 
 def test_discrete_logp_and_entropy_equal_the_categorical_distributions():

@@ -76,6 +76,40 @@ def test_resume_truncates_jsonl_and_purges_tensorboard(tmp_path):
     assert [v for _, v in events] == pytest.approx([0.5, 1.0, 1.5, -4.0, -5.0, -6.0])
 
 
+def test_a_line_torn_at_the_checkpoints_update_is_put_back_from_the_checkpoint(tmp_path):
+    """A kill (or a crash that loses the file's tail) tears update 3's line after its checkpoint was written: the
+    resume puts the checkpoint's copy back, once, and continues at 4; an intact line is never duplicated."""
+    w = MetricsWriter(tmp_path, enabled=True, tensorboard=False)
+    saved = [w.write(u, u * 128, scalars_for(u)) for u in (1, 2, 3)]
+    w.close()
+    assert [json.loads(line)["update"] for line in saved] == [1, 2, 3]
+    intact = (tmp_path / "metrics.jsonl").read_text()
+    (tmp_path / "metrics.jsonl").write_text(intact[: intact.rindex('"env_steps"')])  # update 3's line, torn
+    w = MetricsWriter(tmp_path, enabled=True, tensorboard=False, resume_update=3, resume_env_steps=384,
+                      resume_record=saved[2])
+    w.write(4, 512, scalars_for(4))
+    w.close()
+    rows = read_jsonl(tmp_path)
+    assert [r["update"] for r in rows] == [1, 2, 3, 4] and rows[2] == json.loads(saved[2])
+    MetricsWriter(tmp_path, enabled=True, tensorboard=False, resume_update=3, resume_record=saved[2]).close()
+    assert [r["update"] for r in read_jsonl(tmp_path)] == [1, 2, 3]  # intact: kept, not appended again
+    assert MetricsWriter(tmp_path, enabled=False, tensorboard=False).write(1, 1, {}) is None  # other ranks
+
+
+def test_progress_saves_the_last_metrics_line():
+    from ddppo.train.progress import Progress
+
+    progress = Progress(("return", "length"), window=2)
+    progress.metrics_record = '{"update": 7}'
+    resumed = Progress(("return", "length"), window=2)
+    resumed.load_state_dict(progress.state_dict())
+    assert resumed.metrics_record == '{"update": 7}'
+    old = progress.state_dict()
+    del old["metrics_record"]  # a checkpoint from before it was saved
+    resumed.load_state_dict(old)
+    assert resumed.metrics_record is None
+
+
 def test_truncate_metrics(tmp_path):
     run_dir = RunDir(tmp_path)
     path = run_dir.metrics_path

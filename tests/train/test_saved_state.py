@@ -35,7 +35,7 @@ def test_saved_state_and_its_load_are_exact_inverses(tmp_path, tiny_config, adva
         assert set(state["rank"]) == {"rng", "collector", "advantage"}
         state["counters"] = {"update": 7, "env_steps": 896, "skipped_in_a_row": 1, "kl_beta": 0.0,
                              "window": [[np.ones(7), np.full(7, 2.0), 128, 0.5]],
-                             "episode_metrics": list(trainer.metric_names),
+                             "episode_metrics": list(trainer.metric_names), "metrics_record": '{"update": 7}',
                              "scene_window": {"names": list(trainer.scene_names),
                                               "tables": [np.ones((len(trainer.scene_names), len(SCENE_COLUMNS)))]}}
         if advantage == "grpo":
