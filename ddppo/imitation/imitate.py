@@ -33,6 +33,7 @@ from ddppo.envs.registry import make_vec_env
 from ddppo.errors import ConfigError
 from ddppo.imitation.dataset import Dataset
 from ddppo.imitation.demonstrations import Batch, RankDemonstrations, inflection_coefficient
+from ddppo.model.actions import BernoulliActions, GaussianActions, MultiCategoricalActions
 from ddppo.model.build import make_policy
 from ddppo.model.precision import autocast, check_precision, to_fp32
 from ddppo.normalization import observation_normalizer
@@ -80,11 +81,17 @@ def bc_loss(policy: Any, batch: Batch, chunk: int, precision: str = "fp32"
 
 
 def _hits(policy: Any, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Per step: 1 where the policy's greedy action is the expert's (every dimension of a MultiDiscrete or
+    MultiBinary action), 0 elsewhere; for a Box action, minus the squared error of the mean."""
+    kind = policy.action_kind
     with torch.no_grad():
-        if getattr(policy, "discrete", True):
-            return (params.argmax(-1) == actions.long()).float()
-        mean = params[..., : params.shape[-1] // 2]
-        return -((mean - actions) ** 2).mean(-1)
+        mode = kind.mode(params)
+        if isinstance(kind, GaussianActions):
+            return -((mode - actions) ** 2).mean(-1)
+        same = mode == actions.to(mode.dtype)
+        if isinstance(kind, (MultiCategoricalActions, BernoulliActions)):  # a vector action: every dimension
+            same = same.all(-1)
+        return same.float()
 
 
 class Imitation:

@@ -102,7 +102,7 @@ def test_act_names_what_is_wrong_with_an_observation(pendulum_run):
     with pytest.raises(ValueError, match=r"expected \(3,\)"):
         agent.act({"state": np.zeros((2, 4), np.float32)})
     action, state = agent.act(np.zeros(3, np.float32))  # one key: the bare array
-    assert action.shape == (1,) and state.shape == (1, 1, 16)
+    assert action.shape == (1,) and state["rnn"].shape == (1, 1, 16)  # the policy's memory: its GRU state, per env
 
 
 def test_train_from_python_writes_what_the_cli_writes(tmp_path):
