@@ -50,6 +50,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
                                "and the acting vs learning log-prob gap (run.precision, run.compile)"),
     "bc-rl": ("bc_rl", "gridnav at one env-step budget: BC alone, RL alone, BC -> RL with and without the critic "
                        "warm-up, over seeds (PIRLNav's comparison)"),
+    "reward-model": ("reward_model", "training steps/s with no reward model, an MLP reward model scoring every step, "
+                                     "and scoring only ended episodes (reward.mode=terminal)"),
     "imitation": ("imitation", "demonstration format vs Minari (seconds, bytes), ddppo record episodes/s, ddppo "
                                "imitate samples/s on 1 and 2 ranks, the clone's success"),
 }

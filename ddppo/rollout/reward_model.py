@@ -66,7 +66,12 @@ def build_reward_module(cfg: RewardConfig, device: torch.device) -> torch.nn.Mod
         except (OSError, RuntimeError, ValueError, KeyError, TypeError) as err:
             raise RewardModelError(f"reward.weights={cfg.weights!r} does not load into reward.model={cfg.model!r}: "
                                    f"{str(err).splitlines()[0][:300]}") from None
-    return model.to(device).eval().requires_grad_(False)
+    try:
+        return model.to(device).eval().requires_grad_(False)
+    except (RuntimeError, ValueError) as err:  # e.g. lazy modules, whose parameters exist only after a forward
+        raise RewardModelError(f"reward.model={cfg.model!r} cannot be frozen on {device}: "
+                               f"{str(err).splitlines()[0][:300]} (give its layers their sizes when it is built)"
+                               ) from None
 
 
 def _produced(res: StepResult) -> dict[str, np.ndarray]:

@@ -87,3 +87,14 @@ def test_bench_memory_task(cli, tmp_path):
     runs = json.loads(out.read_text())["runs"]
     assert [x["core"] for x in runs] == ["transformer"]
     assert all(0 <= x["success"] <= 1 and x["fps"] > 0 for x in runs) and "success per seed" in r.stdout
+
+
+def test_bench_reward_model(cli, tmp_path):
+    """The three cases train; the model's share of the time is 0 without it and above 0 when it scores every step."""
+    out = tmp_path / "reward_model.json"
+    r = cli("bench", "reward-model", "--rounds", "1", "--steps", "64", "--width", "8", "--out", str(out),
+            *TINY_CASE, cwd=tmp_path)
+    assert r.returncode == 0, r
+    med = json.loads(out.read_text())["median"]
+    assert set(med) == {"no reward model", "step", "terminal"} and all(m["fps"] > 0 for m in med.values())
+    assert med["no reward model"]["reward_model_share"] == 0 and med["step"]["reward_model_share"] > 0

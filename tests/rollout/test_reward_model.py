@@ -109,3 +109,20 @@ def test_the_saved_identity_refuses_other_weights(tmp_path):
     same = RewardModel(RewardConfig(model="m:M", weights=str(a)), 3, torch.device("cpu"), Timer(),
                        module=types.SimpleNamespace())
     same.shared_owners()["reward_model"].load_state_dict(saved)  # the same file: resumes
+
+
+def test_a_model_that_cannot_be_built_or_frozen_is_one_line(tmp_path, monkeypatch):
+    from ddppo.rollout.reward_model import build_reward_module
+
+    (tmp_path / "rm_build_mod.py").write_text(
+        "import torch\n\n\nclass Lazy(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.net = torch.nn.LazyLinear(4)\n\n\ndef broken(size):\n    raise KeyError(size)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cpu = torch.device("cpu")
+    with pytest.raises(RewardModelError, match=r"reward.model='rm_build_mod:Lazy' cannot be frozen on cpu"):
+        build_reward_module(RewardConfig(model="rm_build_mod:Lazy"), cpu)
+    with pytest.raises(RewardModelError, match=r"building it with reward.kwargs=\{'size': 3\} failed: KeyError: 3"):
+        build_reward_module(RewardConfig(model="rm_build_mod:broken", kwargs={"size": 3}), cpu)
+    with pytest.raises(RewardModelError, match=r"'rm_build_mod:Nope'.*NAME must be a torch module class"):
+        build_reward_module(RewardConfig(model="rm_build_mod:Nope"), cpu)
