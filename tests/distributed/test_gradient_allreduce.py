@@ -39,10 +39,10 @@ def rank_data(rank: int, policy) -> dict[str, torch.Tensor]:
     obs = torch.randn(T, NUM_ENVS, OBS_DIM, generator=g)
     start = (torch.rand(T, NUM_ENVS, generator=g) < 0.2).float()
     start[0] = 1.0
-    hidden = torch.randn(1, NUM_ENVS, 16, generator=g) * 0.1
+    hidden = torch.randn(NUM_ENVS, 1, 16, generator=g) * 0.1  # the GRU's memory, env first
     actions = torch.randint(0, ACTIONS, (T, NUM_ENVS), generator=g)
     with torch.no_grad():
-        logp, _, values = policy.evaluate({"obs": obs}, hidden, start, actions)
+        logp, _, values = policy.evaluate({"obs": obs}, {"rnn": hidden}, start, actions)
     valid = torch.zeros(T, NUM_ENVS)
     valid[: STEPS[rank]] = 1.0
     return {"obs": obs, "start": start, "hidden": hidden, "actions": actions,
@@ -57,15 +57,16 @@ def loss_on(policy, d: dict[str, torch.Tensor], steps: int | None = None) -> tor
     from ddppo.ppo.loss import ppo_loss
 
     L = steps if steps is not None else d["valid"].shape[0]
-    logp, entropy, values = policy.evaluate({"obs": d["obs"][:L]}, d["hidden"], d["start"][:L], d["actions"][:L])
+    logp, entropy, values = policy.evaluate({"obs": d["obs"][:L]}, {"rnn": d["hidden"]}, d["start"][:L],
+                                            d["actions"][:L])
     return ppo_loss(logp, d["old_logp"][:L], d["advantages"][:L], entropy, values, d["old_values"][:L],
                     d["returns"][:L], d["valid"][:L], clip=0.2, clip_value_loss=True, value_coef=0.5,
                     entropy_coef=0.01).total
 
 
 def union(datas: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """All ranks' environments side by side (env dimension; hidden is (layers, N, H))."""
-    return {k: torch.cat([d[k] for d in datas], dim=1) for k in datas[0]}
+    """All ranks' environments side by side (env dimension: 1 for (T, N, ...), 0 for the memory (N, layers, H))."""
+    return {k: torch.cat([d[k] for d in datas], dim=0 if k == "hidden" else 1) for k in datas[0]}
 
 
 def grads(params) -> list[torch.Tensor]:

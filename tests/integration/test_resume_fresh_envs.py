@@ -47,7 +47,7 @@ def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_
         run_start.close()
         assert not np.isclose(first, actual).all(axis=1).any()  # no env replays its run-start episode
         assert trainer.train() == 0
-        assert torch.equal(trainer.collector.storage.episode_start[0], torch.ones(4))
+        assert torch.equal(trainer.learning.storage.episode_start[0], torch.ones(4))
     assert [r["update"] for r in _rows(run)] == [1, 2, 3]
 
 

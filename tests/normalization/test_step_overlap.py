@@ -21,6 +21,6 @@ def test_every_observation_is_counted_with_and_without_overlap(tmp_path, tiny_co
     with trainer_in_process(cfg) as trainer:
         assert trainer.train() == 0 and trainer.progress.update == 1
         count = float(trainer.policy.obs_norm.stats["depth"].count)
-        stored = trainer.collector.storage.obs["depth"][1:NUM_STEPS + 1]
+        stored = trainer.learning.storage.obs["depth"][1:NUM_STEPS + 1]
     assert count == NUM_ENVS * (NUM_STEPS + 1)  # the first observation after reset and every step's
     assert stored.abs().max() <= cfg.normalize.clip_obs and stored.mean().abs() < 1.0  # stored normalised

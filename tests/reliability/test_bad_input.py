@@ -72,7 +72,7 @@ CASES = [
     ("unknown-env-name", EMPTY_CONFIG, ["env.name=gridworld"], TRAINED, ["env.name", "gridworld"],
      ["use one of", "synthetic"]),
     ("unknown-gym-id", EMPTY_CONFIG, ["env.name=gym:NoSuchEnv-v9", "ppo.num_mini_batch=1"], FRESH,
-     ["NoSuchEnv-v9"], ["pprint_registry"]),
+     ["NoSuchEnv-v9"], ["gym:MODULE:ID"]),
     ("shape-change-on-resume", EMPTY_CONFIG, ["policy.hidden_size=64", "env.synthetic.obs_dim=6"], TRAINED,
      ["policy.hidden_size: 32 -> 64", "env.synthetic.obs_dim: 8 -> 6"],
      ["use a new run.dir, or set these keys back to the stored values"]),
