@@ -23,7 +23,6 @@ ranks cannot write one dataset and a killed recording keeps nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -33,6 +32,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.errors import DatasetError
+from ddppo.rundir import file_sha256
 
 FORMAT, VERSION = "ddppo-demonstrations", 1
 MANIFEST = "manifest.json"
@@ -94,14 +94,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def journal_path(root: Path, rank: int) -> Path:
     return root / SHARDS / f"r{rank:03d}.json"
 
@@ -156,7 +148,7 @@ def write_shard(root: Path, rank: int, index: int, episodes: Episodes) -> dict[s
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return {"file": path.name, "rank": rank, "index": index, "episodes": episodes.num_episodes,
-            "steps": episodes.num_steps, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+            "steps": episodes.num_steps, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def write_journal(root: Path, rank: int, entries: list[dict[str, Any]]) -> None:
@@ -256,7 +248,7 @@ def load_shard(root: Path, entry: dict[str, Any], manifest: dict[str, Any]) -> E
     size = path.stat().st_size
     if size != entry["bytes"]:
         raise DatasetError(f"shard {path} is truncated or altered ({size} bytes, {entry['bytes']} recorded); {fix}")
-    if size == 0 or _sha256(path) != entry["sha256"]:
+    if size == 0 or file_sha256(path) != entry["sha256"]:
         raise DatasetError(f"shard {path} does not match its recorded sha256 (altered or corrupt); {fix}")
     try:
         with np.load(path, allow_pickle=False) as z:

@@ -14,7 +14,6 @@ resumed run refuses a file that changed since.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from pathlib import Path
@@ -24,19 +23,12 @@ import torch
 from torch import nn
 
 from ddppo.errors import ConfigError
+from ddppo.rundir import file_sha256
 
 log = logging.getLogger(__name__)
 
 KEY = "policy.encoder_weights"
 NAMED = 3  # keys named per kind of mismatch
-
-
-def sha256_of(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
@@ -126,7 +118,7 @@ def load_encoder_weights(policy: nn.Module, path: str) -> str:
         what = f"{backbone.library}:{backbone.name}"
         with torch.no_grad():
             backbone.model.load_state_dict(match(state, backbone.model, path, what))
-    digest = sha256_of(path)
+    digest = file_sha256(path)
     log.info("encoder weights loaded from %s (sha256 %s) into %d encoder(s)", path, digest[:12], len(found))
     return digest
 

@@ -22,7 +22,6 @@ checkpoints (the "reward_model" namespace, with the weights file's sha256): a re
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -31,17 +30,10 @@ import torch
 from ddppo import timing
 from ddppo.config import RewardConfig
 from ddppo.errors import RewardModelError
+from ddppo.rundir import file_sha256
 from ddppo.envs.base import StepResult
 from ddppo.timing import Timer
 from ddppo.user_code import import_user_module
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def build_reward_module(cfg: RewardConfig, device: torch.device) -> torch.nn.Module:

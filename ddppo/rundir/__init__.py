@@ -29,6 +29,7 @@ docs/guides/run-directory-safety.md.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -95,6 +96,15 @@ def unusable_reason(run_dir: str) -> str | None:
         return (f"run.dir={run_dir}: no space left on its disk ({_size(free)} free, a run needs at least "
                 f"{_size(MIN_FREE_BYTES)} for its config and more for checkpoints): free some space or {fix}")
     return None
+
+
+def file_sha256(path: str | Path) -> str:
+    """The file's sha256 (hex), read in 1 MiB blocks: how a run recognises a weights file or a shard it was given."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False, exclusive: bool = False) -> Path:
