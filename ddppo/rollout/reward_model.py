@@ -4,7 +4,7 @@
               policy.architecture=MODULE:NAME is), built with reward.kwargs, its weights from reward.weights
               (a state dict, loaded with weights_only), in eval mode, no gradients, on the rank's device
     scored    during collection, as each step's results come back: one batched call over the envs that stepped
-              (never one env at a time), under no_grad, on what the step produced: the observation after the
+              (never one env at a time), under no_grad, in run.precision, on what the step produced: the observation after the
               step (an ended episode's final observation, not the next episode's first); reward.mode=terminal
               scores only the envs whose episode ended this step, once each, on its final observation
     combined  reward = reward.env_weight x env reward + reward.model_weight x model reward, on the host, before
@@ -30,6 +30,7 @@ import torch
 from ddppo import timing
 from ddppo.config import RewardConfig
 from ddppo.errors import RewardModelError
+from ddppo.model.precision import autocast
 from ddppo.rundir import file_sha256
 from ddppo.envs.base import StepResult
 from ddppo.timing import Timer
@@ -79,8 +80,8 @@ class RewardModel:
     batch of step results, from the lockstep and the worker collectors alike."""
 
     def __init__(self, cfg: RewardConfig, num_envs: int, device: torch.device, timer: Timer,
-                 module: torch.nn.Module | None = None):
-        self.cfg, self.device, self.timer = cfg, device, timer
+                 module: torch.nn.Module | None = None, precision: str = "fp32"):
+        self.cfg, self.device, self.timer, self.precision = cfg, device, timer, precision
         self.module = module if module is not None else build_reward_module(cfg, device)
         self.weights_sha256 = file_sha256(cfg.weights) if cfg.weights else ""
         self.episode_step = np.zeros(num_envs, np.int64)  # steps each env's current episode has taken
@@ -117,7 +118,8 @@ class RewardModel:
                       "episode_step": torch.from_numpy(steps).to(self.device),
                       "done": torch.from_numpy(np.asarray(done, bool)).to(self.device)}
             try:
-                out = self.module(tensors, **extras)
+                with autocast(self.precision, self.device):  # run.precision, as the policy's forwards
+                    out = self.module(tensors, **extras)
             except Exception as err:  # the user's model: its error, in one line, naming it
                 raise RewardModelError(f"reward.model={self.cfg.model!r} raised {type(err).__name__}: "
                                        f"{str(err).splitlines()[0] if str(err) else ''} (scoring {n} envs' "
@@ -177,8 +179,8 @@ class _EpisodeSteps:
         self.owner.episode_step = steps.copy()
 
 
-def reward_model_for(cfg: RewardConfig, num_envs: int, device: torch.device, timer: Timer
+def reward_model_for(cfg: RewardConfig, num_envs: int, device: torch.device, timer: Timer, precision: str = "fp32"
                      ) -> RewardModel | None:
-    """The reward model reward.model names, or None when there is none."""
-    return RewardModel(cfg, num_envs, device, timer) if cfg.model else None
+    """The reward model reward.model names, scoring in `precision` (run.precision), or None when there is none."""
+    return RewardModel(cfg, num_envs, device, timer, precision=precision) if cfg.model else None
 

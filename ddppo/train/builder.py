@@ -146,7 +146,7 @@ class Trainer:
         self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
                                   advantage=self.advantage, precision=cfg.run.precision)
-        self.reward_model = reward_model_for(cfg.reward, num_envs, ctx.device, self.timer)
+        self.reward_model = reward_model_for(cfg.reward, num_envs, ctx.device, self.timer, cfg.run.precision)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
             self.reference = ReferencePolicy(cfg.ppo.kl_ref, *spaces, num_envs, ctx.device, cfg.run.precision)

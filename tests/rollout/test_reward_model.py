@@ -126,3 +126,21 @@ def test_a_model_that_cannot_be_built_or_frozen_is_one_line(tmp_path, monkeypatc
         build_reward_module(RewardConfig(model="rm_build_mod:broken", kwargs={"size": 3}), cpu)
     with pytest.raises(RewardModelError, match=r"'rm_build_mod:Nope'.*NAME must be a torch module class"):
         build_reward_module(RewardConfig(model="rm_build_mod:Nope"), cpu)
+
+
+def test_the_model_scores_in_the_runs_precision():
+    class DtypeOf(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.seen = torch.nn.Linear(1, 1), []
+
+        def forward(self, obs, actions, episode_step, done):
+            out = self.lin(obs["x"].float())
+            self.seen.append(out.dtype)
+            return out
+
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        module = DtypeOf()
+        rm = RewardModel(RewardConfig(model="m:M"), 3, torch.device("cpu"), Timer(), module=module, precision=precision)
+        out = rm.combine(np.ones(3, np.float32), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
+        assert module.seen == [dtype] and out.dtype == np.float32  # the rewards the storage keeps: fp32
