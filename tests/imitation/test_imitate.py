@@ -71,14 +71,16 @@ def test_resume_continues_exactly(tmp_path: Path, demos: Path):
     assert [r["update"] for r in metrics(tmp_path / "b")] == list(range(1, 5))
 
 
-def test_chunks_carry_the_state(tmp_path: Path, demos: Path):
-    """Chunks of 2 steps give the whole-episode loss exactly on the forward pass (the state carried)."""
+@pytest.mark.parametrize("core", ["gru", "transformer"])
+def test_chunks_carry_the_state(tmp_path: Path, demos: Path, core: str):
+    """Chunks of 2 steps give the whole-episode loss exactly on the forward pass (the policy's memory carried: a
+    GRU's state, or the transformer's KV cache)."""
     from ddppo.imitation.imitate import bc_loss
     from ddppo.model.build import make_policy
 
     data = ds.Dataset(demos)
     eps = data.load()
-    cfg = config()
+    cfg = config(f"policy.rnn_type={core}", "policy.transformer.context=16")
     import gymnasium
 
     space = gymnasium.spaces.Dict({k: gymnasium.spaces.Box(-np.inf, np.inf, v.shape[1:], np.float32)
