@@ -43,8 +43,7 @@ class RolloutStorage:
         self.values = torch.zeros(T, N, device=device)
         self.rewards = torch.zeros(T, N, device=device)
         self.dones = torch.zeros(T, N, device=device)
-        self.idle = torch.zeros(T, N, device=device)  # grouped episodes: the env waited (a no-op step)
-        self.loss_mask = torch.ones(T, N, device=device)  # steps that take part in the loss
+        self.idle = torch.zeros(T, N, device=device)  # grouped episodes: the env waited (a no-op step, no sample)
         self.memory0 = mem.to(mem.zeros(memory, N), device)  # the policy's memory before obs[0]
         self.step = 0  # steps collected so far in this rollout (L; the longest segment when lengths is set)
         self.lengths: torch.Tensor | None = None  # (N,) per-env segment lengths (insert_envs), on the CPU
@@ -53,7 +52,7 @@ class RolloutStorage:
     def valid(self) -> torch.Tensor:
         """(T, N) mask of collected steps that take part in the loss."""
         mask = torch.zeros(self.num_steps, self.num_envs, device=self.device)
-        mask[: self.step] = self.loss_mask[: self.step]
+        torch.sub(1.0, self.idle[: self.step], out=mask[: self.step])
         if self.lengths is not None:
             collected = torch.arange(self.num_steps, device=self.device)[:, None] < self.lengths.to(self.device)
             mask = torch.where(collected, mask, torch.zeros_like(mask))
@@ -62,7 +61,7 @@ class RolloutStorage:
     def buffers(self) -> list[torch.Tensor]:
         """Every tensor this storage allocated (the policy's memory at the rollout start included)."""
         return [*self.obs.values(), self.episode_start, self.actions, self.logp, self.values, self.rewards,
-                self.dones, self.idle, self.loss_mask, *self.memory0.values()]
+                self.dones, self.idle, *self.memory0.values()]
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.buffers())
@@ -75,10 +74,9 @@ class RolloutStorage:
             self.obs[k][0].copy_(v)
         self.episode_start[0].copy_(episode_start)
         mem.copy_into(self.memory0, memory)
-        # every step counts until an insert says otherwise (grouped episodes' idle steps): reset once here, so the
-        # common insert writes neither
+        # every step counts until an insert marks it idle (grouped episodes): reset once here, so the common insert
+        # writes nothing of it
         self.idle.zero_()
-        self.loss_mask.fill_(1.0)
         self.step = 0
         self.lengths = torch.zeros(self.num_envs, dtype=torch.long) if segments else None
 
@@ -87,9 +85,8 @@ class RolloutStorage:
                idle: torch.Tensor | None = None) -> None:
         """One step; `next_start` (default: `done`) flags next_obs as an episode's first observation."""
         t = self.step
-        if idle is not None:  # grouped episodes (None, the common case: every step counts, as set_first left it)
+        if idle is not None:  # grouped episodes (None, the common case: every step counts, as begin left it)
             self.idle[t].copy_(idle)
-            torch.sub(1.0, idle, out=self.loss_mask[t])
         self.actions[t].copy_(action)
         self.logp[t].copy_(logp)
         self.values[t].copy_(value)
@@ -112,7 +109,6 @@ class RolloutStorage:
             raise ValueError(f"env segment longer than the storage's capacity of {self.num_steps} steps")
         t_dev, e_dev = (t.to(self.device), envs.to(self.device)) if at is None else at
         self.idle[t_dev, e_dev] = 0.0
-        self.loss_mask[t_dev, e_dev] = 1.0
         self.actions[t_dev, e_dev] = action
         self.logp[t_dev, e_dev] = logp
         self.values[t_dev, e_dev] = value
