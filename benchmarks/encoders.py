@@ -1,5 +1,5 @@
-"""`ddppo bench encoders`: the learn phase with a library image encoder trained, frozen, and frozen with its
-features kept (computed once, as at acting time, instead of once per epoch).
+"""`ddppo bench encoders`: the learn phase with a library image encoder trained, frozen and re-encoding the images,
+and frozen with its features kept in the rollout (computed once, at acting time: what training does).
 
     ddppo bench encoders [--encoder torchvision:resnet18] [--size 64] [--envs 4] [--steps 16] [--epochs 4]
                          [--minibatches 2] [--rounds 3] [--out results/encoders.json]
@@ -10,17 +10,16 @@ step over the parameters that require gradients (as ppo/update.py takes them). R
 does not depend on what they show. The three sides run interleaved, `rounds` times; medians (min-max) are
 reported, with each side's time relative to the trained one:
 - trained:  the backbone fine-tuned (gradients through it, in the optimizer);
-- frozen:   policy.freeze_encoder=true as it runs today: the backbone re-encodes every minibatch in every epoch
-            (under no_grad);
-- features kept: the frozen backbone's features computed once for the whole rollout (timed apart: at acting time
-            that pass is already done), then only the head and the rest learn: what keeping frozen features in the
-            rollout would give. Needs the vision extra.
+- frozen:   policy.freeze_encoder=true with the images in the rollout (as before ddppo/model/kept.py): the backbone
+            re-encodes every minibatch in every epoch (under no_grad);
+- features kept: policy.freeze_encoder=true as training runs it: the rollout holds the frozen backbone's features
+            (`Policy.keep`, timed apart as "encode once": at acting time that pass is part of acting), and the
+            learning pass runs only the head and the rest on them. Needs the vision extra.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import sys
@@ -30,18 +29,6 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import torch
-from torch import nn
-
-
-class HeadOnly(nn.Module):
-    """Stands in for an image key's encoder when the observation is already the backbone's features."""
-
-    def __init__(self, head: nn.Module):
-        super().__init__()
-        self.head = head
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.head(features)
 
 
 def build(encoder: str, size: int, frozen: bool):
@@ -96,20 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     images = torch.randint(0, 256, (T, N, args.size, args.size, 3), dtype=torch.uint8)
     actions = torch.randint(0, 4, (T, N))
     trained, frozen = build(args.encoder, args.size, False), build(args.encoder, args.size, True)
-    kept = copy.deepcopy(frozen)
-    encoder = kept.encoders["rgb"]
-    kept.encoders["rgb"] = HeadOnly(encoder.encoder.head)
+    encoder = frozen.encoders["rgb"]
     times: dict[str, list[float]] = {"trained": [], "frozen": [], "features kept": [], "encode once": []}
     for _ in range(args.rounds):
         times["trained"].append(learn(trained, {"rgb": images}, actions, args.epochs, args.minibatches))
         times["frozen"].append(learn(frozen, {"rgb": images}, actions, args.epochs, args.minibatches))
         started = time.perf_counter()
-        with torch.no_grad():  # what the acting pass computes anyway: ImageInput's scaling, then the backbone
-            x = images.reshape(T * N, *images.shape[2:]).permute(0, 3, 1, 2).float() / 255.0
-            feats = encoder.encoder.backbone.features(x)
+        kept = frozen.keep({"rgb": images.reshape(T * N, *images.shape[2:])})  # what the acting path keeps
         times["encode once"].append(time.perf_counter() - started)
-        features = feats.reshape(T, N, *feats.shape[1:])
-        times["features kept"].append(learn(kept, {"rgb": features}, actions, args.epochs, args.minibatches))
+        kept = {k: v.reshape(T, N, *v.shape[1:]) for k, v in kept.items()}
+        times["features kept"].append(learn(frozen, kept, actions, args.epochs, args.minibatches))
     median = {k: statistics.median(v) for k, v in times.items()}
     print(f"{args.encoder}, {args.size}x{args.size} images -> {tuple(encoder.encoder.backbone.size)}, {N} envs x {T} "
           f"steps, {args.epochs} epochs x {args.minibatches} minibatches, torch threads {torch.get_num_threads()}, "

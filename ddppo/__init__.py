@@ -42,7 +42,8 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
             state, KV cache, as one opaque value), transformer.py (the transformer core and its per-env KV cache),
             pretrained.py (torchvision, timm and open_clip image encoders: the library's backbone and a trained
             head), encoder_weights.py (policy.encoder_weights: reading a weights file into them, its sha256 kept
-            in the checkpoint), precision.py (run.precision's autocast), compiled.py (run.compile: the encoders
+            in the checkpoint), kept.py (a frozen encoder's features kept in the rollout in place of its
+            images), precision.py (run.precision's autocast), compiled.py (run.compile: the encoders
             compiled), actions.py (the action distributions: categorical, one per dim, Bernoulli per dim, Gaussian)
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or

@@ -18,6 +18,7 @@ from ddppo.eval.command import resolve_config
 from ddppo.eval.loading import build_policy, load_weights
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
+from ddppo.model.precision import autocast, bf16_problem, store_memory_in
 from ddppo.model.actions import env_actions
 from ddppo.rollout.acting import check_finite
 from ddppo.envs.registry import make_vec_env
@@ -57,6 +58,14 @@ class Agent:
         self.policy, self.config, self.device = policy, config, device
         self.observation_space, self.action_space = observation_space, action_space
         self.checkpoint, self.env_steps = checkpoint, env_steps
+        # the run's precision (run.precision) where this device runs it natively, as `ddppo eval` acts; else fp32,
+        # said once (a policy trained in bf16 acts in fp32 on a machine without bf16, a little differently)
+        self.precision = config.run.precision
+        problem = bf16_problem(torch.device(device)) if self.precision == "bf16" else None
+        if problem is not None:
+            log.warning("%s: acting in fp32 instead", problem.split(";")[0])
+            self.precision = "fp32"
+        store_memory_in(policy, self.precision)
 
     # ---------------------------------------------------------------------------------------- loading
     @classmethod
@@ -142,7 +151,8 @@ class Agent:
         else:
             start = torch.as_tensor(np.broadcast_to(np.asarray(False if episode_start is None else episode_start,
                                                                np.float32), (n,)).copy(), device=self.device)
-        action, _, _, state = self.policy.act(tensors, state, start, deterministic=deterministic)
+        with autocast(self.precision, self.device):
+            action, _, _, state = self.policy.act(tensors, state, start, deterministic=deterministic)
         actions = env_actions(self.action_space, action.cpu().numpy())
         return (actions[0] if single else actions), state
 

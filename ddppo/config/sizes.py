@@ -38,10 +38,12 @@ def core_parameters(cfg) -> int:
 
 def memory_bytes_per_env(cfg) -> int:
     """One env's memory (the policy's state between steps): a GRU/LSTM state, or the transformer's KV cache,
-    layers x 2 x (context - 1) x hidden x 4 bytes, plus its two counters (len, pos)."""
+    layers x 2 x (context - 1) x hidden x 4 bytes (2 under run.precision=bf16: ddppo.model.precision.
+    store_memory_in), plus its two counters (len, pos)."""
     p, hidden = cfg.policy, cfg.policy.hidden_size
     if p.rnn_type == "transformer":
-        return p.transformer.layers * 2 * (p.transformer.context - 1) * hidden * FLOAT + 16
+        width = 2 if cfg.run.precision == "bf16" else FLOAT
+        return p.transformer.layers * 2 * (p.transformer.context - 1) * hidden * width + 16
     return {"gru": 1, "lstm": 2}.get(p.rnn_type, 0) * p.rnn_layers * hidden * FLOAT
 
 

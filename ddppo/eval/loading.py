@@ -13,15 +13,18 @@ from ddppo import checkpoint as ckpt
 from ddppo.config import Config
 from ddppo.model.build import saved_policy
 from ddppo.model.policy import Policy
+from ddppo.model.precision import store_memory_in
 
 EVAL_FIX = "evaluate it with the keys set back to the checkpoint's values"
 
 
 def build_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                  device: torch.device) -> Policy:
-    """The policy a checkpoint trained with `cfg` holds, on `device`, in eval mode."""
+    """The policy a checkpoint trained with `cfg` holds, on `device`, in eval mode, its memory kept in the dtype of
+    `cfg`'s run.precision."""
     policy = saved_policy(cfg, obs_space, action_space).to(device)
     policy.eval()
+    store_memory_in(policy, cfg.run.precision)
     return policy
 
 

@@ -23,6 +23,7 @@ from torch.nn import functional as F
 from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
 from ddppo.model.actions import GaussianActions, action_kind
+from ddppo.model.kept import FEATURES, frozen_stage
 from ddppo.model.memory import Memory
 from ddppo.normalization import ObsNormalizer, continuous_control
 from ddppo.model.pooling import AdaptiveAvgPool
@@ -132,11 +133,23 @@ class ImageInput(nn.Module):
         self.offset, self.scale = image_scaling(space)
         self.encoder = encoder
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, W, C) as observed -> (B, C, H, W) float in [0, 1], the encoder's input."""
         x = x.permute(0, 3, 1, 2).float()
         if self.offset:
             x = x - self.offset
-        return self.encoder(x * self.scale if self.scale != 1.0 else x)
+        return x * self.scale if self.scale != 1.0 else x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.prepare(x))
+
+    def frozen_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, W, C) as observed -> the encoder's frozen stage's output (ddppo/model/kept.py)."""
+        return frozen_stage(self.encoder)(self.prepare(x))
+
+    def from_features(self, features: torch.Tensor) -> torch.Tensor:
+        """Kept features -> (B, hidden): the encoder's trained stage."""
+        return self.encoder.trained_stage(features)
 
 
 class EmbeddingEncoder(nn.Module):
@@ -292,6 +305,18 @@ def make_core(cfg: PolicyConfig, width: int) -> nn.Module | None:
     return RecurrentCore(cfg.rnn_type, width, cfg.rnn_layers)
 
 
+def _kept_shapes(obs_space: gymnasium.spaces.Dict, encoders: nn.ModuleDict) -> dict[str, tuple[int, ...]]:
+    """Image key -> the shape of its encoder's frozen stage's output for one image, for every image encoder that
+    has a frozen stage (ddppo/model/kept.py)."""
+    shapes = {}
+    for k, enc in encoders.items():
+        if isinstance(enc, ImageInput) and frozen_stage(enc.encoder) is not None:
+            probe = torch.zeros((1, *obs_space[k].shape), dtype=torch.float32)
+            with torch.no_grad():
+                shapes[k] = tuple(enc.frozen_features(probe).shape[1:])
+    return shapes
+
+
 def separate_critic(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                     cfg: PolicyConfig) -> bool:
     """policy.critic resolved: separate, or auto on continuous control with an MLP policy (no recurrence)."""
@@ -342,6 +367,9 @@ class Policy(nn.Module):
             raise ValueError("policy.critic=separate needs policy.rnn_type=none (a recurrent critic of its own "
                              "is not implemented): set policy.rnn_type=none or policy.critic=shared")
         self.critic_trunk = Trunk(obs_space, cfg) if separate else None
+        # image key -> the feature shape its encoder's frozen stage puts out: what a rollout keeps in place of the
+        # images (ddppo/model/kept.py); none with a critic trunk of its own, whose encoders see the images
+        self.kept = {} if separate else _kept_shapes(obs_space, self.encoders)
         self.core = make_core(cfg, width)
         self.hidden_size = width
         self.action_kind = action_kind(action_space)
@@ -365,16 +393,36 @@ class Policy(nn.Module):
         """The memory a checkpoint from before the memory protocol saved as one tensor (layers, N, H)."""
         return self.core.legacy_memory(hidden) if self.core is not None else {}
 
+    @torch.no_grad()
+    def keep(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """An observation (N, ...) as a rollout keeps it: each image of `kept` replaced by its frozen stage's
+        features under the key KEY + FEATURES (ddppo/model/kept.py); as it is when nothing is kept."""
+        if not self.kept:
+            return obs
+        out = {k: v for k, v in obs.items() if k not in self.kept}
+        out.update({k + FEATURES: self.encoders[k].frozen_features(obs[k]) for k in self.kept if k in obs})
+        return out
+
     # --------------------------------------------------------------- internals
+    def _encode(self, key: str, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One key's encoding (B, H): from its kept features where the observation holds them, else from itself."""
+        if key in obs:
+            return self.encoders[key](obs[key])
+        if key not in self.kept:
+            raise ValueError(f"observation {key!r} came as frozen-encoder features ({key + FEATURES!r}), but this "
+                             f"policy's encoder for it has no frozen stage to have made them (ddppo/model/kept.py)")
+        return self.encoders[key].from_features(obs[key + FEATURES])
+
     def _features(self, obs: dict[str, torch.Tensor], memory: Memory,
                   start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
-        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), the memory after."""
+        """obs (T, N, ...) -> features (T, N, H) (with a critic of its own: (T, N, 2H)), the memory after. An
+        image key may come as its kept features instead (`keep`)."""
         T, N = start.shape
-        flat_obs = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in self.keys}
+        flat_obs = {k: v.reshape(T * N, *v.shape[2:]) for k, v in obs.items()}
         norm = getattr(self, "obs_norm", None)
         if norm is not None and self.normalize_inputs:
             flat_obs = norm(flat_obs)
-        flat = [self.encoders[k](flat_obs[k]) for k in self.keys]
+        flat = [self._encode(k, flat_obs) for k in self.keys]
         x = run_layers(self.fuse, torch.cat(flat, dim=-1)).view(T, N, -1)
         if self.critic_trunk is not None:  # rnn_type=none: no recurrent core
             return torch.cat([x, self.critic_trunk(flat_obs).view(T, N, -1)], -1), memory

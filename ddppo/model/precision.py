@@ -76,6 +76,17 @@ def autocast(precision: str, device: torch.device | str) -> ContextManager:
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
+def store_memory_in(policy: torch.nn.Module, precision: str) -> None:
+    """Keep `policy`'s memory in the dtype that saves bytes without changing what it computes under `precision`:
+    a transformer core's KV cache (its `cache_dtype`) in bfloat16 under bf16, where autocast's projections put the
+    keys and values out in bf16 already; in the weights' dtype under fp32. A GRU/LSTM state stays float32: acting
+    would round it at every step, and the learning pass, which runs the whole sequence at once, would not."""
+    dtype = torch.bfloat16 if precision == "bf16" else None
+    for module in policy.modules():
+        if hasattr(module, "cache_dtype"):
+            module.cache_dtype = dtype
+
+
 def to_fp32(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
     """Each floating-point tensor as float32 (a no-op for float32 ones; integer actions and None unchanged)."""
     return tuple(t.float() if t is not None and t.is_floating_point() else t for t in tensors)

@@ -13,7 +13,8 @@ An encoder is two submodules:
   parameters left out of the optimizer.
 - `head` (`FeatureHead`): small and trained, (B, C, h, w) -> (B, hidden_size).
 `PretrainedEncoder.forward(x) = head(backbone.features(x))`: a frozen backbone's features depend on the images
-alone, so they can be computed once per env step and kept in place of the images.
+alone, so they are computed once per env step and kept in the rollout in place of the images
+(`frozen_stage` / `trained_stage`, ddppo/model/kept.py).
 
 The libraries are optional (the `vision` extra); nothing here imports them until an encoder is asked for.
 """
@@ -283,6 +284,15 @@ class PretrainedEncoder(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.backbone.features(images))
+
+    # a frozen backbone's features are kept in the rollout in place of the images (ddppo/model/kept.py)
+    @property
+    def frozen_stage(self) -> Backbone | None:
+        return self.backbone if self.backbone.frozen else None
+
+    @property
+    def trained_stage(self) -> FeatureHead:
+        return self.head
 
 
 def build(library: str, name: str, space: gymnasium.spaces.Box, cfg: Any) -> PretrainedEncoder:

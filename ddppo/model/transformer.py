@@ -5,7 +5,9 @@ boolean mask, rotary or learned positions over the episode step, as PoliFormer's
 `dict[str, Tensor]` with the env first (ddppo/model/memory.py):
 
 - ``k``, ``v``: (N, layers, heads, context - 1, head_dim), each layer's keys (rotated) and values of the env's
-  last `context - 1` steps, oldest first, the valid ones at the end; in the weights' dtype;
+  last `context - 1` steps, oldest first, the valid ones at the end; in the weights' dtype, or in bfloat16 under
+  run.precision=bf16 (`cache_dtype`, set by ddppo.model.precision.store_memory_in: under bf16 autocast the keys
+  and values come out of bf16 projections, so a bf16 cache holds them exactly, in half the bytes);
 - ``len``: (N,) int64, how many of those slots are valid (the rest are padding, never attended);
 - ``pos``: (N,) int64, the episode step of the env's next token.
 
@@ -113,12 +115,14 @@ class TransformerCore(nn.Module):
         self.position = nn.Embedding(LEARNED_POSITIONS, size) if positions == "learned" else None
         inv = ROTARY_BASE ** (-torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim)
         self.register_buffer("inv_freq", inv.float(), persistent=False)
+        self.cache_dtype: torch.dtype | None = None  # the KV cache's dtype; None: the weights'
 
     # ------------------------------------------------------------------ memory
     def initial_memory(self, num_envs: int, device: torch.device | str = "cpu",
                        dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-        """An empty cache for `num_envs` envs, in the weights' dtype unless `dtype` says otherwise."""
-        dtype = dtype or self.norm.weight.dtype
+        """An empty cache for `num_envs` envs, in `cache_dtype` (else the weights' dtype) unless `dtype` says
+        otherwise."""
+        dtype = dtype or self.cache_dtype or self.norm.weight.dtype
         shape = (num_envs, self.layers, self.heads, self.context - 1, self.head_dim)
         return {"k": torch.zeros(shape, device=device, dtype=dtype),
                 "v": torch.zeros(shape, device=device, dtype=dtype),

@@ -19,11 +19,11 @@ import gymnasium
 import torch
 
 from ddppo import checkpoint as ckpt
-from ddppo.errors import CheckpointError
+from ddppo.errors import CheckpointError, ConfigError
 from ddppo.config import KLRefConfig
-from ddppo.model import memory as mem
+from ddppo.model import kept, memory as mem
 from ddppo.model.build import saved_policy
-from ddppo.model.precision import autocast
+from ddppo.model.precision import autocast, store_memory_in
 from ddppo.rollout.rollout import Rollout
 
 
@@ -47,6 +47,7 @@ class ReferencePolicy:
             raise CheckpointError(f"ppo.kl_ref.checkpoint={cfg.checkpoint}: the reference does not fit this "
                                   f"environment's observation/action spaces: {str(err)[:400]}") from None
         self.policy.eval().requires_grad_(False)
+        store_memory_in(self.policy, precision)
         self.memory = self.policy.initial_memory(num_envs, device)
         self.device, self.cfg = device, cfg
         self.precision = precision  # run.precision of its forward, as the learning pass's
@@ -65,6 +66,16 @@ class ReferencePolicy:
         if misfit is not None:
             raise ValueError(f"the reference policy's saved memory does not fit: {misfit}")
         self.memory = mem.to(state, self.device, copy=True)
+
+    def check_kept(self, policy: torch.nn.Module) -> None:
+        """ConfigError unless this reference reads the frozen features `policy`'s rollouts keep in place of images
+        (ddppo/model/kept.py): the same frozen encoder, weights included. Called once the policy holds its weights
+        (encoder_weights or a checkpoint's), before the first annotate."""
+        problem = kept.mismatch(policy, self.policy)
+        if problem is not None:
+            raise ConfigError(f"ppo.kl_ref.checkpoint={self.cfg.checkpoint}: {problem}; use as the reference a "
+                              f"checkpoint trained with the same policy.image_encoder, policy.encoder_weights and "
+                              f"policy.freeze_encoder=true")
 
     def annotate(self, rollout: Rollout) -> torch.Tensor:
         """Reference distribution parameters (L, N, P) for the collected steps."""

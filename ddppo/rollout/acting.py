@@ -7,6 +7,8 @@
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
               policy's device with reward, done and the next episode-start flags, in one staged copy
               (rollout/staging.py)
+    keep      a frozen encoder's features computed once in place of its images (ddppo/model/kept.py): what the
+              policy acts on and the rollout stores
 
 The `Actor` holds what carries from one step to the next (observation, start flags, the policy's memory); the
 collector adds storage, preemption and truncation bootstraps around it, the evaluator episode quotas and videos.
@@ -22,6 +24,7 @@ import torch
 
 from ddppo import timing
 from ddppo.model.actions import env_actions
+from ddppo.model.kept import FEATURES, kept_dtype
 from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
@@ -93,7 +96,18 @@ class Actor:
     def set_obs(self, obs: dict[str, np.ndarray], where: str) -> None:
         """Replace the observation the next `act` sees (checked, transferred)."""
         check_finite(obs, where, self.label)
-        self.obs = self.staging.to_device(obs if self.obs_transform is None else self.obs_transform.observe(obs))
+        self.obs = self.keep(self.staging.to_device(obs if self.obs_transform is None
+                                                    else self.obs_transform.observe(obs)))
+
+    def keep(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """An observation on the device as the policy acts on it and the rollout keeps it (ddppo/model/kept.py):
+        frozen encoders' features, computed once under run.precision and kept in its dtype, in place of images."""
+        if not getattr(self.policy, "kept", None):
+            return obs
+        with self.timer(timing.POLICY_FORWARD), autocast(self.precision, self.device):
+            out = self.policy.keep(obs)
+        dtype = kept_dtype(self.precision)
+        return {k: v.to(dtype) if k.endswith(FEATURES) else v for k, v in out.items()}
 
     def act(self, deterministic: bool = False) -> Action:
         with self.timer(timing.POLICY_FORWARD):  # up to the action on the host: on a GPU the copy waits for it
@@ -129,6 +143,7 @@ class Actor:
             self.obs, flags = self.staging.step_to_device(obs, {"reward": reward, "done": res.done,
                                                                     "started": res.started, "idle": res.idle})
             self.start = flags.get("started", flags["done"])
+        self.obs = self.keep(self.obs)
         return Step(res, flags["reward"], flags["done"], flags.get("idle"))
 
     def detach(self) -> None:

@@ -12,30 +12,31 @@ segment. Masked-out steps may hold anything (an older rollout's data): a mask ne
 
 from __future__ import annotations
 
+from typing import Union
+
 import gymnasium
-import numpy as np
 import torch
 
+from ddppo.model import kept
 from ddppo.model.actions import action_buffer
 from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
 from ddppo.rollout.rollout import Rollout
 
 
-def torch_dtype(space: gymnasium.spaces.Space) -> torch.dtype:
-    return torch.uint8 if space.dtype == np.uint8 else torch.float32
-
-
 class RolloutStorage:
     """Tensors for one rollout of `num_steps` x `num_envs`, allocated once."""
 
-    def __init__(self, num_steps: int, num_envs: int, obs_space: gymnasium.spaces.Dict,
+    def __init__(self, num_steps: int, num_envs: int, obs: Union[gymnasium.spaces.Dict, kept.Specs],
                  action_space: gymnasium.spaces.Space, memory: Memory, device: torch.device):
-        """`memory`: the policy's memory of the `num_envs` envs (its layout: Policy.initial_memory)."""
+        """`obs`: the observation space, or what the rollout keeps of it (ddppo.model.kept.specs: each key's shape
+        and dtype, frozen encoders' features in place of their images); `memory`: the policy's memory of the
+        `num_envs` envs (its layout: Policy.initial_memory)."""
         T, N = num_steps, num_envs
         self.num_steps, self.num_envs, self.device = T, N, device
-        self.obs = {k: torch.zeros((T + 1, N, *s.shape), dtype=torch_dtype(s), device=device)
-                    for k, s in obs_space.spaces.items()}
+        specs = kept.specs(obs) if isinstance(obs, gymnasium.spaces.Dict) else obs
+        self.obs = {k: torch.zeros((T + 1, N, *shape), dtype=dtype, device=device)
+                    for k, (shape, dtype) in specs.items()}
         self.episode_start = torch.ones(T + 1, N, device=device)
         shape, dtype = action_buffer(action_space)
         self.actions = torch.zeros(T, N, *shape, dtype=dtype, device=device)

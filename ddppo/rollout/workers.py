@@ -89,6 +89,7 @@ class WorkerCollector(RolloutCollector):
             raw = res.obs if actor.obs_transform is None else actor.obs_transform.observe(res.obs)
             obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
+        obs = actor.keep(obs)
         memory_after = mem.select(self.pending["memory"], idx_dev)
         if res.truncated.any() and self.policy.critic is not None:
             with self.timer(timing.POLICY_FORWARD):

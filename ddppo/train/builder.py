@@ -45,7 +45,8 @@ from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
 from ddppo.model.compiled import compile_policy
 from ddppo.model.encoder_weights import EncoderWeightsRecord
-from ddppo.model.precision import check_precision
+from ddppo.model import kept
+from ddppo.model.precision import check_precision, store_memory_in
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import GroupedOptimizer, PPOUpdater, reset_critic
@@ -140,6 +141,7 @@ class Trainer:
         self.normalization = norm = build_normalization(cfg, *spaces, num_envs, ctx)
         self.policy = make_policy(*spaces, cfg.policy, value_head=self.advantage_class.critic, obs_norm=norm.obs,
                                   normalize_inputs=norm.policy_normalizes).to(ctx.device)
+        store_memory_in(self.policy, cfg.run.precision)  # a transformer's KV cache in bf16 under bf16
         # policy.encoder_weights: rank 0 puts the file's weights in before a checkpoint may replace them
         self.encoder_weights = EncoderWeightsRecord(self.policy, cfg.policy.encoder_weights)
         self.encoder_weights.start(ctx)
@@ -177,6 +179,8 @@ class Trainer:
             reset_critic(self.policy)  # fine-tuning a policy whose critic was never trained (behaviour cloning)
         self.encoder_weights.finish(model_loaded=self.checkpoints.model_loaded)
         ctx.broadcast_module(self.policy)  # identical parameters everywhere, once
+        if self.reference is not None:  # it reads the frozen features the rollouts keep: the same frozen encoder
+            self.reference.check_kept(self.policy)
         write_run_dir(cfg, ctx, self.config_changes)  # the first write: a start that fails leaves no trace
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
                                     self.progress.env_steps,
@@ -195,8 +199,9 @@ class Trainer:
         """Buffers for one rollout of this rank (a learning strategy owns one or two; a benchmark may collect into
         one of its own)."""
         num_envs = self.env_spec.num_envs
-        return RolloutStorage(storage_steps(self.cfg.rollout), num_envs, self.envs.observation_space,
-                              self.envs.action_space, self.policy.initial_memory(num_envs), self.ctx.device)
+        stored = kept.specs(self.envs.observation_space, getattr(self.policy, "kept", None), self.cfg.run.precision)
+        return RolloutStorage(storage_steps(self.cfg.rollout), num_envs, stored, self.envs.action_space,
+                              self.policy.initial_memory(num_envs), self.ctx.device)
 
     def _checkpoint_manager(self, saved_episodes: bool) -> CheckpointManager:
         """The one checkpoint manager, given every saved-state owner: the shared ones (the same on every rank),

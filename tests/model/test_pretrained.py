@@ -186,3 +186,30 @@ def test_an_unknown_model_name_is_a_config_problem():
         assert ENCODERS.problem(f"{library}:{MODELS[library]}") is None
         problem = ENCODERS.problem(f"{library}:no_such_model")
         assert problem.startswith(f"policy.image_encoder={library}:no_such_model: {library} has no model")
+
+
+@pytest.mark.parametrize("library", ["torchvision", "timm"])
+def test_a_frozen_backbone_s_features_are_kept_and_learning_from_them_is_learning_from_the_images(library):
+    """A frozen library backbone is the frozen stage a rollout keeps (ddppo/model/kept.py): the policy names its
+    pooled feature map, and the learning pass on those features gives the images' log-probs and values."""
+    from ddppo.model.kept import FEATURES
+    from ddppo.model.policy import Policy
+
+    vision_library(library)
+    name = {"torchvision": "torchvision:resnet18", "timm": "timm:test_vit"}[library]
+    space = gymnasium.spaces.Dict({"rgb": RGB})
+    torch.manual_seed(0)
+    policy = Policy(space, gymnasium.spaces.Discrete(3), PolicyConfig(hidden_size=16, image_encoder=name,
+                                                                     freeze_encoder=True)).eval()
+    backbone = policy.encoders["rgb"].encoder.backbone
+    assert policy.kept == {"rgb": backbone.feature_shape()}
+    T, N = 3, 2
+    obs = {"rgb": torch.randint(0, 256, (T, N, *RGB.shape), dtype=torch.uint8)}
+    kept = {k: v.reshape(T, N, *v.shape[1:]) for k, v in policy.keep({"rgb": obs["rgb"].flatten(0, 1)}).items()}
+    assert set(kept) == {"rgb" + FEATURES} and kept["rgb" + FEATURES].shape[2:] == backbone.feature_shape()
+    start, actions = torch.ones(T, N), torch.zeros(T, N, dtype=torch.int64)
+    memory = policy.initial_memory(N)
+    for a, b in zip(policy.evaluate(obs, memory, start, actions), policy.evaluate(kept, memory, start, actions)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    trained = Policy(space, gymnasium.spaces.Discrete(3), PolicyConfig(hidden_size=16, image_encoder=name))
+    assert trained.kept == {}  # a backbone that learns sees the images

@@ -238,16 +238,19 @@ def test_a_non_finite_step_stays_in_its_episode():
 
 
 @pytest.mark.parametrize("overrides", [["policy.transformer.positions=learned", "policy.transformer.context=9"],
-                                       ["policy.transformer.layers=3", "policy.hidden_size=48"]])
+                                       ["policy.transformer.layers=3", "policy.hidden_size=48"],
+                                       ["run.precision=bf16"]])
 def test_config_sizes_are_the_core_s(overrides):
     """`ddppo config`'s figures (ddppo.config.sizes, from the config alone) are the built core's."""
     from ddppo.config import load_config
     from ddppo.config.sizes import core_parameters, memory_bytes_per_env
+    from ddppo.model.precision import store_memory_in
 
     cfg = load_config(None, ["policy.rnn_type=transformer", *overrides])
     t = cfg.policy.transformer
     core = TransformerCore(cfg.policy.hidden_size, t.layers, t.heads, t.context, t.positions)
     assert core_parameters(cfg) == sum(p.numel() for p in core.parameters())
+    store_memory_in(core, cfg.run.precision)
     memory = core.initial_memory(1)
     assert memory_bytes_per_env(cfg) == sum(v.numel() * v.element_size() for v in memory.values())
 
@@ -328,3 +331,36 @@ def test_policy_builds_the_configured_transformer():
     assert memory["k"].shape == (2, 3, 4, 6, 4) and set(memory) == {"k", "v", "len", "pos"}
     with pytest.raises(Exception, match="rnn_type=transformer"):
         p.legacy_memory(torch.zeros(1, 2, 16))
+
+
+def test_a_bf16_cache_changes_nothing_under_bf16_autocast_and_halves_its_bytes():
+    """run.precision=bf16 keeps the KV cache in bf16 (ddppo.model.precision.store_memory_in): the keys and values
+    come out of bf16 projections, so acting from a bf16 cache gives exactly the outputs of acting from a float32
+    one, and the learning pass from it agrees with acting as in float32."""
+    from ddppo.model.precision import store_memory_in
+
+    p = _policy(layers=2, heads=2, context=5)
+    N, T = 3, 9
+    gen = torch.Generator().manual_seed(4)
+    obs, start = _obs(T, N, gen), (torch.rand(T, N, generator=gen) < 0.2).float()
+    start[0] = 1
+    actions = torch.zeros(T, N, dtype=torch.int64)
+    runs = {}
+    for precision in ("fp32", "bf16"):
+        store_memory_in(p, precision)
+        memory = p.initial_memory(N)
+        first = clone(memory)
+        logps = []
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for t in range(T):
+                a, lp, _, memory = p.act({k: v[t] for k, v in obs.items()}, memory, start[t], deterministic=True)
+                actions[t] = a
+                logps.append(lp.float())
+            learned, _, _ = p.evaluate(obs, first, start, actions)
+        runs[precision] = (torch.stack(logps), learned.float(), memory)
+    assert runs["bf16"][2]["k"].dtype == torch.bfloat16 and runs["fp32"][2]["k"].dtype == torch.float32
+    assert runs["bf16"][2]["k"].nbytes * 2 == runs["fp32"][2]["k"].nbytes
+    assert torch.equal(runs["bf16"][0], runs["fp32"][0])  # acting: the same numbers from either cache
+    assert torch.equal(runs["bf16"][1], runs["fp32"][1])  # learning from either rollout-start memory
+    store_memory_in(p, "fp32")
+    assert p.initial_memory(1)["k"].dtype == torch.float32
