@@ -39,10 +39,11 @@ def pendulum_run(tmp_path_factory) -> Path:
     return run
 
 
-def eval_steps(run: Path) -> tuple[list[dict], list[np.ndarray], list[np.ndarray]]:
+def eval_steps(run: Path, overrides: tuple[str, ...] = ()
+               ) -> tuple[list[dict], list[np.ndarray], list[np.ndarray]]:
     """What `ddppo eval` plays on `run`'s newest checkpoint: the observations its policy saw, the episode-start
     flags with them, and the actions the envs got."""
-    cfg = resolve_config(str(run), [])
+    cfg = resolve_config(str(run), list(overrides))
     ctx = gloo_context(seed=cfg.run.seed)
     seen, starts, actions = [], [], []
     try:
@@ -82,6 +83,33 @@ def test_agent_takes_the_actions_ddppo_eval_takes(pendulum_run):
         mine, state = agent.act(obs, state, episode_start=start)
         assert mine.shape == action.shape and np.array_equal(mine, action)
     assert np.abs(np.concatenate(taken)).max() <= 2.0  # Pendulum's bounds: clipped like eval's
+
+
+def test_agent_acts_in_the_run_s_precision_as_ddppo_eval_does(pendulum_run, monkeypatch, caplog):
+    from ddppo.model import precision
+
+    if precision.bf16_problem(torch.device("cpu")) is not None:
+        pytest.skip("this CPU has no native bf16")
+    seen, starts, taken = eval_steps(pendulum_run, ("run.precision=bf16",))
+    agent = Agent.from_checkpoint(pendulum_run, overrides=["run.precision=bf16"])
+    assert agent.precision == "bf16"
+    state = None
+    for obs, start, action in zip(seen, starts, taken):
+        mine, state = agent.act(obs, state, episode_start=start)
+        assert np.array_equal(mine, action)
+    fp32 = Agent.from_checkpoint(pendulum_run)
+    state, differ = None, False
+    for obs, start, action in zip(seen, starts, taken):
+        mine, state = fp32.act(obs, state, episode_start=start)
+        differ |= not np.array_equal(mine, action)
+    assert differ  # bf16 and fp32 act a little differently: the agreement above is not by accident
+    monkeypatch.setattr(precision, "bf16_problem", lambda device: "run.precision=bf16: no bf16 here; set fp32")
+    import ddppo.api.agent as agent_module
+
+    monkeypatch.setattr(agent_module, "bf16_problem", precision.bf16_problem)
+    with caplog.at_level("WARNING"):
+        assert Agent.from_checkpoint(pendulum_run, overrides=["run.precision=bf16"]).precision == "fp32"
+    assert "run.precision=bf16: no bf16 here: acting in fp32 instead" in caplog.text
 
 
 def test_one_env_at_a_time_follows_its_own_episodes(pendulum_run):
