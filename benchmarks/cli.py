@@ -44,6 +44,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
                                      "core alone, at gridnav's sizes"),
     "memory-task": ("memory_task", "success of each policy.rnn_type (gru, lstm, transformer, none) on gridnav_memory, "
                                    "seeds side by side"),
+    "seeds": ("seeds", "success of a config's variants (KEY=VALUE overrides) over seeds at one budget, with 95% "
+                       "intervals: e.g. fp32 vs bf16 on gridnav_depth"),
     "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
                              "features kept (extra `vision`)"),
     "precision": ("precision", "an image policy's acting and learning time, fp32 vs bf16 vs bf16 + torch.compile, "

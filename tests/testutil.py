@@ -194,6 +194,7 @@ MARKS = {
     "habitat_lab/test_real_v03_train.py": ("habitat_lab", *MP),
     "habitat_lab/test_real_v03_benchmark.py": ("habitat_lab", *MP),
     "benchmarks/test_bench_cli.py": MP,
+    "benchmarks/test_seeds_bench.py": MP,
     "packaging/": MP,
     "benchmarks/test_habitat_baselines_bench.py::test_refuses_in_one_line_where_it_cannot_run": MP,
     "sweep/test_local_sweep.py": MP,
