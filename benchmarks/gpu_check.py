@@ -1,7 +1,7 @@
 """The GPU check: every CUDA path of the trainer as one run on one machine with a GPU (1 H200, 16 cores: the
 whole run within --budget-s, 480 s by default).
 
-    python benchmarks/gpu_check.py [--dry-run] [--part essential|rest|all] [--only NAME,...] [--work DIR]
+    python benchmarks/gpu_check.py [--dry-run] [--part essential|rest|models|all] [--only NAME,...] [--work DIR]
                                    [--budget-s S]
     (bash benchmarks/gpu_check.sh ...; from a bare checkout without omegaconf or gymnasium installed:
      benchmarks/gpu_check_prepare.py, then benchmarks/gpu_check_device.sh essential|rest on the GPU machine)
@@ -44,7 +44,7 @@ from ddppo.benchmarks import gpu_check_nccl as nccl  # noqa: E402
 from ddppo.benchmarks import gpu_check_paths as paths  # noqa: E402
 from ddppo.benchmarks.gpu_check_util import CheckFailed, Env  # noqa: E402
 
-RUN_BUDGET_S = 540.0  # both parts in one run
+RUN_BUDGET_S = 585.0  # the three parts in one run
 PART_BUDGET_S = 270.0  # one part: a command of at most 300 s, less the interpreter's start and the unpacking
 DEADLINE_FACTOR = 1.5
 DRY_DEADLINE_S = 600.0  # per check on CI's CPU
@@ -84,13 +84,17 @@ PLAN: list[Check] = [
     Check("deterministic_cnn", "deterministic CNN pooling on CUDA", 30, paths.deterministic_cnn),
     Check("habitat_paper_policy", "ResNet50+LSTM512, grid double", 25, paths.habitat_paper_policy),
     Check("habitat_sim_cuda0", "habitat-sim renders on cuda:0", 10, paths.habitat_sim_cuda0),
+    # --- the models: this round's policy paths on CUDA
+    Check("bf16_compile", "bf16 + torch.compile, CNN + transformer", 45, paths.bf16_compile_transformer),
 ]
 ESSENTIAL = 7  # PLAN[:ESSENTIAL] is the first part
-PARTS = ("essential", "rest", "all")
+MODELS = 1  # PLAN[-MODELS:] is the third
+PARTS = ("essential", "rest", "models", "all")
 
 
 def part_plan(part: str) -> list[Check]:
-    return {"essential": PLAN[:ESSENTIAL], "rest": PLAN[ESSENTIAL:], "all": PLAN}[part]
+    return {"essential": PLAN[:ESSENTIAL], "rest": PLAN[ESSENTIAL:-MODELS], "models": PLAN[-MODELS:],
+            "all": PLAN}[part]
 
 Row = tuple  # (name, covers, result, detail, seconds)
 
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="the same checks on CPU + gloo, tiny budgets (CI)")
     ap.add_argument("--part", choices=PARTS, default="all",
-                    help=f"essential (the first {ESSENTIAL} checks), rest, or all (default)")
+                    help=f"essential (the first {ESSENTIAL} checks), rest, models (the last {MODELS}), or all "
+                         f"(default)")
     ap.add_argument("--only", default="", help="comma-separated check names (default: all of the part)")
     ap.add_argument("--work", default="", help="work folder (default: a new temporary one)")
     ap.add_argument("--budget-s", type=float, default=None,

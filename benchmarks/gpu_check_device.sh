@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check from a bare checkout, on a machine with a CUDA GPU, torch and no network (omegaconf, gymnasium,
-# numpy... need not be installed): the checks in two parts, one command each (at most 300 s a command).
+# numpy... need not be installed): the checks in three parts, one command each (at most 300 s a command).
 #
 #   python benchmarks/gpu_check_prepare.py download --python-version 3.12   # before, where there is network:
 #                                                   # the wheels into .gpu_check/ (git-ignored; carry it along)
 #   bash benchmarks/gpu_check_device.sh essential   # command 1: the essential checks (planned 265 s)
 #   bash benchmarks/gpu_check_device.sh rest        # command 2: the rest (planned 270 s)
+#   bash benchmarks/gpu_check_device.sh models      # command 3: bf16 + compile + transformer (planned 45 s)
 #   ... --dry-run                                   # the same on CPU + gloo (CI-sized)
 #
 # Each command unpacks the wheels this Python lacks into .gpu_check/site, puts that folder and
@@ -15,7 +16,7 @@
 # Environment: PYTHON (default python3), OUT, DDPPO_GPU_CHECK_DEPS (default .gpu_check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash benchmarks/gpu_check_device.sh essential|rest|all [gpu_check.py options]}
+part=${1:?usage: bash benchmarks/gpu_check_device.sh essential|rest|models|all [gpu_check.py options]}
 shift
 py=${PYTHON:-python3}
 deps=${DDPPO_GPU_CHECK_DEPS:-.gpu_check}

@@ -5,6 +5,7 @@ check, a ratio, a line expected or refused)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ddppo.benchmarks import phase_check
@@ -61,6 +62,30 @@ def overlap_learning(e: Env) -> str:
     last = metrics(first)[-1]
     return (f"2 runs bit-identical ({digest[:12]}), no cuDNN contiguity warning; fps {last.get('perf/fps', 0):.0f}, "
             f"learner wait {last.get('perf/learner_wait_s', 0):.3f} s per update")
+
+
+def bf16_compile_transformer(e: Env) -> str:
+    """run.precision=bf16 with run.compile=true on CUDA, on the depth camera's CNN and the transformer core (its
+    attention through SDPA's fused kernels, its KV cache kept in bf16): trains to its budget, the compiled graphs
+    are compiled a bounded number of times (not once per update: dynamic shapes), and acting and learning agree
+    before the first optimiser step (loss/ratio_dev_start). A dry run (CPU) leaves compile out: compiling on CI's
+    CPU costs minutes."""
+    budget = 1024 if e.dry else 16384
+    args = ["env.num_envs=16", "rollout.num_steps=32", "checkpoint.interval_updates=100000",
+            f"run.total_env_steps={budget}", "env.gridnav.camera_size=[16,32]", "policy.rnn_type=transformer", "policy.transformer.context=16",
+            "ppo.minibatch_split=env", "run.precision=bf16", f"run.compile={'false' if e.dry else 'true'}", *e.dev()]
+    run_dir, text = trained(e, "bf16_compile", 1, "configs/gridnav_depth.yaml", *args)
+    last = reached(run_dir, budget)
+    compiled = len(re.findall(r"run\.compile: \S+ compiled in", text))
+    updates = len(metrics(run_dir))
+    if not e.dry and not 0 < compiled <= 6:
+        raise CheckFailed(f"{compiled} compilations over {updates} updates (expected 1-6: acting and learning, not "
+                          f"one per update): {tail(text)}")
+    devs = [r["loss/ratio_dev_start"] for r in metrics(run_dir) if "loss/ratio_dev_start" in r]
+    if not devs or not max(devs) < 1e-2:
+        raise CheckFailed(f"loss/ratio_dev_start {devs}: bf16 acting and bf16 learning disagree")
+    return (f"{last['perf/fps']:.0f} fps, {compiled} compilations over {updates} updates, ratio_dev_start max "
+            f"{max(devs):.1e}{' (dry: no compile)' if e.dry else ''}")
 
 
 def overlap_workers(e: Env) -> str:

@@ -84,6 +84,7 @@ def test_each_part_fits_one_command_and_the_essential_checks_come_first():
     essential = [c.name for c in gpu_check.part_plan("essential")]
     assert essential == ["blocking_wait_timeout", "blocking_wait_torchrun", "nccl_1rank", "overlap_learning",
                          "two_ranks_one_gpu", "resume_gpu", "eval_export"]
-    for part in ("essential", "rest"):
+    for part in ("essential", "rest", "models"):
         assert sum(c.budget_s for c in gpu_check.part_plan(part)) <= gpu_check.PART_BUDGET_S <= 300 - 30
-    assert gpu_check.part_plan("essential") + gpu_check.part_plan("rest") == gpu_check.PLAN
+    assert (gpu_check.part_plan("essential") + gpu_check.part_plan("rest") + gpu_check.part_plan("models")
+            == gpu_check.PLAN)
