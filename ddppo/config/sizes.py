@@ -68,7 +68,8 @@ def size_lines(cfg) -> str:
     if p.rnn_type == "none":
         return "# sizes: no memory core (policy.rnn_type=none)\n"
     if p.rnn_type == "transformer":
-        what = "KV cache: policy.transformer.layers x 2 x (context - 1) x policy.hidden_size x 4 bytes"
+        width = "2 bytes (bf16: run.precision)" if cfg.run.precision == "bf16" else "4 bytes"
+        what = f"KV cache: policy.transformer.layers x 2 x (context - 1) x policy.hidden_size x {width}"
     else:
         what = f"{p.rnn_type} state: policy.rnn_layers x policy.hidden_size x 4 bytes{' x 2' * (p.rnn_type == 'lstm')}"
     core, per_env = core_parameters(cfg), memory_bytes_per_env(cfg)
