@@ -173,7 +173,7 @@ class Imitation:
         while True:
             update = progress.update + 1
             began = time.monotonic()
-            scalars, samples, stop = self._update(update)
+            scalars, samples, stop, requeue = self._update(update)
             progress.advance(update, samples, 0)
             scalars["perf/samples_per_s"] = samples / max(time.monotonic() - began, 1e-9)
             last = update >= cfg.imitation.updates or stop
@@ -189,10 +189,16 @@ class Imitation:
                          if "imitate/val_accuracy" in scalars else "")
             if last:
                 self.writer.flush()
+                if stop:  # a signal: saved above; SIGUSR1 (SLURM's time-limit notice) also requeues, as `ddppo train`
+                    log.info("stopping at update %d (%s); checkpoint saved", update,
+                             "SIGUSR1" if requeue else "SIGTERM/SIGINT")
+                    if requeue and self.ctx.is_main:
+                        signals.requeue_slurm_job()
                 return 0
 
-    def _update(self, update: int) -> tuple[dict[str, float], int, bool]:
-        """One optimiser step on every rank; (scalars, demonstration steps over every rank, stop agreed)."""
+    def _update(self, update: int) -> tuple[dict[str, float], int, bool, bool]:
+        """One optimiser step on every rank; (scalars, demonstration steps over every rank, stop agreed, requeue
+        agreed: some rank received SIGUSR1)."""
         cfg = self.cfg.imitation
         self.policy.train()
         batch = self.demos.batch(update, cfg.batch_episodes, self.ctx.device)
@@ -206,14 +212,16 @@ class Imitation:
         if math.isfinite(float(norm)):
             self.optimizer.step()
         valid = batch.valid
-        local = torch.stack([loss_sum.detach(), weight.detach(), (hits * valid).sum(), valid.sum(),
-                             torch.tensor(float(signals.pending() != 0), device=valid.device)])
+        sig = signals.pending()
+        flags = torch.tensor([float(sig != 0), float(sig == int(signals.signal.SIGUSR1))], device=valid.device)
+        local = torch.cat([torch.stack([loss_sum.detach(), weight.detach(), (hits * valid).sum(), valid.sum()]),
+                           flags])
         total = self.ctx.all_reduce_sums(local, "imitation statistics").tolist()
         name = "accuracy" if getattr(self.policy, "discrete", True) else "action_mse"
         hit = total[2] / max(total[3], 1.0)
         return ({"imitate/loss": total[0] / max(total[1], 1e-9), f"imitate/{name}": hit if name == "accuracy"
                  else -hit, "imitate/grad_norm": float(norm), "imitate/lr": cfg.lr},
-                int(total[3]), total[4] > 0)
+                int(total[3]), total[4] > 0, total[5] > 0)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:

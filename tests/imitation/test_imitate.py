@@ -166,3 +166,21 @@ def test_box_actions_are_cloned_by_their_log_probability():
         (loss / weight).backward()
         opt.step()
     assert mse < first / 4
+
+
+@pytest.mark.parametrize("sig, requeued", [("SIGUSR1", 1), ("SIGTERM", 0)])
+def test_a_signal_stops_saves_and_sigusr1_requeues(tmp_path: Path, demos: Path, monkeypatch, sig: str,
+                                                   requeued: int):
+    """As `ddppo train`: a signal stops every rank at the same update with a checkpoint; SLURM's time-limit notice
+    (SIGUSR1) also requeues the job (rank 0's `scontrol requeue`); exit 0."""
+    import signal
+
+    from ddppo import signals
+
+    calls = []
+    monkeypatch.setattr(signals, "requeue_slurm_job", lambda: calls.append(1) or True)
+    monkeypatch.setattr(signals, "_received", [int(getattr(signal, sig))])
+    run_bc(tmp_path / "bc", demos, "imitation.updates=50", "checkpoint.interval_updates=100")
+    assert [r["update"] for r in metrics(tmp_path / "bc")] == [1]
+    assert (tmp_path / "bc" / "checkpoints" / "ckpt-1.pt").exists()
+    assert len(calls) == requeued
