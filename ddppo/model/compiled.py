@@ -22,18 +22,27 @@ import torch
 from torch import nn
 
 from ddppo.errors import ConfigError
+from ddppo.model.kept import frozen_stage
 
 log = logging.getLogger(__name__)
 
 
 def encoders(policy: nn.Module) -> dict[str, nn.Module]:
     """The observation encoders run.compile compiles, by name: ddppo's Policy's `encoders` (and those of a critic
-    trunk of its own), habitat-baselines' `net.visual_encoder`."""
+    trunk of its own), habitat-baselines' `net.visual_encoder`. An image encoder whose features the rollout keeps
+    (ddppo/model/kept.py) is compiled as its two stages, the frozen one (run once per step, at acting time) and the
+    trained one (acting and learning), since its own forward then never runs in training."""
+    kept = getattr(policy, "kept", None) or {}
     found: dict[str, nn.Module] = {}
     for prefix, owner in (("", policy), ("critic_trunk.", getattr(policy, "critic_trunk", None))):
         modules = getattr(owner, "encoders", None)
         if isinstance(modules, nn.ModuleDict):
-            found.update({f"{prefix}encoders.{k}": m for k, m in modules.items()})
+            for k, m in modules.items():
+                if owner is policy and k in kept:
+                    found[f"encoders.{k}.frozen_stage"] = frozen_stage(m.encoder)
+                    found[f"encoders.{k}.trained_stage"] = m.encoder.trained_stage
+                else:
+                    found[f"{prefix}encoders.{k}"] = m
     visual = getattr(getattr(policy, "net", None), "visual_encoder", None)
     if isinstance(visual, nn.Module):
         found["net.visual_encoder"] = visual

@@ -143,3 +143,15 @@ def test_a_training_run_keeps_features_and_acting_agrees_with_learning(probe, tm
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     devs = [r["loss/ratio_dev_start"] for r in rows if "loss/ratio_dev_start" in r]
     assert len(devs) == 2 and max(devs) < (1e-6 if precision == "fp32" else 1e-4), devs  # 0 measured in both
+
+
+def test_run_compile_compiles_a_kept_encoder_as_its_two_stages(probe):
+    from ddppo.model.compiled import compile_policy, encoders
+
+    policy = _policy()
+    found = encoders(policy)
+    assert set(found) == {"encoders.goal", "encoders.depth.frozen_stage", "encoders.depth.trained_stage"}
+    enc = policy.encoders["depth"].encoder
+    assert found["encoders.depth.frozen_stage"] is enc.stem and found["encoders.depth.trained_stage"] is enc.head
+    compile_policy(policy, "ddppo")
+    assert "forward" in vars(enc.stem) and "forward" in vars(enc.head)  # replaced on these instances (lazily compiled)
