@@ -114,12 +114,7 @@ class NatureCNN(nn.Module):
 class GridCNN(nn.Module):
     """rl-starter-files' MiniGrid CNN, for small symbolic grids (MiniGrid's 7x7 view): 16, 32 and 64 2x2
     convolutions with a 2x2 max-pool after the first, then a linear layer to policy.hidden_size. On a 7x7 image
-    it has a tenth of `CNNEncoder`'s multiply-adds (whose 4x4 pooling replicates the 1x1 map a 7x7 input leaves).
-    It reads the cells' values as they are (`scaled_input`: MiniGrid's object, colour and state indices, as
-    rl-starter-files does), not scaled to [0, 1]: indices of 0..10 scaled by 1/255 left its first layer learning
-    255x slower, and DoorKey-5x5 at 0.41 after 100k steps where the raw indices reach ~0.9."""
-
-    scaled_input = False  # ImageInput hands over the values unscaled
+    it has a tenth of `CNNEncoder`'s multiply-adds (whose 4x4 pooling replicates the 1x1 map a 7x7 input leaves)."""
 
     def __init__(self, shape: tuple[int, int, int], hidden: int):
         super().__init__()
@@ -160,8 +155,7 @@ class ImageInput(nn.Module):
 
     def __init__(self, space: gymnasium.spaces.Box, encoder: nn.Module):
         super().__init__()
-        # an encoder of categorical grids (GridCNN) sets scaled_input = False: it gets the values as they are
-        self.offset, self.scale = image_scaling(space) if getattr(encoder, "scaled_input", True) else (0.0, 1.0)
+        self.offset, self.scale = image_scaling(space)
         self.encoder = encoder
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
