@@ -114,7 +114,9 @@ class NatureCNN(nn.Module):
 class GridCNN(nn.Module):
     """rl-starter-files' MiniGrid CNN, for small symbolic grids (MiniGrid's 7x7 view): 16, 32 and 64 2x2
     convolutions with a 2x2 max-pool after the first, then a linear layer to policy.hidden_size. On a 7x7 image
-    it has a tenth of `CNNEncoder`'s multiply-adds (whose 4x4 pooling replicates the 1x1 map a 7x7 input leaves)."""
+    it has a tenth of `CNNEncoder`'s multiply-adds (whose 4x4 pooling replicates the 1x1 map a 7x7 input leaves),
+    and the same layers as the SB3 side of `ddppo bench minigrid`. It gets the image scaled to [0, 1] like every
+    encoder here (rl-starter-files feeds the raw indices; in ddppo's trunk that did not learn DoorKey-5x5)."""
 
     def __init__(self, shape: tuple[int, int, int], hidden: int):
         super().__init__()
