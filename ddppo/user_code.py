@@ -161,7 +161,7 @@ class EncoderRegistry(Registry):
 
 # policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key, each with its
 # own built-in choices; an encoder of your own (ddppo.model.build.register_encoder) is a choice of both
-ENCODERS = EncoderRegistry("image encoder", "policy.image_encoder", ("cnn", "nature", "resnet"),
+ENCODERS = EncoderRegistry("image encoder", "policy.image_encoder", ("cnn", "nature", "grid", "resnet"),
                            "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
 VECTOR_ENCODERS = Registry("vector encoder", "policy.vector_encoder", ("mlp",),
                            "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")

@@ -3,8 +3,9 @@
 `SubprocVecEnv` splits a rank's `num_envs` over `num_workers` worker processes.
 Each worker builds its own in-process VecEnv through the registry (with a
 derived seed, its share of the envs and `worker_index`/`worker_count` set in
-its EnvSpec) and writes observations, final observations, rewards and done
-flags straight into shared memory; actions, commands and episode summaries
+its EnvSpec) and writes observations, final observations, rewards, done flags
+and episode-start flags (they differ for Atari: a lost life is done, but the game
+goes on) straight into shared memory; actions, commands and episode summaries
 travel over pipes.
 
 Robustness: workers, their forkserver and the resource tracker ignore SIGINT,
@@ -138,6 +139,7 @@ class SubprocVecEnv:
             terminated=v["terminated"].copy(),
             truncated=v["truncated"].copy(),
             final_obs=_final_rows(v["final_obs"], done),
+            started=v["started"].copy(),
             episodes=self._episodes([(w, replies[w]) for w in range(self.num_workers)]),
         )
 
@@ -191,7 +193,7 @@ class SubprocVecEnv:
             res = StepResult(obs={k: a[lo:hi] for k, a in v["obs"].items()}, reward=v["reward"][lo:hi],
                              terminated=v["terminated"][lo:hi], truncated=v["truncated"][lo:hi],
                              final_obs={k: a[lo:hi] for k, a in v["final_obs"].items()},
-                             episodes=self._episodes([(w, replies[w])]))
+                             episodes=self._episodes([(w, replies[w])]), started=v["started"][lo:hi])
             out.append(WorkerStep(w, lo, hi, res))
         return out
 
@@ -233,7 +235,8 @@ class SubprocVecEnv:
         n = self.num_envs
         fields = [(f"obs/{k}", (n, *s.shape), s.dtype) for k, s in self.observation_space.spaces.items()]
         fields += [(f"final_obs/{k}", (n, *s.shape), s.dtype) for k, s in self.observation_space.spaces.items()]
-        fields += [("reward", (n,), np.float32), ("terminated", (n,), bool), ("truncated", (n,), bool)]
+        fields += [("reward", (n,), np.float32), ("terminated", (n,), bool), ("truncated", (n,), bool),
+                   ("started", (n,), bool)]
         layout, offset = [], 0
         for key, shape, dtype in fields:
             layout.append((key, shape, np.dtype(dtype).str, offset))
@@ -411,6 +414,7 @@ def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -
                     views["reward"][:] = result.reward
                     views["terminated"][:] = result.terminated
                     views["truncated"][:] = result.truncated
+                    views["started"][:] = result.episode_start  # Atari: a lost life ends no game
                     reply = result.episodes
                 elif cmd == "place_by_cost":
                     reply = place_by_cost(env, arg)

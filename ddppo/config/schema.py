@@ -310,8 +310,9 @@ class PolicyConfig:
                                            metadata=doc("the transformer core (rnn_type=transformer)"))
     image_encoder: str = field(default="cnn",
                                metadata=doc("cnn (small conv net) | nature (DQN's Nature CNN, SB3's and CleanRL's "
-                                            "for Atari: images of 36x36 and more) | resnet (GroupNorm ResNet) | "
-                                            "torchvision:NAME | "
+                                            "for Atari: images of 36x36 and more) | grid (rl-starter-files' "
+                                            "MiniGrid CNN: 2x2 convolutions, for small symbolic grids of 7x7 and "
+                                            "more) | resnet (GroupNorm ResNet) | torchvision:NAME | "
                                             "timm:NAME | open_clip:NAME (that library's model, built without "
                                             "weights, with a small trained head on its features; the `vision` "
                                             "extra: docs/guides/pretrained-encoders.md) | MODULE:NAME (your own, "

@@ -112,6 +112,34 @@ class NatureCNN(nn.Module):
         return self.fc(self.conv(x))
 
 
+class GridCNN(nn.Module):
+    """rl-starter-files' MiniGrid CNN, for small symbolic grids (MiniGrid's 7x7 view): 16, 32 and 64 2x2
+    convolutions with a 2x2 max-pool after the first, then a linear layer to policy.hidden_size. On a 7x7 image
+    it has a tenth of `CNNEncoder`'s multiply-adds (whose 4x4 pooling replicates the 1x1 map a 7x7 input leaves),
+    and the same layers as the SB3 side of `ddppo bench minigrid`. It gets the image scaled to [0, 1] like every
+    encoder here (rl-starter-files feeds the raw indices; in ddppo's trunk that did not learn DoorKey-5x5)."""
+
+    def __init__(self, shape: tuple[int, int, int], hidden: int):
+        super().__init__()
+        h, w, c = shape
+        if min(h, w) < 7:
+            raise ConfigError(f"policy.image_encoder=grid needs images of at least 7x7 (three 2x2 convolutions "
+                              f"and a 2x2 pooling), not {h}x{w}")
+        self.conv = nn.Sequential(
+            _init(nn.Conv2d(c, 16, 2)), nn.ReLU(), nn.MaxPool2d(2),
+            _init(nn.Conv2d(16, 32, 2)), nn.ReLU(),
+            _init(nn.Conv2d(32, 64, 2)), nn.ReLU(), nn.Flatten(),
+        )
+
+        def out(n: int) -> int:  # a side after the convolutions and the pooling
+            return (n - 1) // 2 - 2
+
+        self.fc = nn.Sequential(_init(nn.Linear(64 * out(h) * out(w), hidden)), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x))
+
+
 def image_scaling(space: gymnasium.spaces.Box) -> tuple[float, float]:
     """(offset, scale) with (x - offset) * scale in [0, 1] over the space's bounds; (0, 1) if unbounded."""
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
@@ -179,6 +207,12 @@ def cnn_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
 def nature_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
     """policy.image_encoder=nature: `NatureCNN`."""
     return NatureCNN(_image_shape(space, "nature"), cfg.hidden_size)
+
+
+@ENCODERS.register("grid")
+def grid_encoder(space: gymnasium.spaces.Box, cfg: PolicyConfig) -> nn.Module:
+    """policy.image_encoder=grid: `GridCNN`."""
+    return GridCNN(_image_shape(space, "grid"), cfg.hidden_size)
 
 
 @ENCODERS.register("resnet")

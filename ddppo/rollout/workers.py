@@ -87,8 +87,10 @@ class WorkerCollector(RolloutCollector):
         with self.timer(timing.OBS_TRANSFER):
             # normalize.update=step: counted and normalised as the lockstep acting path does (Actor.step)
             raw = res.obs if actor.obs_transform is None else actor.obs_transform.observe(res.obs)
-            obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done}, index=at)
+            obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done,
+                                                            "started": res.started}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
+            start = flags.get("started", done)  # Atari: a lost life is done, but the game (and memory) goes on
         obs = actor.keep(obs)
         memory_after = mem.select(self.pending["memory"], idx_dev)
         if res.truncated.any() and self.policy.critic is not None:
@@ -96,10 +98,10 @@ class WorkerCollector(RolloutCollector):
                 reward = reward + self.truncation_bootstrap(res, memory_after, idx.numpy())
         with self.timer(timing.STORAGE):
             s.insert_envs(idx, self.pending["action"][idx_dev], self.pending["logp"][idx_dev],
-                          self.pending["value"][idx_dev], reward, done, obs, done, at=(flags["slot"], idx_dev))
+                          self.pending["value"][idx_dev], reward, done, obs, start, at=(flags["slot"], idx_dev))
             for k, v in obs.items():
                 actor.obs[k][idx_dev] = v
-            actor.start[idx_dev] = done
+            actor.start[idx_dev] = start
             mem.assign(actor.memory, idx_dev, memory_after)
             self.add_episodes(res.episodes, sums, counts)
 
@@ -118,4 +120,4 @@ def concat(results: list[StepResult]) -> StepResult:
                       cat([r.reward for r in results]), cat([r.terminated for r in results]),
                       cat([r.truncated for r in results]),
                       {k: cat([r.final_obs[k] for r in results]) for k in results[0].final_obs},
-                      [e for r in results for e in r.episodes])
+                      [e for r in results for e in r.episodes], started=cat([r.episode_start for r in results]))

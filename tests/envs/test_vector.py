@@ -249,3 +249,27 @@ def test_async_send_to_some_workers_and_receive_whichever_are_ready(closing):
     np.testing.assert_array_equal(only.result.obs["depth"], parts[1].step(np.zeros(1, int)).obs["depth"])
     with pytest.raises(EnvError, match="no env worker stepping"):
         sub.recv()
+
+
+def test_workers_carry_where_episodes_start_apart_from_done(closing):
+    """Atari: a lost life is done for the learner while the game (and the policy's memory) goes on; the flag where
+    an episode starts crosses from the workers in `step` and in `recv` alike."""
+    pytest.importorskip("ale_py")
+    sub = make_vec_env("gym:ale_py:ALE/Breakout-v5", {"atari": True}, EnvSpec(num_envs=2, seed=3, num_workers=1))
+    closing(sub)
+    sub.reset()
+    rng = np.random.default_rng(0)
+    lost = np.zeros(2, bool)
+    for t in range(4000):
+        if t % 2:
+            res = sub.step(rng.integers(0, 4, 2))
+        else:
+            sub.send(0, rng.integers(0, 4, 2))
+            (step,) = sub.recv_all()
+            res = step.result
+        lost = res.terminated.copy()
+        lost[[e.env_index for e in res.episodes]] = False  # a game over: a new game starts
+        if lost.any():
+            break
+    assert lost.any(), "no life lost in 4000 random steps"
+    assert not res.episode_start[lost].any()  # the game goes on

@@ -102,7 +102,7 @@ def test_image_and_vector_encoders_have_their_own_choices_and_yours_is_a_choice_
     from ddppo.model.build import register_encoder
     from ddppo.user_code import ENCODERS, VECTOR_ENCODERS
 
-    with pytest.raises(ConfigError, match=r"policy.image_encoder='mlp': must be one of cnn, nature, resnet \("):
+    with pytest.raises(ConfigError, match=r"policy.image_encoder='mlp': must be one of cnn, nature, grid, resnet \("):
         load_config(None, ["policy.image_encoder=mlp"])
     with pytest.raises(ConfigError, match=r"policy.vector_encoder='cnn': must be one of mlp \("):
         load_config(None, ["policy.vector_encoder=cnn"])

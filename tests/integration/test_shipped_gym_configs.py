@@ -1,5 +1,6 @@
 """The shipped configs of packages' environments train as written, for one update (a rollout's worth of steps),
-and evaluate: `ddppo train minigrid` (MiniGrid's raw observation, the mission dropped) and
+and evaluate: `ddppo train minigrid` (MiniGrid's raw observation, the mission dropped), `ddppo train
+minigrid_memory` (MiniGrid-MemoryS7 with the transformer core) and
 `ddppo train atari env.name=gym:ale_py:ALE/Breakout-v5` (whole games as episodes). Each skips where its package
 is not installed (the extras `.[minigrid]`, `.[atari]`)."""
 
@@ -35,6 +36,16 @@ def test_minigrid_trains_on_the_raw_observation(tmp_path):
     ddppo(["eval", "mg", "eval.num_episodes=4"], tmp_path)
     result = json.loads((tmp_path / "mg" / "eval" / "ckpt-1.json").read_text())
     assert result["num_episodes"] == 4
+
+
+def test_minigrid_memory_trains_with_the_transformer_core(tmp_path):
+    pytest.importorskip("minigrid")
+    ddppo(["train", "minigrid_memory", "run.dir=mem", "run.total_env_steps=2048", *FAST], tmp_path)
+    assert [r["update"] for r in rows(tmp_path / "mem")] == [1]
+    ddppo(["eval", "mem", "eval.num_episodes=4"], tmp_path)
+    result = json.loads((tmp_path / "mem" / "eval" / "ckpt-1.json").read_text())
+    assert result["num_episodes"] == 4
+    assert "rnn_type: transformer" in (tmp_path / "mem" / "config.yaml").read_text()
 
 
 def test_atari_trains_as_written_and_evaluates_whole_games(tmp_path):

@@ -94,3 +94,24 @@ def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
     assert action.shape == (2,)
     with pytest.raises(ConfigError, match="nature needs images of at least 36x36 .* not 7x7"):
         NatureCNN((7, 7, 3), 64)
+
+
+def test_grid_cnn_is_rl_starter_files_and_refuses_small_images():
+    from ddppo.errors import ConfigError
+    from ddppo.model.policy import GridCNN
+
+    space = gymnasium.spaces.Dict({"image": gymnasium.spaces.Box(0, 255, (7, 7, 3), np.uint8),
+                                   "direction": gymnasium.spaces.Discrete(4)})
+    policy = Policy(space, gymnasium.spaces.Discrete(7), PolicyConfig(image_encoder="grid", hidden_size=64,
+                                                                      rnn_type="none"))
+    cnn = policy.encoders["image"].encoder
+    assert isinstance(cnn, GridCNN)
+    assert [tuple(m.weight.shape) for m in cnn.conv if hasattr(m, "weight")] == [(16, 3, 2, 2), (32, 16, 2, 2),
+                                                                                 (64, 32, 2, 2)]
+    assert cnn.fc[0].weight.shape == (64, 64)  # 7x7 -> 6x6, pooled to 3x3 -> 2x2 -> 1x1, 64 channels
+    assert GridCNN((9, 11, 3), 32).fc[0].weight.shape == (32, 64 * 2 * 3)  # 9x11 -> ... -> 2x3
+    obs = {"image": torch.zeros(2, 7, 7, 3, dtype=torch.uint8), "direction": torch.tensor([0.0, 3.0])}
+    action, *_ = policy.act(obs, policy.initial_memory(2), torch.ones(2))
+    assert action.shape == (2,)
+    with pytest.raises(ConfigError, match="grid needs images of at least 7x7 .* not 6x7"):
+        GridCNN((6, 7, 3), 64)
