@@ -18,7 +18,7 @@ from ddppo.eval.command import resolve_config
 from ddppo.eval.loading import build_policy, load_weights
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
-from ddppo.model.precision import autocast, bf16_problem, store_memory_in
+from ddppo.model.precision import autocast, bf16_problem, resolve_precision, store_memory_in
 from ddppo.model.actions import env_actions
 from ddppo.rollout.acting import check_finite
 from ddppo.envs.registry import make_vec_env
@@ -61,6 +61,8 @@ class Agent:
         # the run's precision (run.precision) where this device runs it natively, as `ddppo eval` acts; else fp32,
         # said once (a policy trained in bf16 acts in fp32 on a machine without bf16, a little differently)
         self.precision = config.run.precision
+        if self.precision == "auto":  # a config not written by a run (runs record what auto resolved to)
+            self.precision = resolve_precision("auto", torch.device(device), announce=False)
         problem = bf16_problem(torch.device(device)) if self.precision == "bf16" else None
         if problem is not None:
             log.warning("%s: acting in fp32 instead", problem.split(";")[0])

@@ -37,8 +37,10 @@ class RunConfig:
                            metadata=doc("the policy's forward passes, acting and learning: fp32 | bf16 (bfloat16 "
                                         "autocast on CPU and CUDA; weights, optimizer state, losses, advantages, "
                                         "returns and normalisation statistics stay fp32; needs bf16 hardware: "
-                                        "CUDA with bf16, a CPU with avx512_bf16 or AMX)",
-                                        choices=("fp32", "bf16")))
+                                        "CUDA with bf16, a CPU with avx512_bf16 or AMX) | auto (bf16 where the "
+                                        "device computes it natively, else fp32; decided when the run starts, "
+                                        "logged, and config.yaml records the value it picked)",
+                                        choices=("fp32", "bf16", "auto")))
     compile: bool = field(default=False,
                           metadata=doc("torch.compile the policy's forward (acting and learning), dynamic shapes so "
                                        "variable and preempted rollouts do not recompile; the compile time is "

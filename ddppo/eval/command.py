@@ -34,8 +34,8 @@ Outputs, written by rank 0 into OUT (default run.dir/eval):
                        warning, a line of the summary and TensorBoard eval/<metric>_non_finite.
   tb/                  TensorBoard `eval/<metric>` (+ `_ci95_low`, `_ci95_high`) at the checkpoint's env step
   videos/ckpt-<update>/episode-<k>.mp4   with --video N (GIF without an ffmpeg encoder)
-A checkpoint whose JSON exists with the same settings is skipped (re-run it
-with --force); one evaluated with other settings is refused, naming them.
+A checkpoint whose JSON exists with the same settings (run.precision among them, as resolved on eval's device)
+is skipped (re-run it with --force); one evaluated with other settings is refused, naming them.
 One `ddppo eval` writes into OUT at a time (OUT/.lock, ddppo.rundir.claim_dir, taken
 before its first evaluation): a second one refuses then, naming the first; evaluating
 while training writes the run dir is fine (eval only reads it).
@@ -58,13 +58,17 @@ from ddppo.config import Config, get_key, load_config
 from ddppo.errors import CheckpointError, ConfigError
 from ddppo.distributed import DistContext
 from ddppo.eval.runner import Evaluator, result_name
+from ddppo.model.precision import with_resolved_precision
 from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
 from ddppo.rollout.scenes import metric_key
 from ddppo.envs.registry import section_for
 
 log = logging.getLogger(__name__)
 
-SETTING_KEYS = ("run.seed", "eval.num_episodes", "eval.deterministic", "eval.seed_offset")
+# run.precision as the evaluation ran it (auto resolved on eval's device): bf16 and fp32 act alike but not bit-alike
+SETTING_KEYS = ("run.seed", "eval.num_episodes", "eval.deterministic", "eval.seed_offset", "run.precision")
+# what a stored result that predates a setting key evaluated with (every evaluation was fp32 before run.precision)
+SETTING_BEFORE = {"run.precision": "fp32"}
 FINISH_GRACE_S = 120.0  # after training finished, wait this long for its final checkpoint
 
 
@@ -252,7 +256,7 @@ class Selector:
         except (OSError, ValueError) as err:
             log.warning("%s is unreadable (%s); evaluating again", result_path, err)
             return False
-        old = stored.get("settings", {})
+        old = {**SETTING_BEFORE, **stored.get("settings", {})}
         differ = sorted(k for k in set(old) | set(self.settings) if old.get(k) != self.settings.get(k))
         if differ:
             detail = ", ".join(f"{k}: {old.get(k)!r} -> {self.settings.get(k)!r}" for k in differ[:8])
@@ -268,6 +272,7 @@ class Selector:
 # ------------------------------------------------------------------------------ driver
 def run(req: EvalRequest, cfg: Config, ctx: DistContext, out: TextIO | None = None) -> int:
     """Evaluate the requested checkpoints (every rank runs this); 0 on success, 1 if interrupted."""
+    cfg = with_resolved_precision(cfg, ctx.device, announce=ctx.is_main)  # auto: what this device runs
     out_dir = Path(req.out) if req.out else RunDir(cfg.run.dir).eval_dir
     selector = Selector(cfg, req, out_dir) if ctx.is_main else None
     outputs = Outputs(out_dir, cfg.log.tensorboard) if ctx.is_main else None

@@ -27,7 +27,7 @@ from ddppo.eval.probes import probe_for
 from ddppo.eval.stats import (dataset_quotas, finite_or_none, non_finite_counts, split, summarize_episodes,
                               summarize_scenes)
 from ddppo.eval.loading import build_policy, load_weights
-from ddppo.model.precision import check_precision
+from ddppo.model.precision import with_resolved_precision
 from ddppo.rollout.acting import Actor
 from ddppo.eval.video import EpisodeRecorder
 from ddppo.rundir import RunDir, checkpoint_update
@@ -52,8 +52,8 @@ class Evaluator:
     """One rank's envs and policy, reused for every checkpoint."""
 
     def __init__(self, cfg: Config, ctx: DistContext, out_dir: Path, settings: dict[str, Any]):
+        cfg = with_resolved_precision(cfg, ctx.device, announce=False)  # the run's precision, unless eval overrides it
         self.cfg, self.ctx, self.out_dir, self.settings = cfg, ctx, out_dir, settings
-        check_precision(cfg.run.precision, ctx.device)  # the run's precision, unless eval overrides it
         self.calls = 0
         self.interrupted = False
         dataset = "dataset" in cfg.env_options  # a split is run whole: no episode quota caps the envs

@@ -35,7 +35,7 @@ from ddppo.imitation.dataset import Dataset
 from ddppo.imitation.demonstrations import Batch, RankDemonstrations, inflection_coefficient
 from ddppo.model.actions import BernoulliActions, GaussianActions, MultiCategoricalActions
 from ddppo.model.build import make_policy
-from ddppo.model.precision import autocast, check_precision, to_fp32
+from ddppo.model.precision import autocast, to_fp32, with_resolved_precision
 from ddppo.normalization import observation_normalizer
 from ddppo.normalization.moments import batch_moments, merge_moments
 from ddppo.ppo.update import make_adam
@@ -98,6 +98,7 @@ class Imitation:
     """The parts of one behaviour-cloning run on this rank, built from `cfg`; `run()` trains, `close()` always."""
 
     def __init__(self, cfg: Config, ctx: DistContext):
+        cfg = with_resolved_precision(cfg, ctx.device, announce=ctx.is_main)  # auto -> what this device runs
         self.cfg, self.ctx = cfg, ctx
         if not cfg.imitation.data:
             raise ConfigError("ddppo imitate needs imitation.data=DIR, a dataset `ddppo record` wrote")
@@ -117,7 +118,6 @@ class Imitation:
 
     def _build(self, obs_space: Any, action_space: Any) -> None:
         cfg, ctx = self.cfg, self.ctx
-        check_precision(cfg.run.precision, ctx.device)
         torch.manual_seed(ctx.seed)
         self.demos = RankDemonstrations(self.data, cfg.imitation.val_fraction, ctx.rank, ctx.world_size, cfg.run.seed)
         self.policy = make_policy(obs_space, action_space, cfg.policy, value_head=estimator_class(cfg.ppo).critic,

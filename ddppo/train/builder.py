@@ -46,7 +46,7 @@ from ddppo.model.build import make_policy
 from ddppo.model.compiled import compile_policy
 from ddppo.model.encoder_weights import EncoderWeightsRecord
 from ddppo.model import kept
-from ddppo.model.precision import check_precision, store_memory_in
+from ddppo.model.precision import store_memory_in, with_resolved_precision
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import GroupedOptimizer, PPOUpdater, reset_critic
@@ -107,10 +107,12 @@ class Trainer:
     """The parts of one training run, built from `cfg` on this rank (the module docstring lists them)."""
 
     def __init__(self, cfg: Config, ctx: DistContext):
+        # run.precision=auto resolved to what this device runs (the value config.yaml and the checkpoints
+        # record); bf16 on hardware without it: one line, before anything
+        cfg = with_resolved_precision(cfg, ctx.device, announce=ctx.is_main)
         self.cfg, self.ctx = cfg, ctx
         self.timer = Timer(ctx.device)
         self.started = time.monotonic()
-        check_precision(cfg.run.precision, ctx.device)  # bf16 on hardware without it: one line, before anything
         self.config_changes = check_run_dir(cfg)  # refuses a shape change; config.yaml is written once started
         check_available(cfg)  # W&B enabled but not installed: every rank stops here, before any collective
         self.run_claim = claim_run_dir(cfg, ctx)  # one live writer: a second `ddppo train` here refuses (all ranks)

@@ -156,3 +156,11 @@ def test_train_from_python_writes_what_the_cli_writes(tmp_path):
     learnt = lambda row: {k: v for k, v in row.items() if k.startswith(("loss/", "train/"))}  # noqa: E731
     assert [learnt(r) for r in rows[0]] == [learnt(r) for r in rows[1]] and len(rows[0]) == 2
     assert load_config(api / "config.yaml").run.dir == str(api)
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_agent_resolves_auto_as_a_run_would(pendulum_run, monkeypatch, native, expected):
+    from ddppo.model import precision
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: native)
+    assert Agent.from_checkpoint(pendulum_run, overrides=["run.precision=auto"]).precision == expected

@@ -11,7 +11,9 @@ from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
 from ddppo.model import precision
 from ddppo.model.policy import Policy
-from ddppo.model.precision import autocast, bf16_problem, check_precision, cpuinfo_has_bf16, to_fp32
+from ddppo.config import load_config
+from ddppo.model.precision import (autocast, bf16_problem, capabilities_have_bf16, resolve_precision, to_fp32,
+                                   with_resolved_precision)
 
 
 def test_fp32_runs_as_built_and_bf16_autocasts_on_the_device_type():
@@ -28,25 +30,74 @@ def test_to_fp32_casts_floats_and_keeps_integer_actions():
     assert (logp.dtype, action.dtype) == (torch.float32, torch.long)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("flags\t\t: fpu avx512f avx512_bf16 amx_tile\n", True),
-    ("flags\t\t: fpu avx512f amx_bf16\n", True),
-    ("Features\t: fp asimd bf16 i8mm\n", True),
-    ("flags\t\t: fpu avx2 avx512f\nmodel name\t: bf16 in a name is not a flag\n", False),
+@pytest.mark.parametrize("capabilities, expected", [
+    ({"architecture": "x86_64", "avx512_f": True, "avx512_bf16": True}, True),
+    ({"architecture": "x86_64", "avx512_bf16": False, "amx_bf16": True}, True),
+    ({"architecture": "arm64", "neon": True, "bf16": True}, True),
+    ({"architecture": "x86_64", "avx2": True, "avx512_f": True, "avx512_bf16": False}, False),
+    ({"architecture": "arm64", "neon": True}, False),
 ])
-def test_cpuinfo_flags_decide_native_bf16(text, expected):
-    assert cpuinfo_has_bf16(text) is expected
+def test_torchs_cpu_capabilities_decide_native_bf16(capabilities, expected):
+    assert capabilities_have_bf16(capabilities) is expected
+
+
+def test_this_cpu_is_asked_through_torchs_capability_report(monkeypatch):
+    precision.cpu_has_bf16.cache_clear()
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"architecture": "x86_64", "amx_bf16": True},
+                        raising=False)
+    try:
+        assert precision.cpu_has_bf16() is True
+    finally:
+        precision.cpu_has_bf16.cache_clear()
 
 
 def test_a_cpu_without_bf16_is_refused_in_one_line_naming_the_key_and_fix(monkeypatch):
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
     with pytest.raises(ConfigError) as err:
-        check_precision("bf16", torch.device("cpu"))
+        resolve_precision("bf16", torch.device("cpu"))
     msg = str(err.value)
-    assert "run.precision=bf16" in msg and "set run.precision=fp32" in msg and "\n" not in msg
-    check_precision("fp32", torch.device("cpu"))  # fp32 runs anywhere
+    assert msg.startswith("run.precision=bf16: ") and "set run.precision=fp32" in msg and "\n" not in msg
+    assert resolve_precision("fp32", torch.device("cpu")) == "fp32"  # fp32 runs anywhere
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
-    check_precision("bf16", torch.device("cpu"))
+    assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_auto_is_bf16_where_the_cpu_computes_it_natively_and_fp32_elsewhere(monkeypatch, caplog, native, expected):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: native)
+    with caplog.at_level("INFO", logger="ddppo.model.precision"):
+        assert resolve_precision("auto", torch.device("cpu")) == expected
+    assert [r.getMessage() for r in caplog.records if "run.precision=auto" in r.getMessage()] == [
+        f"run.precision=auto: {expected} on cpu ({'it computes bf16 natively' if native else 'no native bf16'})"]
+    caplog.clear()
+    resolve_precision("auto", torch.device("cpu"), announce=False)  # other ranks: nothing logged
+    assert not caplog.records
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bf16"), (False, "fp32")])
+def test_auto_on_cuda_asks_torch_cuda_without_emulation(monkeypatch, native, expected):
+    asked = []
+
+    def supported(including_emulation=True):
+        asked.append(including_emulation)
+        return native
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
+    assert resolve_precision("auto", torch.device("cuda", 0)) == expected
+    assert asked == [False]
+
+
+def test_the_resolved_value_replaces_auto_in_the_config_and_anything_else_is_refused(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    cfg = load_config("configs/gridnav.yaml", ["run.precision=auto"])
+    resolved = with_resolved_precision(cfg, torch.device("cpu"))
+    assert (cfg.run.precision, resolved.run.precision) == ("auto", "bf16")
+    assert resolved.run.seed == cfg.run.seed and resolved.env == cfg.env
+    fp32 = load_config("configs/gridnav.yaml", ["run.precision=fp32"])
+    assert with_resolved_precision(fp32, torch.device("cpu")) is fp32
+    with pytest.raises(ConfigError, match=r"^run\.precision='fp16': use one of fp32, bf16, auto$"):
+        resolve_precision("fp16", torch.device("cpu"))
 
 
 def test_a_gpu_without_bf16_is_named(monkeypatch):
