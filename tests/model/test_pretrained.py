@@ -107,6 +107,23 @@ def test_an_unfrozen_backbone_trains_and_follows_train_and_eval():
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in enc.backbone.parameters())
 
 
+def test_a_trained_backbone_s_batchnorm_keeps_its_statistics_and_learns_its_affine():
+    """A fine-tuned resnet18: in train mode its BatchNorm layers still normalise by their running statistics, so a
+    forward of one image equals its row of a forward of a batch (acting and learning compute one function), the
+    statistics do not move, and the BatchNorm weights get gradients."""
+    enc = encoder("torchvision")
+    enc.train()
+    norms = [m for m in enc.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and enc.backbone.training and not any(m.training for m in norms)
+    before = [m.running_mean.clone() for m in norms]
+    x = torch.rand(4, 3, 24, 32)
+    batch = enc(x)
+    torch.testing.assert_close(enc(x[:1]), batch[:1], rtol=0, atol=1e-5)
+    assert all(torch.equal(a, m.running_mean) for a, m in zip(before, norms))
+    batch.sum().backward()
+    assert all(m.weight.grad is not None for m in norms)
+
+
 def test_the_optimizer_leaves_a_frozen_backbone_out():
     from ddppo.model.policy import Policy
     from ddppo.ppo.update import PPOUpdater
