@@ -120,7 +120,28 @@ def yaml_layer(text: str, what: str) -> DictConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{what} must hold a mapping of sections (run:, env:, ppo:, ...), "
                           f"not a {type(data).__name__}")
+    bad = _non_name_key(data)
+    if bad is not None:
+        raise ConfigError(f"{what} has the key {bad[1]!r}{f' under {bad[0]}' if bad[0] else ''}: config keys are "
+                          f"names (run:, ppo: lr:, ...); write it as one")
     return OmegaConf.create(data)
+
+
+def _non_name_key(data: Any, path: str = "") -> tuple[str, Any] | None:
+    """(where, key) of the first mapping key that is not a string (YAML's `~:`, `1:`, `[a]:`), or None."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if not isinstance(key, str):
+                return path, key
+            found = _non_name_key(value, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _non_name_key(value, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def shipped_config(name: str) -> Path:

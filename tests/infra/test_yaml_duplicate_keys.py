@@ -43,3 +43,14 @@ def test_cli_and_sweep_refuse_it_in_one_line(tmp_path: Path, cli):
     res = cli("sweep", str(spec), "--dry-run", "--sweep-dir", str(tmp_path / "sw"))
     assert res.returncode == 2 and "duplicate key 'seeds' (first at line 2)" in res.stderr, res
     assert res.stderr.strip().count("\n") == 0 and not (tmp_path / "sw").exists(), res
+
+
+@pytest.mark.parametrize("text, key, where", [("ppo:\n  ~: 3\n", "None", "ppo"), ("true: 1\n", "True", ""),
+                                              ("env:\n  gym:\n    1: x\n", "1", "env.gym")])
+def test_a_key_that_is_not_a_name_is_one_line(text: str, key: str, where: str):
+    """YAML allows null, number and list keys; a config's keys are names (omegaconf raised its own traceback)."""
+    with pytest.raises(ConfigError) as err:
+        yaml_layer(text, "config file 'x.yaml'")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"config file 'x.yaml' has the key {key}"), msg
+    assert (f" under {where}:" in msg) if where else " under " not in msg
