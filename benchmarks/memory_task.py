@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = ap.parse_args(argv)
     variants = [arg for core in args.cores for arg in ("--variant", core, f"policy.rnn_type={core}")]
-    return seeds.main(["gridnav_memory", *variants, "--seeds", *map(str, args.seeds), "--steps", str(args.steps),
-                       "--episodes", str(args.episodes), "--out", args.out, *args.overrides])
+    return seeds.main(["gridnav_memory", *args.overrides, *variants, "--seeds", *map(str, args.seeds),
+                       "--steps", str(args.steps), "--episodes", str(args.episodes), "--out", args.out])
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def test_bench_memory_task(cli, tmp_path):
             "ppo.epochs=1", "policy.hidden_size=16", cwd=tmp_path)
     assert r.returncode == 0, r
     runs = json.loads(out.read_text())["runs"]
-    assert [x["core"] for x in runs] == ["transformer"]
+    assert [x["variant"] for x in runs] == ["transformer"]
     assert all(0 <= x["success"] <= 1 and x["fps"] > 0 for x in runs) and "success per seed" in r.stdout
 
 
