@@ -49,8 +49,8 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
     "encoders": ("encoders", "learn-phase time with a library image encoder trained, frozen, and frozen with its "
                              "features kept (extra `vision`)"),
     "precision": ("precision", "an image policy's acting and learning time on the camera gridnav, fp32 vs bf16 vs "
-                               "bf16 + torch.compile, for the CNN and library encoders trained and frozen (--encoders), "
-                               "and the acting vs learning log-prob gap (run.precision, run.compile)"),
+                               "bf16 + torch.compile, for the CNN and library encoders trained and frozen "
+                               "(--encoders), and the acting vs learning log-prob gap (run.precision, run.compile)"),
     "bc-rl": ("bc_rl", "gridnav at one env-step budget: BC alone, RL alone, BC -> RL with and without the critic "
                        "warm-up, over seeds (PIRLNav's comparison)"),
     "reward-model": ("reward_model", "training steps/s with no reward model, an MLP reward model scoring every step, "

@@ -72,19 +72,20 @@ def bf16_compile_transformer(e: Env) -> str:
     CPU costs minutes."""
     budget = 1024 if e.dry else 16384
     args = ["env.num_envs=16", "rollout.num_steps=32", "checkpoint.interval_updates=100000",
-            f"run.total_env_steps={budget}", "env.gridnav.camera_size=[16,32]", "policy.rnn_type=transformer", "policy.transformer.context=16",
-            "ppo.minibatch_split=env", "run.precision=bf16", f"run.compile={'false' if e.dry else 'true'}", *e.dev()]
+            f"run.total_env_steps={budget}", "env.gridnav.camera_size=[16,32]", "policy.rnn_type=transformer",
+            "policy.transformer.context=16", "ppo.minibatch_split=env", "run.precision=bf16",
+            f"run.compile={'false' if e.dry else 'true'}", *e.dev()]
     run_dir, text = trained(e, "bf16_compile", 1, "configs/gridnav_depth.yaml", *args)
     last = reached(run_dir, budget)
+    rows = metrics(run_dir)
     compiled = len(re.findall(r"run\.compile: \S+ compiled in", text))
-    updates = len(metrics(run_dir))
     if not e.dry and not 0 < compiled <= 6:
-        raise CheckFailed(f"{compiled} compilations over {updates} updates (expected 1-6: acting and learning, not "
+        raise CheckFailed(f"{compiled} compilations over {len(rows)} updates (expected 1-6: acting and learning, not "
                           f"one per update): {tail(text)}")
-    devs = [r["loss/ratio_dev_start"] for r in metrics(run_dir) if "loss/ratio_dev_start" in r]
+    devs = [r["loss/ratio_dev_start"] for r in rows if "loss/ratio_dev_start" in r]
     if not devs or not max(devs) < 1e-2:
         raise CheckFailed(f"loss/ratio_dev_start {devs}: bf16 acting and bf16 learning disagree")
-    return (f"{last['perf/fps']:.0f} fps, {compiled} compilations over {updates} updates, ratio_dev_start max "
+    return (f"{last['perf/fps']:.0f} fps, {compiled} compilations over {len(rows)} updates, ratio_dev_start max "
             f"{max(devs):.1e}{' (dry: no compile)' if e.dry else ''}")
 
 

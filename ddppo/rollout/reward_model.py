@@ -4,9 +4,10 @@
               policy.architecture=MODULE:NAME is), built with reward.kwargs, its weights from reward.weights
               (a state dict, loaded with weights_only), in eval mode, no gradients, on the rank's device
     scored    during collection, as each step's results come back: one batched call over the envs that stepped
-              (never one env at a time), under no_grad, in run.precision, on what the step produced: the observation after the
-              step (an ended episode's final observation, not the next episode's first); reward.mode=terminal
-              scores only the envs whose episode ended this step, once each, on its final observation
+              (never one env at a time), under no_grad, in run.precision, on what the step produced: the
+              observation after the step (an ended episode's final observation, not the next episode's first);
+              reward.mode=terminal scores only the envs whose episode ended this step, once each, on its final
+              observation
     combined  reward = reward.env_weight x env reward + reward.model_weight x model reward, on the host, before
               the reward scaling (normalize.reward) and a truncation's bootstrap, so GAE and GRPO see it as an
               env reward

@@ -34,8 +34,9 @@ def test_the_classifier_learns_from_demonstrations_and_rewards_a_run(tmp_path):
     assert fit.returncode == 0, fit.stderr[-2000:]
     accuracy = float(re.search(r"accuracy on the demonstrations: ([\d.]+)", fit.stdout).group(1))
     assert accuracy >= 0.95
-    train = run([str(script), "train", "gridnav", *SMALL, "run.dir=run", "reward.model=success_reward:SuccessClassifier",
-                 "reward.weights=success.pt", "reward.mode=terminal", "reward.env_weight=0"], tmp_path)
+    train = run([str(script), "train", "gridnav", *SMALL, "run.dir=run",
+                 "reward.model=success_reward:SuccessClassifier", "reward.weights=success.pt", "reward.mode=terminal",
+                 "reward.env_weight=0"], tmp_path)
     assert train.returncode == 0, train.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and "perf/reward_model_s" in rows[-1]
