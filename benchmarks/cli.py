@@ -37,6 +37,9 @@ SCRIPTS = {  # benchmarks with options of their own: `ddppo bench NAME [their op
                                      "per-update differences"),
     "atari-env": ("atari_env", "the Atari env's own fps, gymnasium's AtariPreprocessing wrappers vs ale-py's "
                                "AtariVectorEnv (extra `atari`)"),
+    "atari": ("atari", "ddppo vs stable-baselines3 PPO on Atari at RL Zoo's settings (the standard preprocessing, "
+                       "the Nature CNN): wall-clock steps/s, return and learning curve at equal steps (extras "
+                       "`bench`, `atari`)"),
     "minigrid": ("minigrid", "ddppo vs stable-baselines3 PPO on MiniGrid's raw observation (rl-starter-files' "
                              "settings): wall-clock steps/s and return at equal steps (extras `bench`, `minigrid`)"),
     "checkpoint-io": ("checkpoint_io", "checkpoint size and write time of configs, written where you point it"),
