@@ -1,8 +1,11 @@
 """Raw env stepping speed (env-steps/s, random actions, no policy) for a few batch sizes, gridnav also with its
 camera (env.gridnav.camera) beside its range scan.
 
-    ddppo bench env-fps [--seconds 1.0] [--workers 2]
+    ddppo bench env-fps [--seconds 1.0] [--workers 2] [--gym ID [--drop-keys KEY ...]]
 
+`--gym ID` (env.name=gym:ID, e.g. minigrid:MiniGrid-DoorKey-5x5-v0 with --drop-keys mission) measures that env
+alone, 16 envs in the trainer process, in 1 worker and in --workers workers: what stepping envs in worker
+processes costs and gains for it (a worker's step is a round trip through a pipe, two process wake-ups).
 Prints figures only; performance is never asserted in tests.
 """
 
@@ -43,8 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ddppo bench env-fps", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="measuring time per configuration")
     parser.add_argument("--workers", type=int, default=2, help="subprocess workers for the SubprocVecEnv rows")
+    parser.add_argument("--gym", metavar="ID", help="only this gymnasium env (env.name=gym:ID), 16 envs in the "
+                                                    "trainer process, in 1 worker and in --workers workers")
+    parser.add_argument("--drop-keys", nargs="+", default=[], metavar="KEY", help="with --gym: env.gym.drop_keys")
     args = parser.parse_args(argv)
-    rows = [
+    gym_options = {"drop_keys": args.drop_keys} if args.drop_keys else {}
+    rows = [(f"gym:{args.gym}", gym_options, [16], workers) for workers in (0, 1, args.workers)] if args.gym else [
         ("gridnav", {}, [1, 16, 64, 256], 0),
         ("gridnav", {"num_headings": 8}, [64], 0),
         *(("gridnav", {"camera": camera, "camera_size": size}, [16, 64], 0)  # the first-person camera
@@ -53,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         ("synthetic", {}, [64], 0),
         ("gridnav", {}, [64, 256], args.workers),
     ]
-    print(f"{'env':<18} {'options':<38} {'workers':>7} {'num_envs':>8} {'env-steps/s':>12}")
+    width = max(18, *(len(name) for name, *_ in rows))
+    print(f"{'env':<{width}} {'options':<38} {'workers':>7} {'num_envs':>8} {'env-steps/s':>12}")
     for name, options, sizes, workers in rows:
         for n in sizes:
             fps = steps_per_second(name, options, EnvSpec(num_envs=n, seed=0, num_workers=workers), args.seconds)
-            print(f"{name:<18} {str(options or '-'):<38} {workers:>7} {n:>8} {fps:>12,.0f}", flush=True)
+            print(f"{name:<{width}} {str(options or '-'):<38} {workers:>7} {n:>8} {fps:>12,.0f}", flush=True)
 
 
