@@ -337,6 +337,27 @@ def bc_rl(plt, out: Path) -> Path:
     return _save(plt, fig, out / "bc_rl_gridnav.png", dpi=110)
 
 
+def side_by_side_sb3(plt, out: Path) -> Path:
+    """`ddppo bench atari` and `ddppo bench minigrid` (3 seeds each): both sides' return against env steps at each
+    rollout's end, a line per seed (SB3: its last 100 episodes; ddppo: the episodes of its last log.window
+    updates)."""
+    cases = [("atari_breakout_3seeds.json", "Breakout, RL Zoo's settings", "game score"),
+             ("minigrid_doorkey5x5_3seeds.json", "MiniGrid DoorKey-5x5, rl-starter-files' settings",
+              "return")]
+    fig, axes = plt.subplots(1, len(cases), figsize=(11, 3.6))
+    for ax, (name, title, ylabel) in zip(axes, cases):
+        data = _load(name)
+        for side, color in (("ddppo", COLORS["ddppo"]), ("sb3", "#2b8a3e")):
+            runs = [r for r in data["runs"] if r["side"] == side]
+            for k, run in enumerate(runs):
+                xs = [x for x, y in run["curve"] if y is not None]
+                ys = [y for _, y in run["curve"] if y is not None]
+                ax.plot(xs, ys, color=color, lw=1, alpha=0.75, label=f"{side} ({len(runs)} seeds)" if k == 0 else None)
+        _axes(ax, xlabel="env steps", ylabel=ylabel, title=f"{title}, {data['budget']:,} steps", title_size=10,
+              legend={"fontsize": 8})
+    return _save(plt, fig, out / "side_by_side_sb3.png", dpi=110)
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -348,7 +369,7 @@ def make_all(out: Path = OUT) -> list[Path]:
             throughput_bars_03(plt, out), habitat_lab_03_tasks(plt, out), gridnav_rates(plt, out),
             continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
             continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out),
-            preemption_scaling(plt, out), preemption_bias(plt, out), bc_rl(plt, out)]
+            preemption_scaling(plt, out), preemption_bias(plt, out), bc_rl(plt, out), side_by_side_sb3(plt, out)]
 
 
 if __name__ == "__main__":
