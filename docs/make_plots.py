@@ -358,6 +358,19 @@ def side_by_side_sb3(plt, out: Path) -> Path:
     return _save(plt, fig, out / "side_by_side_sb3.png", dpi=110)
 
 
+def atari_breakout_500k(plt, out: Path) -> Path:
+    """One ddppo run of configs/atari.yaml on Breakout to 500k env steps: the game score (episodes of the last 20
+    updates) against env steps."""
+    data = _load("atari_breakout_500k.json")
+    xs = [x for x, y in data["curve"] if y is not None]
+    ys = [y for _, y in data["curve"] if y is not None]
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    ax.plot(xs, ys, color=COLORS["ddppo"], lw=1.2)
+    _axes(ax, xlabel="env steps", ylabel="game score", title_size=10,
+          title=f"ddppo, Breakout, configs/atari.yaml to {data['budget']:,} steps (seed {data['seed']})")
+    return _save(plt, fig, out / "atari_breakout_500k.png", dpi=110)
+
+
 def make_all(out: Path = OUT) -> list[Path]:
     import matplotlib
 
@@ -369,7 +382,8 @@ def make_all(out: Path = OUT) -> list[Path]:
             throughput_bars_03(plt, out), habitat_lab_03_tasks(plt, out), gridnav_rates(plt, out),
             continuous_control(plt, out), continuous_control_cleanrl(plt, out), continuous_control_300k(plt, out),
             continuous_control_hopper_10(plt, out), continuous_control_hopper_20(plt, out),
-            preemption_scaling(plt, out), preemption_bias(plt, out), bc_rl(plt, out), side_by_side_sb3(plt, out)]
+            preemption_scaling(plt, out), preemption_bias(plt, out), bc_rl(plt, out), side_by_side_sb3(plt, out),
+            atari_breakout_500k(plt, out)]
 
 
 if __name__ == "__main__":
