@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ddppo.benchmarks import report
-
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # two-sided
+from ddppo.eval.stats import t_quantile
 
 
 def run(config: str, variant: str, overrides: Sequence[str], seed: int, steps: int | None, episodes: int) -> dict:
@@ -60,7 +59,7 @@ def interval(values: list[float]) -> tuple[float, float]:
     mean = statistics.mean(values)
     if len(values) < 2:
         return mean, 0.0
-    return mean, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, t_quantile(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
 def table(title: str, variants: Sequence[str], runs: list[dict]) -> list[str]:
