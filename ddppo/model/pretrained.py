@@ -217,9 +217,13 @@ class Backbone(nn.Module):
         self.register_buffer("std", torch.tensor(prep["std"], dtype=torch.float32).view(1, 3, 1, 1),
                              persistent=False)
         self.frozen = False
-        self.pool = nn.Identity()
-        _, h, w = self.feature_shape()
-        self.pool = AdaptiveAvgPool((min(GRID, h), min(GRID, w)))
+        was = self.training
+        self.eval()
+        with torch.no_grad():  # one probe of the library's map: (C', H', W'), pooled to at most GRID x GRID
+            c, h, w = as_map(self._features(self.model, torch.zeros(1, 3, *self.size))).shape[1:]
+        self.train(was)  # and a trained backbone's BatchNorm layers in eval mode (train)
+        self._shape = (int(c), min(GRID, int(h)), min(GRID, int(w)))
+        self.pool = AdaptiveAvgPool(self._shape[1:])
 
     def freeze(self) -> "Backbone":
         self.frozen = True
@@ -259,13 +263,8 @@ class Backbone(nn.Module):
         return self.features(images)
 
     def feature_shape(self) -> tuple[int, int, int]:
-        """(C', h, w) of `features` for one image."""
-        was = self.training
-        self.eval()
-        with torch.no_grad():
-            shape = tuple(self.features(torch.zeros(1, 3, *self.size)).shape[1:])
-        self.train(was)
-        return shape
+        """(C', h, w) of `features` for one image (the pooled map's, found when the backbone was built)."""
+        return self._shape
 
 
 class FeatureHead(nn.Module):
