@@ -50,14 +50,15 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
             storage.py (the buffers and their one writer's inserts), reward_model.py (reward.model: scoring each
-            step's results, combined with the env's reward), rollout.py (the rollout as one value, its
-            minibatches), staging.py (every host-to-device copy of a step), preemption.py,
+            step's results, combined with the env's reward), rollout.py (the rollout as one value),
+            staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
             samples, gradient weight and outcomes: train/scene/*)
 advantage/  advantage estimation, chosen once from ppo.advantage: estimator.py (the interface, the decorator
-            registering an estimator as a ppo.advantage choice, the one the config names), gae.py (GAE, and
+            registering an estimator as a ppo.advantage choice, the one the config names, the Advantages it returns), gae.py (GAE, and
             normalisation over every rank), grpo.py (critic-free GRPO, its carry and its config rules)
-ppo/        loss.py, update.py (one gradient all-reduce per minibatch), reference.py (the KL reference policy)
+ppo/        loss.py, update.py (one gradient all-reduce per minibatch), batches.py (the minibatches cut from a
+            rollout and its advantages), reference.py (the KL reference policy)
 train/      the training application: builder.py (every part assembled once from the config: the only place a
             mode is decided), loop.py (the loop, which only iterates over those parts), progress.py (update, env
             steps, window, KL coefficient: a saved-state owner of its own), phases.py (one update's phases:

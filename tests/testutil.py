@@ -364,7 +364,7 @@ def epoch_gradients(updater: Any, rollout: Any, seed: int = 0) -> Any:
     replaced by recording them, so the parameters stay where they are."""
     import torch
 
-    from ddppo.rollout.rollout import Advantages
+    from ddppo.advantage import Advantages
     from ddppo.timing import Timer
 
     grads: list = []

@@ -6,7 +6,7 @@ name with `@register_estimator(NAME)`. What it states about itself, read before 
     env_group_size(ppo)                 envs that share each episode (GRPO: ppo.group_size; else 1)
     config_problems(cfg)                its config rules, reported by the config checks with every other problem
 What an instance does, built as cls(ppo_config, num_envs_of_this_rank):
-    compute(rollout)                    after each rollout: its Advantages (advantages, returns and the mask of the
+    compute(rollout)                    after each rollout: its `Advantages` (advantages, returns and the mask of the
                                         samples that take part in the loss), new tensors over the collected steps
                                         (`rollout.bootstrap`: V(the observation after each env's last step))
     normalise(advantages, ctx)          before the PPO epochs, on every rank, every update: new Advantages (a
@@ -32,6 +32,6 @@ trains with a toy one that way.
 from __future__ import annotations
 
 from ddppo.advantage import gae, grpo  # noqa: F401  (registers the built-in estimators)
-from ddppo.advantage.estimator import Estimator, estimator_class, estimator_for, register_estimator
+from ddppo.advantage.estimator import Advantages, Estimator, estimator_class, estimator_for, register_estimator
 
-__all__ = ["Estimator", "estimator_class", "estimator_for", "register_estimator"]
+__all__ = ["Advantages", "Estimator", "estimator_class", "estimator_for", "register_estimator"]

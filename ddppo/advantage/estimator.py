@@ -1,16 +1,25 @@
-"""What an advantage estimator is (`Estimator`), the decorator that makes one a `ppo.advantage` choice
-(`register_estimator`), and the estimator the config names (`estimator_class`, `estimator_for`)."""
+"""What an advantage estimator is (`Estimator`) and what it returns (`Advantages`), the decorator that makes one a
+`ppo.advantage` choice (`register_estimator`), and the estimator the config names (`estimator_class`,
+`estimator_for`)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, NamedTuple, Protocol
 
 import torch
 
 from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
-from ddppo.rollout.rollout import Advantages, Rollout
+from ddppo.rollout.rollout import Rollout
 from ddppo.user_code import ADVANTAGES
+
+
+class Advantages(NamedTuple):
+    """What an advantage estimator returns for a rollout: new tensors, (L, N) each."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor  # 0 where the estimator has no critic (GRPO)
+    mask: torch.Tensor  # float: the samples that take part in the loss (the rollout's valid ones, or fewer: GRPO)
 
 
 class Estimator(Protocol):

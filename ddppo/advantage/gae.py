@@ -13,10 +13,10 @@ import math
 import numpy as np
 import torch
 
-from ddppo.advantage.estimator import register_estimator
+from ddppo.advantage.estimator import Advantages, register_estimator
 from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
-from ddppo.rollout.rollout import Advantages, Rollout
+from ddppo.rollout.rollout import Rollout
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma: float,

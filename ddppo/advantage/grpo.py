@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import torch
 
-from ddppo.advantage.estimator import register_estimator
+from ddppo.advantage.estimator import Advantages, register_estimator
 from ddppo.config import Config, PPOConfig
 from ddppo.distributed import DistContext
 from ddppo.envs.registry import grouped_episode_envs
-from ddppo.rollout.rollout import Advantages, Rollout
+from ddppo.rollout.rollout import Rollout
 
 
 def grpo_advantages(rewards: torch.Tensor, dones: torch.Tensor, idle: torch.Tensor, carry: torch.Tensor,

@@ -49,7 +49,7 @@ from collections import defaultdict
 
 import torch
 
-from ddppo.advantage import Estimator
+from ddppo.advantage import Advantages, Estimator
 from ddppo.config import PPOConfig
 from ddppo.distributed import DistContext
 from ddppo import timing
@@ -57,7 +57,8 @@ from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
 from ddppo.model.policy import Policy
 from ddppo.model.precision import autocast, to_fp32
-from ddppo.rollout.rollout import Advantages, MiniBatch, Order, Rollout, minibatches
+from ddppo.ppo.batches import MiniBatch, Order, minibatches
+from ddppo.rollout.rollout import Rollout
 
 
 @dataclasses.dataclass

@@ -18,8 +18,8 @@ from typing import NamedTuple, Protocol
 
 import torch
 
+from ddppo.advantage import Advantages
 from ddppo.rollout.collector import CollectResult
-from ddppo.rollout.rollout import Advantages
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.ppo.update import UpdateResult
 from ddppo.timing import Timer

@@ -26,7 +26,7 @@ import torch
 
 from ddppo.advantage import register_estimator
 from ddppo.advantage.gae import normalize_advantages
-from ddppo.rollout.rollout import Advantages
+from ddppo.advantage import Advantages
 
 
 @register_estimator("toy")

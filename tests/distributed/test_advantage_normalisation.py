@@ -30,7 +30,7 @@ def rank_advantages(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def normalise_worker(rank: int, world: int, port: int) -> list:
     from ddppo.config import PPOConfig
-    from ddppo.rollout.rollout import Advantages
+    from ddppo.advantage import Advantages
     from ddppo.timing import Timer
 
     ppo = PPOConfig(epochs=1, num_mini_batch=2, normalize_advantage=True)

@@ -27,7 +27,7 @@ def _snapshot(policy, optimizer) -> dict:
 
 def empty_worker(rank: int, world: int, port: int) -> list:
     from ddppo.config import PPOConfig
-    from ddppo.rollout.rollout import Advantages
+    from ddppo.advantage import Advantages
     from ddppo.timing import Timer
 
     ctx, policy, updater, storage = tiny_learner(rank, world, port, PPOConfig(epochs=1, num_mini_batch=1, lr=1e-2),

@@ -1,6 +1,12 @@
-"""Helpers of the rollout tests."""
+"""Helpers of the rollout tests (the storage helpers serve tests/ppo/test_batches.py too)."""
 
 from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import torch
+
+from ddppo.rollout.storage import RolloutStorage
 
 
 class NeverStop:
@@ -134,3 +140,35 @@ def expected_scene_samples(env, first, counts, believed):
             if (k + 1) % L == 0 and not env.tells_next:
                 believed[n] = env.scene_at(n, k)
     return out
+
+
+# ------------------------------------------------------------------ a storage filled with recognisable steps
+OBS_SPACE = gymnasium.spaces.Dict({
+    "vec": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
+    "img": gymnasium.spaces.Box(0, 255, (4, 4, 1), np.uint8),
+})
+ACTIONS = gymnasium.spaces.Discrete(4)
+
+
+def make_storage(T=6, N=4, layers=1, H=5, action_space=ACTIONS):
+    return RolloutStorage(T, N, OBS_SPACE, action_space, {"rnn": torch.zeros(N, layers, H)}, torch.device("cpu"))
+
+
+def obs_at(t, N=4):
+    """Distinct, recognisable observations: vec = t + env/10, img = t."""
+    vec = torch.tensor([[t + n / 10] * 3 for n in range(N)], dtype=torch.float32)
+    img = torch.full((N, 4, 4, 1), t, dtype=torch.uint8)
+    return {"vec": vec, "img": img}
+
+
+def fill(s, steps, N=4, done_at=()):
+    """begin + `steps` inserts with recognisable values: action t, value 10t+n, reward t+n/100; the memory at the
+    start has env n's rows filled with n (recognisable too)."""
+    rnn = s.memory0["rnn"]
+    hidden = torch.arange(N, dtype=torch.float32).view(N, 1, 1).expand_as(rnn).clone()
+    s.begin(obs_at(0, N), torch.ones(N), {"rnn": hidden})
+    for t in range(steps):
+        done = torch.tensor([1.0 if (t, n) in done_at else 0.0 for n in range(N)])
+        s.insert(torch.full((N,), t % 4), torch.full((N,), -0.1 * t), 10.0 * t + torch.arange(N),
+                 t + torch.arange(N) / 100, done, obs_at(t + 1, N))
+    return hidden

@@ -1,5 +1,6 @@
 """Rollout storage (ddppo/rollout/storage.py) and the rollout value it returns (ddppo/rollout/rollout.py): layout,
-valid mask, bootstrap, minibatches; and the collector filling it (preemption, truncation bootstrap)."""
+valid mask, bootstrap; and the collector filling it (preemption, truncation bootstrap). The minibatches cut from
+it: tests/ppo/test_batches.py."""
 
 import gymnasium
 import numpy as np
@@ -11,40 +12,11 @@ from ddppo.timing import Timer
 from ddppo.model.policy import Policy
 from ddppo.rollout.lockstep import LockstepCollector
 from ddppo.advantage.gae import gae, rollout_gae
-from ddppo.rollout.rollout import minibatches
+from ddppo.ppo.batches import minibatches
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.base import EpisodeInfo, StepResult
 
-OBS_SPACE = gymnasium.spaces.Dict({
-    "vec": gymnasium.spaces.Box(-1, 1, (3,), np.float32),
-    "img": gymnasium.spaces.Box(0, 255, (4, 4, 1), np.uint8),
-})
-ACTIONS = gymnasium.spaces.Discrete(4)
-
-
-def make_storage(T=6, N=4, layers=1, H=5, action_space=ACTIONS):
-    return RolloutStorage(T, N, OBS_SPACE, action_space, {"rnn": torch.zeros(N, layers, H)}, torch.device("cpu"))
-
-
-def obs_at(t, N=4):
-    """Distinct, recognisable observations: vec = t + env/10, img = t."""
-    vec = torch.tensor([[t + n / 10] * 3 for n in range(N)], dtype=torch.float32)
-    img = torch.full((N, 4, 4, 1), t, dtype=torch.uint8)
-    return {"vec": vec, "img": img}
-
-
-def fill(s, steps, N=4, done_at=()):
-    """begin + `steps` inserts with recognisable values: action t, value 10t+n, reward t+n/100; the memory at the
-    start has env n's rows filled with n (recognisable too)."""
-    rnn = s.memory0["rnn"]
-    hidden = torch.arange(N, dtype=torch.float32).view(N, 1, 1).expand_as(rnn).clone()
-    s.begin(obs_at(0, N), torch.ones(N), {"rnn": hidden})
-    for t in range(steps):
-        done = torch.tensor([1.0 if (t, n) in done_at else 0.0 for n in range(N)])
-        s.insert(torch.full((N,), t % 4), torch.full((N,), -0.1 * t), 10.0 * t + torch.arange(N),
-                 t + torch.arange(N) / 100, done, obs_at(t + 1, N))
-    return hidden
-
+from rollout_testutil import fill, make_storage, obs_at
 
 def test_dtypes_and_shapes():
     s = make_storage()
@@ -121,47 +93,6 @@ def test_gae_of_a_rollout_bootstraps_after_its_last_step(L):
     # the last collected step bootstraps from `last` (hand check, env 0 never done)
     delta = s.rewards[L - 1, 0] + 0.9 * last[0] - s.values[L - 1, 0]
     torch.testing.assert_close(out.advantages[L - 1, 0], delta)
-
-
-@pytest.mark.parametrize("N,k,L", [(4, 1, 6), (4, 2, 6), (4, 4, 2), (6, 3, 1), (8, 4, 5)])
-def test_minibatches_split_by_env_always_num_mini_batch(N, k, L):
-    s = make_storage(T=6, N=N, layers=2)
-    hidden = fill(s, L, N=N)
-    rollout = s.rollout(torch.zeros(N))
-    adv = rollout_gae(rollout, 0.99, 0.95)
-    g = torch.Generator().manual_seed(0)
-    batches = list(minibatches(rollout, adv, k, generator=g))
-    assert len(batches) == k
-    seen = []
-    for mb in batches:
-        # env ids of this batch, recovered from the recognisable observations
-        envs = torch.round((mb.obs["vec"][0, :, 0] - 0) * 10).long()
-        seen += envs.tolist()
-        n = N // k
-        assert mb.obs["vec"].shape == (L, n, 3) and mb.obs["img"].shape == (L, n, 4, 4, 1)
-        assert mb.actions.shape == mb.old_logp.shape == mb.old_values.shape == mb.valid.shape == (L, n)
-        assert mb.memory["rnn"].shape == (n, 2, 5)
-        assert torch.equal(mb.memory["rnn"], hidden[envs])  # the memory of the same envs
-        assert torch.equal(mb.advantages, adv.advantages[:, envs])
-        assert torch.equal(mb.returns, adv.returns[:, envs])
-        assert torch.equal(mb.old_values, s.values[:L, envs])
-        assert torch.equal(mb.episode_start, s.episode_start[:L, envs])
-        assert torch.equal(mb.valid, torch.ones(L, n))
-        for t in range(L):  # time stays whole and in order
-            torch.testing.assert_close(mb.obs["vec"][t, :, 0], t + envs / 10)
-    assert sorted(seen) == list(range(N))  # each env in exactly one minibatch
-
-
-def test_minibatches_shuffle_envs_between_epochs():
-    s = make_storage(T=2, N=8)
-    fill(s, 2, N=8)
-    rollout = s.rollout(torch.zeros(8))
-    adv = rollout_gae(rollout, 0.99, 0.95)
-    g = torch.Generator().manual_seed(1)
-    orders = {tuple(torch.cat([mb.memory["rnn"][:, 0, 0] for mb in minibatches(rollout, adv, 4, generator=g)]
-                              ).tolist())
-              for _ in range(5)}
-    assert len(orders) > 1
 
 
 # --------------------------------------------------------------------------------- collector
@@ -293,26 +224,3 @@ def test_insert_envs_variable_segments_mask_bootstrap_and_minibatches():
     with pytest.raises(ValueError, match="capacity"):
         s.insert_envs(torch.tensor([1]), torch.ones(1), torch.zeros(1), torch.ones(1), torch.ones(1), torch.zeros(1),
                       {k: v[[1]] for k, v in obs_at(0, 3).items()}, torch.zeros(1))
-
-
-@pytest.mark.parametrize("N,k,L", [(4, 1, 6), (4, 3, 6), (1, 5, 6), (2, 7, 3)])
-def test_sample_minibatches_draw_every_step_of_every_env_once(N, k, L):
-    """ppo.minibatch_split=sample: exactly k minibatches (however the samples divide), each sample (t, env)
-    once over them, its fields kept together."""
-    s = make_storage(T=6, N=N)
-    fill(s, L, N=N)
-    rollout = s.rollout(torch.zeros(N))
-    adv = rollout_gae(rollout, 0.99, 0.95)
-    batches = list(minibatches(rollout, adv, k, generator=torch.Generator().manual_seed(0), split="sample"))
-    assert len(batches) == k
-    seen = []
-    for mb in batches:
-        B = mb.valid.shape[1]
-        assert mb.obs["vec"].shape == (1, B, 3) and mb.actions.shape == mb.returns.shape == (1, B)
-        assert mb.memory["rnn"].shape == (B, 1, 5) and not mb.memory["rnn"].any()
-        t = mb.obs["vec"][0, :, 0].floor()
-        env = torch.round((mb.obs["vec"][0, :, 0] - t) * 10).long()
-        seen += list(zip(t.long().tolist(), env.tolist()))
-        assert torch.equal(mb.advantages[0], adv.advantages[t.long(), env])
-        assert torch.equal(mb.old_values[0], s.values[t.long(), env])
-    assert sorted(seen) == [(t, n) for t in range(L) for n in range(N)]

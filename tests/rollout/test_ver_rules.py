@@ -12,7 +12,7 @@ from ddppo.config import PolicyConfig, RolloutConfig
 from ddppo.advantage.gae import rollout_gae
 from ddppo.model import memory
 from ddppo.model.policy import Policy
-from ddppo.rollout.rollout import minibatches
+from ddppo.ppo.batches import minibatches
 from ddppo.ppo.loss import ppo_loss
 from ddppo.rollout.factory import make_collector, storage_steps
 from ddppo.rollout.storage import RolloutStorage
