@@ -1,5 +1,5 @@
-"""ddppo: decentralised distributed PPO. Where each kind of code belongs (imports run down this list, never up);
-every module is named here (tests/infra/test_import_graph.py checks that, and the order):
+"""ddppo: decentralised distributed PPO. Where each kind of code belongs (imports run down this list, never up: the
+layers are `LAYERS` below); every module is named here (tests/infra/test_import_graph.py checks that, and the order):
 
 infrastructure   shared by every application; knows no training or evaluation logic
     config/         schema.py (the sections assembled into Config; help, shape, choices, range as field
@@ -67,18 +67,19 @@ train/      the training application: builder.py (every part assembled once from
             startup.py (run-directory start-up: stored config, claim, config.yaml), stats.py, scene_costs.py
             (measured scene costs kept in the run dir), bottleneck.py (report), metrics.py (sinks), wandb_sink.py
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
-            loading.py (a checkpoint's policy as eval acts with it; ddppo.api.Agent loads through it too),
+            loading.py (a checkpoint's policy as eval acts with it; ddppo.api.Agent and `ddppo record --policy`
+            load and act through it too),
             probes.py, stats.py, video.py
 export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
             ckpt.N.pth)
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), gpus.py (GPUs per
             parallel local run), summary.py, cli.py
-api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
-            (load_config, train: what `ddppo train` runs)
 imitation/  imitation (`ddppo record`, `ddppo imitate`): dataset.py (demonstration shards, journals and the manifest;
             checks), record.py (the env's expert or a policy, every rank its share, resume), demonstrations.py (a
             rank's episodes, held-out split, padded batches, inflection weights), imitate.py (behaviour cloning with
             training's parts), cli.py
+api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
+            (load_config, train: what `ddppo train` runs)
 cli.py      `ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
@@ -87,3 +88,10 @@ ddppo.envs (envs/: environments; imports nothing of ddppo but the data package d
 is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
 sbatch scripts).
 """
+
+# The layers, lowest first: a module imports its own layer and the layers below, never above; the groups of one
+# layer (train, eval, export) are applications side by side and never import each other. The one list:
+# tests/infra/test_import_graph.py checks the imports, the map above and docs/design/architecture.md against it.
+LAYERS = (("infrastructure",), ("normalization",), ("model",), ("rollout",), ("advantage",), ("ppo",),
+          ("train", "eval", "export"), ("sweep",), ("imitation",), ("api",), ("cli",), ("benchmarks",))
+INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint", "rundir")  # of the infrastructure layer

@@ -10,16 +10,12 @@ import gymnasium
 import numpy as np
 import torch
 
-from ddppo import checkpoint as ckpt
 from ddppo import user_code
-from ddppo.config import Config, build_config, parse_overrides, to_yaml, yaml_layer
-from ddppo.errors import CheckpointError
-from ddppo.eval.command import resolve_config
-from ddppo.eval.loading import build_policy, load_weights
+from ddppo.config import Config
+from ddppo.eval.loading import act_on_arrays, acting_precision, build_policy, load_weights, open_checkpoint
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
-from ddppo.model.precision import autocast, bf16_problem, resolve_precision, store_memory_in
-from ddppo.model.actions import env_actions
+from ddppo.model.precision import store_memory_in
 from ddppo.rollout.acting import check_finite
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
@@ -58,15 +54,7 @@ class Agent:
         self.policy, self.config, self.device = policy, config, device
         self.observation_space, self.action_space = observation_space, action_space
         self.checkpoint, self.env_steps = checkpoint, env_steps
-        # the run's precision (run.precision) where this device runs it natively, as `ddppo eval` acts; else fp32,
-        # said once (a policy trained in bf16 acts in fp32 on a machine without bf16, a little differently)
-        self.precision = config.run.precision
-        if self.precision == "auto":  # a config not written by a run (runs record what auto resolved to)
-            self.precision = resolve_precision("auto", torch.device(device), announce=False)
-        problem = bf16_problem(torch.device(device)) if self.precision == "bf16" else None
-        if problem is not None:
-            log.warning("%s: acting in fp32 instead", problem.split(";")[0])
-            self.precision = "fp32"
+        self.precision = acting_precision(config, torch.device(device))
         store_memory_in(policy, self.precision)
 
     # ---------------------------------------------------------------------------------------- loading
@@ -93,22 +81,7 @@ class Agent:
         """
         user_code.workdir_first()  # as the `ddppo` command: the user's modules beside them are found
         device = torch.device(device)
-        path = Path(path)
-        if path.is_dir():
-            cfg = resolve_config(str(path), list(overrides))
-            found = ckpt.newest_valid(path, map_location=device)
-            if found is None:
-                raise CheckpointError(f"{str(path)!r} has no checkpoints; train first, or pass a checkpoint file")
-            file, data = found
-        else:
-            file, data = path, ckpt.load(path, map_location=device)
-            if ckpt.foreign(data) is not None:
-                raise CheckpointError(f"{str(path)!r} is a {ckpt.foreign(data).format} checkpoint without a ddppo "
-                                      f"config; load it from a run directory whose config describes it")
-            cfg = ckpt.stored_config(data, f"checkpoint {path}")
-            if overrides:
-                cfg = build_config((f"checkpoint {path}", yaml_layer(to_yaml(cfg), f"checkpoint {path}")),
-                                   ("overrides", parse_overrides(list(overrides))))
+        cfg, file, data = open_checkpoint(Path(path), device, overrides)
         if observation_space is None or action_space is None:
             observation_space, action_space = _env_spaces(cfg, observation_space, action_space)
         policy = build_policy(cfg, observation_space, action_space, device)
@@ -147,15 +120,13 @@ class Agent:
         batch, single = self._batch(obs)
         n = next(iter(batch.values())).shape[0]
         check_finite(batch, "given to Agent.act")
-        tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
         if state is None:
             state, start = self.initial_state(n), torch.ones(n, device=self.device)
         else:
             start = torch.as_tensor(np.broadcast_to(np.asarray(False if episode_start is None else episode_start,
                                                                np.float32), (n,)).copy(), device=self.device)
-        with autocast(self.precision, self.device):
-            action, _, _, state = self.policy.act(tensors, state, start, deterministic=deterministic)
-        actions = env_actions(self.action_space, action.cpu().numpy())
+        actions, state = act_on_arrays(self.policy, batch, state, start, self.action_space, self.precision,
+                                       deterministic)
         return (actions[0] if single else actions), state
 
     def _batch(self, obs: Mapping[str, Any] | np.ndarray) -> tuple[dict[str, np.ndarray], bool]:

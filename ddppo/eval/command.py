@@ -54,9 +54,10 @@ from typing import Any, TextIO
 
 from ddppo import checkpoint as ckpt
 from ddppo import signals
-from ddppo.config import Config, get_key, load_config
+from ddppo.config import Config, get_key
 from ddppo.errors import CheckpointError, ConfigError
 from ddppo.distributed import DistContext
+from ddppo.eval.loading import resolve_config
 from ddppo.eval.runner import Evaluator, result_name
 from ddppo.model.precision import with_resolved_precision
 from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
@@ -87,26 +88,6 @@ class EvalRequest:
 
 
 # ------------------------------------------------------------------------------ config and files
-# Training-only keys set so that no training-only check (minibatches or workers dividing env.num_envs)
-# refuses an eval override of env.num_envs; eval uses neither. The scene costs place training's scenes for speed
-# (episode_split=cost): eval places them alike rather than need a cost file that may be gone. The user's own
-# overrides still win.
-EVAL_DEFAULTS = ("ppo.num_mini_batch=1", "env.num_workers=0", "env.habitat.scene_costs=''",
-                 "env.habitat_lab.scene_costs=''")
-
-
-def resolve_config(target: str, overrides: list[str]) -> Config:
-    """A run dir (its config.yaml, run.dir = that dir) or a YAML config, plus overrides."""
-    path = Path(target)
-    if path.is_dir():
-        stored = RunDir(path).config_path
-        if not stored.is_file():
-            raise ConfigError(f"{target!r} is a directory without config.yaml; pass a run directory written by "
-                              f"`ddppo train` or a YAML config file")
-        return load_config(stored, [*EVAL_DEFAULTS, *overrides, f"run.dir={path}"])
-    return load_config(path, [*EVAL_DEFAULTS, *overrides])
-
-
 def eval_settings(cfg: Config) -> dict[str, Any]:
     """What decides which episodes are played and how (a re-run with the same settings is skipped)."""
     section = section_for(cfg.env.name)

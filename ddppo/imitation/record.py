@@ -23,7 +23,9 @@ from ddppo.config import Config, to_yaml
 from ddppo.distributed import DistContext
 from ddppo.envs.base import EnvError, expert_actions, fresh_reset, rank_env_spec
 from ddppo.envs.registry import make_vec_env
+from ddppo.eval import loading
 from ddppo.imitation import dataset as ds
+from ddppo.model.precision import store_memory_in
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +139,17 @@ def env_expert(envs: Any) -> Callable[[dict[str, np.ndarray], np.ndarray], np.nd
 
 
 def policy_expert(path: str, device: torch.device, envs: Any) -> Callable[[dict[str, np.ndarray], np.ndarray], Any]:
-    """The greedy actions of the policy in `path` (distillation), its recurrent state carried per env."""
-    from ddppo.api.agent import Agent
-
-    agent = Agent.from_checkpoint(path, device, observation_space=envs.observation_space,
-                                  action_space=envs.action_space)
-    state: list[Any] = [None]
+    """The greedy actions of the policy in `path` (distillation), as `ddppo eval` acts, its memory carried per env."""
+    cfg, file, data = loading.open_checkpoint(Path(path), device)
+    policy = loading.build_policy(cfg, envs.observation_space, envs.action_space, device)
+    loading.load_weights(policy, data, cfg, f"checkpoint {file}")
+    precision = loading.acting_precision(cfg, device)
+    store_memory_in(policy, precision)
+    memory = [policy.initial_memory(int(envs.num_envs), device)]
 
     def act(obs: dict[str, np.ndarray], start: np.ndarray) -> np.ndarray:
-        actions, state[0] = agent.act(obs, state[0], episode_start=start)
+        begins = torch.as_tensor(np.asarray(start, np.float32), device=device)
+        actions, memory[0] = loading.act_on_arrays(policy, obs, memory[0], begins, envs.action_space, precision)
         return actions
 
     return act

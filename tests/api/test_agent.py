@@ -15,7 +15,7 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.api import Agent, load_config
-from ddppo.eval.command import resolve_config
+from ddppo.eval.loading import resolve_config
 from ddppo.eval.runner import Evaluator
 from testutil import REPO, TINY, as_overrides, cli_env, gloo_context
 
@@ -104,9 +104,9 @@ def test_agent_acts_in_the_run_s_precision_as_ddppo_eval_does(pendulum_run, monk
         differ |= not np.array_equal(mine, action)
     assert differ  # bf16 and fp32 act a little differently: the agreement above is not by accident
     monkeypatch.setattr(precision, "bf16_problem", lambda device: "run.precision=bf16: no bf16 here; set fp32")
-    import ddppo.api.agent as agent_module
+    import ddppo.eval.loading as loading
 
-    monkeypatch.setattr(agent_module, "bf16_problem", precision.bf16_problem)
+    monkeypatch.setattr(loading, "bf16_problem", precision.bf16_problem)
     with caplog.at_level("WARNING"):
         assert Agent.from_checkpoint(pendulum_run, overrides=["run.precision=bf16"]).precision == "fp32"
     assert "run.precision=bf16: no bf16 here: acting in fp32 instead" in caplog.text

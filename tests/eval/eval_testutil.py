@@ -13,7 +13,8 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import Config, load_config, to_yaml
 from ddppo.distributed import rank_seed
-from ddppo.eval.command import EvalRequest, resolve_config, run
+from ddppo.eval.command import EvalRequest, run
+from ddppo.eval.loading import resolve_config
 from ddppo.model.policy import Policy
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec

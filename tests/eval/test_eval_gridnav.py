@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ddppo.errors import ConfigError
-from ddppo.eval.command import resolve_config
+from ddppo.eval.loading import resolve_config
 from eval_testutil import eval_in_process, finish, replay_gridnav, start_cli
 
 EPISODES = 24  # 4 envs x 6

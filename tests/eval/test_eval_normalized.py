@@ -12,7 +12,8 @@ import torch
 
 from ddppo import checkpoint as ckpt
 from ddppo.config import load_config
-from ddppo.eval.command import eval_settings, resolve_config
+from ddppo.eval.command import eval_settings
+from ddppo.eval.loading import resolve_config
 from ddppo.eval.runner import Evaluator
 from testutil import gloo_context, trainer_in_process
 

@@ -2,11 +2,10 @@
 
 Every module's imports (also those inside functions) are read with `ast`; nothing is imported. Modules are named
 as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `ddppo.benchmarks`.
-Layers, lowest first: infrastructure (ddppo/*.py) -> normalization -> model -> rollout -> advantage -> ppo -> train | eval | export
--> sweep -> api -> imitation -> cli -> benchmarks. A module may import its own layer and the layers below; `train`, `eval` and `export`
-are applications side by side and never import each other; the library never imports `benchmarks/`, which registers
-its `ddppo bench`
-subcommands through the `ddppo.commands` entry point.
+The layers are `ddppo.LAYERS` (the one list: ddppo/__init__.py's module map and docs/design/architecture.md are
+checked against it here). A module may import its own layer and the layers below; `train`, `eval` and `export`
+are applications side by side and never import each other; the library never imports `benchmarks/`, which
+registers its `ddppo bench` subcommands through the `ddppo.commands` entry point.
 """
 
 from __future__ import annotations
@@ -16,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from ddppo import INFRASTRUCTURE_PACKAGES, LAYERS
+
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
                 "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
-INFRASTRUCTURE_PACKAGES = ("distributed", "interop", "config", "checkpoint", "rundir")  # packages of the infrastructure layer
-LAYERS = [("infrastructure",), ("normalization",), ("model",), ("rollout",), ("advantage",), ("ppo",), ("train", "eval", "export"),
-          ("sweep",), ("api",), ("imitation",), ("cli",), ("benchmarks",)]
 
 
 def module_name(path: Path) -> str:
@@ -285,6 +283,39 @@ def test_the_module_map_names_every_module():
     assert unnamed_in_module_map(ddppo.__doc__, ddppo_modules()) == []
     for package in INFRASTRUCTURE_PACKAGES:  # the infrastructure packages are read as infrastructure
         assert any(group_of(m) == "infrastructure" for m in project_graph() if m.startswith(f"ddppo.{package}."))
+
+
+def layers_line(layers=LAYERS) -> str:
+    """The layers as the architecture page shows them: `infrastructure -> normalization -> ... -> train | eval`."""
+    return " -> ".join(" | ".join(layer) for layer in layers)
+
+
+def misordered_in_module_map(doc: str, layers=LAYERS) -> list[str]:
+    """The layers' packages and root modules (`model/`, `cli.py`) the module map leaves out or names out of the
+    layers' order."""
+    index = {group: i for i, layer in enumerate(layers) for group in layer}
+    named = [n for n in (head.rstrip("/").removesuffix(".py") for head in map_entries(doc)) if n in index]
+    wrong = [f"{b} after {a}" for a, b in zip(named, named[1:]) if index[b] < index[a]]
+    missing = sorted(g for g in index if g not in named and g not in ("infrastructure", "benchmarks"))
+    return wrong + [f"{g} missing" for g in missing]
+
+
+def test_the_module_map_follows_the_layers():
+    import ddppo
+
+    assert misordered_in_module_map(ddppo.__doc__) == []
+
+
+def test_the_architecture_page_shows_the_layers():
+    page = " ".join(ARCHITECTURE_PAGE.read_text().split())
+    assert layers_line() in page, f"docs/design/architecture.md should show the layers as: {layers_line()}"
+
+
+def test_the_layer_list_checks_can_fail():
+    doc = "model/      policy.py\nrollout/    x.py\nnormalization/ y.py\ncli.py      z\n"
+    assert misordered_in_module_map(doc, (("normalization",), ("model",), ("rollout",), ("api",), ("cli",))) == [
+        "normalization after rollout", "api missing"]
+    assert layers_line((("a",), ("b", "c"))) == "a -> b | c"
 
 
 def test_the_architecture_page_module_map_names_every_module():
