@@ -54,9 +54,10 @@ rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfe
             staging.py (every host-to-device copy of a step), preemption.py,
             episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
             samples, gradient weight and outcomes: train/scene/*)
-advantage/  advantage estimation, chosen once from ppo.advantage: estimator.py (the interface, the decorator
-            registering an estimator as a ppo.advantage choice, the one the config names, the Advantages it returns), gae.py (GAE, and
-            normalisation over every rank), grpo.py (critic-free GRPO, its carry and its config rules)
+advantage/  advantage estimation, chosen once from ppo.advantage: estimator.py (the interface, the Advantages it
+            returns, the decorator registering an estimator as a ppo.advantage choice, the one the config names),
+            gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO, its carry and its config
+            rules)
 ppo/        loss.py, update.py (one gradient all-reduce per minibatch), batches.py (the minibatches cut from a
             rollout and its advantages), reference.py (the KL reference policy)
 train/      the training application: builder.py (every part assembled once from the config: the only place a

@@ -57,10 +57,10 @@ def env_spaces(cfg: Config) -> tuple[Any, Any]:
 
 def bc_loss(policy: Any, batch: Batch, chunk: int, precision: str = "fp32"
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(sum of weight x NLL, sum of weights, per-sample hits (T, B): argmax == expert for Discrete, minus the squared
-    error of the mean for Box) over `batch`; through chunks of `chunk` steps (0: whole), the policy's memory carried
-    from one chunk to the next without gradient; the forwards in `precision`'s autocast (run.precision), the loss in
-    float32."""
+    """(sum of weight x NLL, sum of weights, per-sample scores (T, B): `bc_measure`'s, 1 where the greedy action is
+    the expert's, or for Box actions the squared error of the mean) over `batch`; through chunks of `chunk` steps
+    (0: whole), the policy's memory carried from one chunk to the next without gradient; the forwards in
+    `precision`'s autocast (run.precision), the loss in float32."""
     T, B = batch.valid.shape
     memory = policy.initial_memory(B, batch.valid.device)
     step = chunk or T
@@ -80,14 +80,21 @@ def bc_loss(policy: Any, batch: Batch, chunk: int, precision: str = "fp32"
     return (torch.cat(nll) * weight).sum(), weight.sum(), torch.cat(hits)
 
 
+def bc_measure(policy: Any) -> str:
+    """What the per-sample scores of `bc_loss` measure for `policy`'s action distribution: `action_mse` for a Box
+    space's Gaussian (the squared error of its mean), `accuracy` for every other kind (the greedy action is the
+    expert's)."""
+    return "action_mse" if isinstance(policy.action_kind, GaussianActions) else "accuracy"
+
+
 def _hits(policy: Any, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     """Per step: 1 where the policy's greedy action is the expert's (every dimension of a MultiDiscrete or
-    MultiBinary action), 0 elsewhere; for a Box action, minus the squared error of the mean."""
+    MultiBinary action), 0 elsewhere; for a Box action, the squared error of the mean (`bc_measure`)."""
     kind = policy.action_kind
     with torch.no_grad():
         mode = kind.mode(params)
-        if isinstance(kind, GaussianActions):
-            return -((mode - actions) ** 2).mean(-1)
+        if bc_measure(policy) == "action_mse":
+            return ((mode - actions) ** 2).mean(-1)
         same = mode == actions.to(mode.dtype)
         if isinstance(kind, (MultiCategoricalActions, BernoulliActions)):  # a vector action: every dimension
             same = same.all(-1)
@@ -183,10 +190,11 @@ class Imitation:
             if update % cfg.checkpoint.interval_updates == 0 or last:
                 self.checkpoints.save(update)
             if update % 10 == 0 or last:
-                log.info("update %d/%d: loss %.4f, accuracy %.3f%s", update, cfg.imitation.updates,
-                         scalars["imitate/loss"], scalars["imitate/accuracy"],
-                         f", held-out accuracy {scalars['imitate/val_accuracy']:.3f}"
-                         if "imitate/val_accuracy" in scalars else "")
+                name = bc_measure(self.policy)
+                log.info("update %d/%d: loss %.4f, %s %.3f%s", update, cfg.imitation.updates,
+                         scalars["imitate/loss"], name, scalars[f"imitate/{name}"],
+                         f", held-out {name} {scalars[f'imitate/val_{name}']:.3f}"
+                         if f"imitate/val_{name}" in scalars else "")
             if last:
                 self.writer.flush()
                 if stop:  # a signal: saved above; SIGUSR1 (SLURM's time-limit notice) also requeues, as `ddppo train`
@@ -217,15 +225,14 @@ class Imitation:
         local = torch.cat([torch.stack([loss_sum.detach(), weight.detach(), (hits * valid).sum(), valid.sum()]),
                            flags])
         total = self.ctx.all_reduce_sums(local, "imitation statistics").tolist()
-        name = "accuracy" if getattr(self.policy, "discrete", True) else "action_mse"
-        hit = total[2] / max(total[3], 1.0)
-        return ({"imitate/loss": total[0] / max(total[1], 1e-9), f"imitate/{name}": hit if name == "accuracy"
-                 else -hit, "imitate/grad_norm": float(norm), "imitate/lr": cfg.lr},
+        return ({"imitate/loss": total[0] / max(total[1], 1e-9),
+                 f"imitate/{bc_measure(self.policy)}": total[2] / max(total[3], 1.0),
+                 "imitate/grad_norm": float(norm), "imitate/lr": cfg.lr},
                 int(total[3]), total[4] > 0, total[5] > 0)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
-        """The held-out loss and action accuracy over every rank's held-out episodes (one all-reduce)."""
+        """The held-out loss and `bc_measure` over every rank's held-out episodes (one all-reduce)."""
         self.policy.eval()
         sums = torch.zeros(4, dtype=torch.float64)
         for batch in self.demos.val_batches(self.cfg.imitation.batch_episodes, self.ctx.device):
@@ -235,9 +242,7 @@ class Imitation:
         total = self.ctx.all_reduce_sums(sums, "held-out statistics").tolist()
         if total[3] == 0:
             return {}
-        name = "val_accuracy" if getattr(self.policy, "discrete", True) else "val_action_mse"
-        hit = total[2] / total[3]
-        return {"imitate/val_loss": total[0] / total[1], f"imitate/{name}": hit if "accuracy" in name else -hit}
+        return {"imitate/val_loss": total[0] / total[1], f"imitate/val_{bc_measure(self.policy)}": total[2] / total[3]}
 
     def close(self) -> None:
         if hasattr(self, "writer"):

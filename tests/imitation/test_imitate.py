@@ -160,12 +160,52 @@ def test_box_actions_are_cloned_by_their_log_probability():
     first = None
     for _ in range(60):
         loss, weight, hits = bc_loss(policy, batch, 0)
-        mse = float(-(hits * batch.valid).sum() / batch.valid.sum())
+        mse = float((hits * batch.valid).sum() / batch.valid.sum())
         first = mse if first is None else first
         opt.zero_grad()
         (loss / weight).backward()
         opt.step()
     assert mse < first / 4
+
+
+def box_dataset(out: Path, cfg, episodes: int = 8, steps: int = 10) -> None:
+    """A dataset of `cfg`'s env (a Box action space) written shard by shard as `ddppo record` writes one, its
+    actions drawn at random in the action space: an expert to clone without training one first."""
+    from ddppo.envs.base import EnvSpec
+    from ddppo.envs.registry import make_vec_env
+    from ddppo.imitation.record import RecordRequest, header
+
+    envs = make_vec_env(cfg.env.name, cfg.env_options, EnvSpec(num_envs=1, seed=0))
+    try:
+        head = header(cfg, RecordRequest(episodes, str(out)), envs, 1)
+        space = envs.observation_space
+    finally:
+        envs.close()
+    rng = np.random.default_rng(0)
+    n = episodes * steps
+    obs = {k: rng.uniform(-1, 1, (n, *s.shape)).astype(s.dtype) for k, s in space.spaces.items()}
+    actions = rng.uniform(-2, 2, (n, 1)).astype(np.float32)
+    (out / ds.SHARDS).mkdir(parents=True)
+    entry = ds.write_shard(out, 0, 0, ds.Episodes(obs, actions, np.zeros(n, np.float32), np.full(episodes, steps),
+                                                  np.zeros(episodes, np.float32), np.zeros(episodes, bool)))
+    ds.write_journal(out, 0, [entry])
+    ds.write_manifest(out, head, complete=True)
+
+
+def test_box_actions_log_the_action_mse(tmp_path: Path, caplog):
+    """Box actions: imitate/action_mse and imitate/val_action_mse, the squared error of the mean action (>= 0), in
+    metrics.jsonl and the log line, and no accuracy."""
+    pendulum = ("env.name=gym:Pendulum-v1", "policy.rnn_type=none", "imitation.inflection_weighting=false",
+                "imitation.updates=2", "imitation.eval_interval_updates=1")
+    box_dataset(tmp_path / "demos", config(*pendulum))
+    with caplog.at_level("INFO", logger="ddppo.imitation.imitate"):
+        run_bc(tmp_path / "bc", tmp_path / "demos", *pendulum)
+    rows = metrics(tmp_path / "bc")
+    assert [r["update"] for r in rows] == [1, 2]
+    for row in rows:
+        assert row["imitate/action_mse"] > 0 and row["imitate/val_action_mse"] > 0
+        assert "imitate/accuracy" not in row and "imitate/val_accuracy" not in row
+    assert "update 2/2: loss" in caplog.text and ", action_mse " in caplog.text
 
 
 @pytest.mark.parametrize("sig, requeued", [("SIGUSR1", 1), ("SIGTERM", 0)])
