@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 
 
 def report(lines: list[str], results: Any, out: str) -> int:

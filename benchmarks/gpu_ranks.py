@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))  # run as a script from a checkout
 
 from ddppo.config import load_config  # noqa: E402
 from ddppo.distributed import Launch, read_launch, run_in_process_group  # noqa: E402
-from ddppo.rundir import atomic_write  # noqa: E402
+from ddppo.files import atomic_write  # noqa: E402
 
 
 def digest(tensors: dict[str, Any]) -> str:

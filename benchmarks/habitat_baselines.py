@@ -133,7 +133,7 @@ class Bench:
             wall = _run([sys.executable, "-m", "ddppo", "train", self.config, *self.overrides, *extra, f"run.dir={out}",
                          f"run.seed={seed}", f"run.total_env_steps={steps}", "log.tensorboard=false",
                          f"checkpoint.interval_updates={updates}"], out / "stdout.log", env=_environ(self.threads))
-            from ddppo.rundir import read_jsonl
+            from ddppo.files import read_jsonl
 
             records = read_jsonl(out / "metrics.jsonl")
             ckpt = sorted((out / "checkpoints").glob("ckpt-*.pt"), key=lambda p: p.stat().st_mtime)[-1]
@@ -166,7 +166,7 @@ class Bench:
                   f"env.habitat.dataset={self.eval_dataset}", "eval.deterministic=false", "log.tensorboard=false",
                   "--checkpoint", run["checkpoint"], "--out", str(out)], out / "stdout.log",
                  env=_environ(self.threads))
-            from ddppo.rundir import read_json
+            from ddppo.files import read_json
 
             result = read_json(next(out.glob("*.json")))
             summary = {k: result["metrics"][k]["mean"] for k in ("success", "spl", "distance_to_goal")}

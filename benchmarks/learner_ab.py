@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 from ddppo.config.loading import shipped_config
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 
 LEARN = ("learn_forward_backward", "allreduce", "optimizer")
 ROLLOUT = ("policy_forward", "env_step", "obs_transfer", "storage")

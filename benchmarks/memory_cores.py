@@ -24,7 +24,7 @@ import torch
 from ddppo.model.memory import nbytes, select
 from ddppo.model.policy import RecurrentCore
 from ddppo.model.transformer import TransformerCore
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 
 
 def _time_rollout(core, x, start, memory) -> tuple[float, dict]:

@@ -242,7 +242,7 @@ def run(tasks: list[str], seeds: list[int], budget: int, variants: list[str], ou
     import sys
 
     from ddppo.benchmarks import report
-    from ddppo.rundir import atomic_write
+    from ddppo.files import atomic_write
 
     logging.getLogger("ddppo").setLevel(logging.WARNING)
     unknown = ([t for t in tasks if t not in TASKS] + [v for v in variants if v not in VARIANTS]

@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 
 from ddppo.benchmarks.scaling import child_env
-from ddppo.rundir import RunDir, atomic_write
+from ddppo.rundir import RunDir
+from ddppo.files import atomic_write
 
 # the shared config of every variant (sleep-bound envs: two ranks fit on a shared 2-core machine)
 BASE = ["env.name=synthetic", "env.num_envs=8", "rollout.num_steps=32", "env.synthetic.num_scenes=2",

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 
 SCENES, ENVS, STEPS, MIN_FRACTION, LEARN, JITTER = 72, 4, 128, 0.25, 0.3, 0.1
 RANKS = (8, 16, 32, 64, 128, 256)

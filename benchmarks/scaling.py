@@ -32,7 +32,8 @@ from pathlib import Path
 
 from ddppo.config.loading import shipped_config
 from ddppo.distributed.launch import without_launch_vars
-from ddppo.rundir import RunDir, atomic_write
+from ddppo.rundir import RunDir
+from ddppo.files import atomic_write
 
 # (a): the per-rank config of configs/gridnav.yaml, shortened; one intra-op thread per rank (1 rank per core)
 GRIDNAV = ["env.num_envs=16", "rollout.num_steps=64", "run.torch_threads=1", "log.tensorboard=false",

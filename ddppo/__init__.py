@@ -17,10 +17,10 @@ infrastructure   shared by every application; knows no training or evaluation lo
     interop/        other trainers' files, below the checkpoint format: safe_unpickle.py, foreign.py (foreign
                     checkpoints as one type), habitat_checkpoint.py (habitat-baselines checkpoints: the key
                     mapping, reading)
-    rundir/         the one owner of a run directory: its files (__init__.py: checkpoint names, pruning,
-                    "finished"; the one atomic write and torn-line-tolerant reader), claim.py (one live writer per
-                    directory, on local disks and shared file systems), holder.py (the holder record, when a
-                    holder is gone, the mount table)
+    files.py        general file I/O: the one atomic write, the torn-line-tolerant JSON-lines readers, sha256
+    rundir/         the one owner of a run directory: its files (__init__.py: their names, checkpoint names,
+                    pruning, "finished"), claim.py (one live writer per directory, on local disks and shared file
+                    systems), holder.py (the holder record, when a holder is gone, the mount table)
     checkpoint/     format.py (what a checkpoint file holds, format 2; atomic save, weights_only loading, the
                     reader of format 1), manager.py (CheckpointManager: given the saved-state owners, it alone
                     saves, loads, prunes and picks the file to resume), fits.py (whether a checkpoint fits a

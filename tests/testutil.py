@@ -174,12 +174,19 @@ def save_checkpoint(run_dir: str | Path, update: int, model: dict, cfg: Any = No
 
 
 # The markers of pyproject.toml that follow from where a test lives (one list, not a line in every file): a
-# folder, a file, or one test (`file.py::name`, parametrised cases included). `multiprocess` is everything that
-# starts a process, so `-m "not multiprocess"` is the fast unit tier; tests that ask for the `cli`/`cli_many`
-# fixtures are marked by that alone.
+# folder, a file, or one test (`file.py::name`, parametrised cases included); the most specific entry that matches
+# a test decides (a test's over its file's over its folder's). `multiprocess` is everything that starts a process,
+# so `-m "not multiprocess"` is the fast unit tier; tests that ask for the `cli`/`cli_many` fixtures are marked by
+# that alone.
 MP = ("multiprocess",)
+# tests/distributed/ holds the tests with real gloo ranks and, beside them, the unit tests of ddppo/distributed/,
+# which start no process
+DISTRIBUTED_UNIT = ("test_cuda_env.py", "test_cuda_placement.py", "test_deadline.py", "test_dist_compat.py",
+                    "test_launch.py", "test_nccl_failures.py", "test_port.py", "test_rendezvous_helpers.py",
+                    "test_torch_env.py")
 MARKS = {
     "distributed/": MP,
+    **{f"distributed/{file}": () for file in DISTRIBUTED_UNIT},
     "imitation/test_imitate_ranks.py": MP,
     "model/test_pretrained.py": ("vision",),
     "integration/test_pretrained_training.py": ("vision", *MP),
@@ -270,8 +277,9 @@ def marks_for(where: str, fixtures) -> set[str]:
     """The markers of the test `where` (`path/of/file.py::name[case]`, relative to tests/) that asks for
     `fixtures`."""
     name = where.split("[")[0]
-    found = {m for prefix, marks in MARKS.items() if ("::" in prefix and name == prefix) or
-             ("::" not in prefix and where.startswith(prefix)) for m in marks}
+    matching = [prefix for prefix in MARKS if ("::" in prefix and name == prefix) or
+                ("::" not in prefix and where.startswith(prefix))]
+    found = set(MARKS[max(matching, key=len)]) if matching else set()
     if any(f in fixtures for f in SPAWNING_FIXTURES):
         found.update(MP)
     return found

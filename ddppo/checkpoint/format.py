@@ -21,7 +21,8 @@ import torch
 
 from ddppo.interop import foreign as foreign_checkpoint
 from ddppo.errors import CheckpointError
-from ddppo.rundir import RunDir, atomic_write
+from ddppo.rundir import RunDir
+from ddppo.files import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,8 @@ from ddppo.distributed import DistContext
 from ddppo.eval.loading import resolve_config
 from ddppo.eval.runner import Evaluator, result_name
 from ddppo.model.precision import with_resolved_precision
-from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir, write_json
+from ddppo.rundir import Claim, RunDir, checkpoint_update, claim_dir
+from ddppo.files import write_json
 from ddppo.rollout.scenes import metric_key
 from ddppo.envs.registry import section_for
 

@@ -14,7 +14,7 @@ from ddppo import checkpoint as ckpt
 from ddppo.errors import CheckpointError, ConfigError
 from ddppo.interop.habitat_checkpoint import LAYOUTS, POLICY_NAMES, to_habitat_keys
 from ddppo.model.habitat_baselines import backbone_name
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.errors import DatasetError
-from ddppo.rundir import file_sha256
+from ddppo.files import atomic_write, file_sha256
 
 FORMAT, VERSION = "ddppo-demonstrations", 1
 MANIFEST = "manifest.json"
@@ -85,15 +85,6 @@ def _space_text(d: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- files
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def journal_path(root: Path, rank: int) -> Path:
     return root / SHARDS / f"r{rank:03d}.json"
 
@@ -152,7 +143,7 @@ def write_shard(root: Path, rank: int, index: int, episodes: Episodes) -> dict[s
 
 
 def write_journal(root: Path, rank: int, entries: list[dict[str, Any]]) -> None:
-    _atomic_write(journal_path(root, rank), json.dumps({"rank": rank, "shards": entries}, indent=1).encode())
+    atomic_write(journal_path(root, rank), json.dumps({"rank": rank, "shards": entries}, indent=1).encode(), fsync=True)
 
 
 def read_journal(root: Path, rank: int) -> list[dict[str, Any]]:
@@ -182,7 +173,7 @@ def write_manifest(root: Path, header: dict[str, Any], complete: bool = False) -
     shards = all_shards(root)
     manifest = {**header, "shards": shards, "episodes": sum(s["episodes"] for s in shards),
                 "steps": sum(s["steps"] for s in shards), "complete": complete}
-    _atomic_write(root / MANIFEST, json.dumps(manifest, indent=1).encode())
+    atomic_write(root / MANIFEST, json.dumps(manifest, indent=1).encode(), fsync=True)
     return manifest
 
 

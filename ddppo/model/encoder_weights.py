@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ddppo.errors import ConfigError
-from ddppo.rundir import file_sha256
+from ddppo.files import file_sha256
 
 log = logging.getLogger(__name__)
 

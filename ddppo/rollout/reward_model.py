@@ -32,7 +32,7 @@ from ddppo import timing
 from ddppo.config import RewardConfig
 from ddppo.errors import RewardModelError
 from ddppo.model.precision import autocast
-from ddppo.rundir import file_sha256
+from ddppo.files import file_sha256
 from ddppo.envs.base import StepResult
 from ddppo.timing import Timer
 from ddppo.user_code import import_user_module

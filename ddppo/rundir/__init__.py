@@ -14,8 +14,8 @@ who may write them (claim.py: the claim; holder.py: its holder record, and when 
       .lock, .holder.json         who writes them, also eval/.lock, eval/.holder.json (claim.py)
 
 Training, evaluation, sweeps and benchmarks all find these files through `RunDir`. Every file ddppo writes whole
-(config.yaml, checkpoints, evaluation results, wandb_run_id) is written with `atomic_write` (temp file in the same
-folder + rename), so a reader sees the old file or the new one; the claim's record with claim.py's own temp file
+(config.yaml, checkpoints, evaluation results, wandb_run_id) is written with ddppo/files.py's `atomic_write` (temp
+file in the same folder + rename), so a reader sees the old file or the new one; the claim's record with claim.py's own temp file
 + link or rename. metrics.jsonl is appended a line at a time (train/metrics.py: a line that cannot be appended is
 taken back, never left torn) and always read with `read_jsonl`, which skips a torn line instead of failing on it.
 The folders tb/, eval/tb/, eval/videos/ and wandb/ are written by TensorBoard, the video encoder and wandb
@@ -29,15 +29,14 @@ docs/guides/run-directory-safety.md.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
 import time
 from pathlib import Path
-from typing import Any
 
+from ddppo.files import atomic_write, last_jsonl, read_json, read_jsonl, write_json
 from ddppo.rundir.claim import Claim, claim_dir
 from ddppo.rundir.holder import pid_alive
 
@@ -54,7 +53,7 @@ _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 _CHECKPOINT_TEMP = re.compile(r"^\.ckpt-\d+\.pt\.(\d+)\.tmp$")  # atomic_write's temp file of a checkpoint
 
 
-# ------------------------------------------------------------------------------ plain file helpers
+# ------------------------------------------------------------------------------ whether a directory can hold a run
 MIN_FREE_BYTES = 64 << 10  # a run dir on a disk with less free than this cannot take its config and checkpoints
 
 
@@ -95,90 +94,6 @@ def unusable_reason(run_dir: str) -> str | None:
     if free < MIN_FREE_BYTES:
         return (f"run.dir={run_dir}: no space left on its disk ({_size(free)} free, a run needs at least "
                 f"{_size(MIN_FREE_BYTES)} for its config and more for checkpoints): free some space or {fix}")
-    return None
-
-
-def file_sha256(path: str | Path) -> str:
-    """The file's sha256 (hex), read in 1 MiB blocks: how a run recognises a weights file or a shard it was given."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def atomic_write(path: str | Path, data: str | bytes, fsync: bool = False, exclusive: bool = False) -> Path:
-    """Write `data` to `path` so that a reader sees the old file or the new one, never half of one: a temp file
-    beside it, then a rename. With `fsync` the data reaches the disk before the rename. If writing fails (disk
-    full) the temp file is removed and `path` is untouched. With `exclusive`, FileExistsError if `path` exists,
-    also when another process creates it meanwhile (a link, which never replaces, instead of the rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        if exclusive:
-            os.link(tmp, path)
-            tmp.unlink()
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_json(path: str | Path, data: Any, allow_nan: bool = True) -> Path:
-    """`data` as indented JSON, atomically."""
-    return atomic_write(path, json.dumps(data, indent=1, allow_nan=allow_nan) + "\n")
-
-
-def read_json(path: str | Path) -> Any:
-    """The JSON in `path`, or None when it is missing or not JSON."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """The JSON objects of a JSON-lines file, in order; a line that is not a whole JSON object (the torn last
-    line of a crash) is skipped. A missing file reads as no records."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
-
-
-def last_jsonl(path: str | Path, tail_bytes: int = 65536) -> dict | None:
-    """The last whole JSON object of a JSON-lines file, reading only its end (for files that grow long)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - tail_bytes))
-            lines = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a torn last line, or the cut first one
-        if isinstance(record, dict):
-            return record
     return None
 
 

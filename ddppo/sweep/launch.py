@@ -32,7 +32,8 @@ import ddppo
 from ddppo import signals
 from ddppo.distributed.launch import without_launch_vars
 from ddppo.distributed.visible import visible_gpus
-from ddppo.rundir import RunDir, claim_dir, write_json
+from ddppo.rundir import RunDir, claim_dir
+from ddppo.files import write_json
 from ddppo.config import diff_keys, get_key
 from ddppo.errors import ConfigError, SweepError
 from ddppo.sweep import runs as disk

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import psutil
 
-from ddppo.rundir import RunDir, read_json
+from ddppo.rundir import RunDir
+from ddppo.files import read_json
 
 MANIFEST = "sweep.json"
 STATUSES = ("done", "running", "pending", "stopped", "failed", "unknown")

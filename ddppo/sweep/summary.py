@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 from ddppo.sweep import runs as disk
 from ddppo.errors import SweepError
 

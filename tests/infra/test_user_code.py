@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import types
@@ -52,6 +53,7 @@ def test_module_name_imports_from_the_working_directory(tmp_path, monkeypatch):
         "from ddppo.model.build import ddppo_policy\n"
         "POLICIES.register('my_arch')(ddppo_policy)\n")
     monkeypatch.chdir(tmp_path)
+    importlib.import_module(POLICIES.home)  # the built-ins registered in the registry itself, not only in its copy
     monkeypatch.setattr(POLICIES, "_builders", dict(POLICIES._builders))  # registered for this test only
     monkeypatch.setattr(POLICIES, "_extra", list(POLICIES._extra))
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.curdir, str(tmp_path))])

@@ -41,7 +41,7 @@ def test_config_errors_exit_2_one_message_nothing_written(tmp_path, cli_many):
         (GRIDNAV, ["env.name=gridworld"], ["env.name", "gridworld"]),              # unknown env name
     ]
     # `train` for every case (it must also write nothing); `config` once (the same loader; every case
-    # runs through `config` in-process in tests/infra/test_config.py)
+    # runs through `config` in-process in tests/config/test_config.py)
     invocations = [["train", cfg, f"run.dir={run_dir}", *overrides] for cfg, overrides, _ in cases]
     config_cases = [cases[0]]
     invocations += [["config", cfg, *overrides] for cfg, overrides, _ in config_cases]

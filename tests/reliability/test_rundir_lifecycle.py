@@ -270,7 +270,7 @@ def test_sweep_with_a_second_sweep_summaries_and_a_train_of_its_run(tmp_path):
 
 RACER = """
 import sys, time
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 while time.time() < float(sys.argv[2]):  # start together
     pass
 try:

@@ -96,7 +96,7 @@ def test_an_exception_in_the_model_is_one_line_naming_it():
 
 
 def test_the_saved_identity_refuses_other_weights(tmp_path):
-    from ddppo.rundir import file_sha256
+    from ddppo.files import file_sha256
 
     a, b = tmp_path / "a.pt", tmp_path / "b.pt"
     torch.save({"w": torch.zeros(1)}, a)

@@ -8,7 +8,7 @@ import json
 import warnings
 
 from ddppo.cli import main
-from ddppo.rundir import write_json
+from ddppo.files import write_json
 
 # matplotlib's first import in a fresh environment runs fc-list to build its font cache: done here, at import,
 # not inside a test, where the fast tier's guard takes it for a process the test started

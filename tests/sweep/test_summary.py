@@ -14,7 +14,7 @@ import numpy as np
 import psutil
 import pytest
 
-from ddppo.rundir import write_json
+from ddppo.files import write_json
 from ddppo.sweep.summary import curve_stats, format_stat, summarize
 
 # matplotlib's first import in a fresh environment runs fc-list to build its font cache: done here, at import,
