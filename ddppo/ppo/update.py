@@ -6,7 +6,7 @@ overlapped with backward) weights every rank by its sample count, so the applied
 gradient of the mean loss over all valid samples of all ranks. A preempted
 rank (fewer steps) therefore counts less, exactly as its data does.
 
-Rank weighting (preemption.rank_weighting, issue 44): the rollout's `rank_weight` (T / L_r, at most
+Rank weighting (preemption.rank_weighting): the rollout's `rank_weight` (T / L_r, at most
 1 / min_rollout_fraction: rollout/preemption.py) multiplies the count this rank hands the reducer, so the
 applied gradient is sum_r(c_r n_r g_r) / sum_r(c_r n_r): every sample of rank r weighs c_r, and a preempted
 rank's total weight is that of a full rollout (DDP's equal averaging of ranks, in exact form). The

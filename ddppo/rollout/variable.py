@@ -18,7 +18,7 @@ Two rules decide how close this is to habitat-baselines' VER:
   terms (T = num_steps, L_n = env n's steps; VER's buffer counts each env's bootstrap step among its samples,
   our storage holds it apart, hence the +1 on both sides), a mean over all valid samples as in VER.
   These one-sided weights only pull fast envs down: a slow env (L_n < T) keeps weight 1, so its samples, and
-  its scene, stay under-weighted. `rollout.importance_weights_form=two_sided` (issue 44) clamps T / L_n to
+  its scene, stay under-weighted. `rollout.importance_weights_form=two_sided` clamps T / L_n to
   [f, 1 / f] (f = preemption.min_rollout_fraction; no +1: the aim is exactly equal env totals) and scales the
   weights to mean 1 over the rank's valid samples: within the cap every env's total weight is the same, and the rank's total weight is its sample
   count, so the rank-level weighting (preemption.rank_weighting) composes with it unchanged.

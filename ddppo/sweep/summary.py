@@ -8,7 +8,7 @@ Definitions (what the numbers are):
 - learning curves: each run's metric against env_steps, linearly interpolated onto a common grid that spans
   the steps every run of the variant has reached; the line is the mean over the runs, the band mean +- std.
 
-Per-scene columns (issue 44) are added when the runs report scenes (train/scene/*, ddppo/rollout/scenes.py): the
+Per-scene columns are added when the runs report scenes (train/scene/*, ddppo/rollout/scenes.py): the
 spread over scenes (train/scene_success_min, train/scene_weight_share_min / _max), and each scene's success and
 gradient weight share where there are at most SCENE_COLUMN_LIMIT scenes.
 

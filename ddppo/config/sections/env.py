@@ -85,7 +85,7 @@ class RolloutConfig:
                                                  "gradient is scaled by its sample count / (epoch samples / "
                                                  "ppo.num_mini_batch)) | per_minibatch (each env-split minibatch is "
                                                  "the mean over its own valid samples, so an env's weight depends on "
-                                                 "the envs that share its minibatch; the weighting before 2026-12-01)",
+                                                 "the envs that share its minibatch)",
                                                  choices=("per_sample", "per_minibatch")))
 
     @property
