@@ -15,9 +15,10 @@ who may write them (claim.py: the claim; holder.py: its holder record, and when 
 
 Training, evaluation, sweeps and benchmarks all find these files through `RunDir`. Every file ddppo writes whole
 (config.yaml, checkpoints, evaluation results, wandb_run_id) is written with ddppo/files.py's `atomic_write` (temp
-file in the same folder + rename), so a reader sees the old file or the new one; the claim's record with claim.py's own temp file
-+ link or rename. metrics.jsonl is appended a line at a time (train/metrics.py: a line that cannot be appended is
-taken back, never left torn) and always read with `read_jsonl`, which skips a torn line instead of failing on it.
+file in the same folder + rename), so a reader sees the old file or the new one; the claim's record with claim.py's
+own temp file + link or rename. metrics.jsonl is appended a line at a time (train/metrics.py: a line that cannot
+be appended is taken back, never left torn) and always read with `read_jsonl` (ddppo/files.py), which skips a torn
+line instead of failing on it.
 The folders tb/, eval/tb/, eval/videos/ and wandb/ are written by TensorBoard, the video encoder and wandb
 themselves.
 
