@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddppo.cli import main
-from ddppo.config import Config, load_config
+from ddppo.config import Config, from_yaml_text, load_config
 from ddppo.distributed import Launch, Placement, run_in_process_group
 from ddppo.distributed.placement import TRAIN, parse_ranks, resolve
 from ddppo.errors import ConfigError
@@ -85,7 +85,8 @@ def test_every_rank_leaves_with_the_config_error_before_the_rendezvous():
 def test_ddppo_config_prints_the_placement(capsys):
     assert main(["config", GRIDNAV]) == 0
     out = capsys.readouterr().out
-    assert "placement:\n  train: all\n" in out  # the YAML
+    assert "placement:\n  train: all\n" in out  # the YAML, which reads back as the config
+    assert from_yaml_text(out, "stdout") == load_config(GRIDNAV, [])
     assert "# placement (colocated: every rank collects and learns; the launcher sets the world size):\n" \
            "#   train: every rank\n" in out
     assert main(["config", GRIDNAV, "placement.train=0-1,3"]) == 0
