@@ -4,8 +4,9 @@ every module is named here (tests/infra/test_import_graph.py checks that, and th
 infrastructure   shared by every application; knows no training or evaluation logic
     config/         schema.py (the sections assembled into Config; help, shape, choices, range as field
                     metadata), sections/ (the sections by theme: run.py, env.py, learning.py, policy.py,
-                    placement.py), checks.py (declared ranges, cross-field rules), loading.py (YAML <- dotlist), describe.py
-                    (--explain, --help-keys), sizes.py (the memory a config needs, refused before allocating)
+                    placement.py), checks.py (declared ranges, cross-field rules), loading.py (YAML <- dotlist),
+                    describe.py (--explain, --help-keys), sizes.py (the memory a config needs, refused before
+                    allocating)
     distributed/    context.py (DistContext: the only door to collectives, every wait bounded, failures named),
                     placement.py (roles on rank ranges: the named groups every collective runs on),
                     store.py (bounded store calls), startup.py (device, store, group, threads), rendezvous.py
