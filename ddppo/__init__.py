@@ -3,10 +3,12 @@ layers are `LAYERS` below); every module is named here (tests/infra/test_import_
 
 infrastructure   shared by every application; knows no training or evaluation logic
     config/         schema.py (the sections assembled into Config; help, shape, choices, range as field
-                    metadata), sections/ (the sections by theme: run.py, env.py, learning.py, policy.py),
-                    checks.py (declared ranges, cross-field rules), loading.py (YAML <- dotlist), describe.py
-                    (--explain, --help-keys), sizes.py (the memory a config needs, refused before allocating)
+                    metadata), sections/ (the sections by theme: run.py, env.py, learning.py, policy.py,
+                    placement.py), checks.py (declared ranges, cross-field rules), loading.py (YAML <- dotlist),
+                    describe.py (--explain, --help-keys), sizes.py (the memory a config needs, refused before
+                    allocating)
     distributed/    context.py (DistContext: the only door to collectives, every wait bounded, failures named),
+                    placement.py (roles on rank ranges: the named groups every collective runs on),
                     store.py (bounded store calls), startup.py (device, store, group, threads), rendezvous.py
                     (joining the job, one-line failures), launch.py (launcher variables), generation.py (the
                     namespace of one start, agreed by every rank), cuda.py (a GPU per rank, NCCL and cuBLAS

@@ -110,9 +110,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.explain:
         sys.stdout.write("".join(explain(key, cfg) for key in args.explain))
     else:
-        from ddppo.config.sizes import size_lines
+        import dataclasses
 
-        sys.stdout.write(to_yaml(cfg) + size_lines(cfg))
+        from ddppo.config.sizes import size_lines
+        from ddppo.distributed.placement import placement_lines
+
+        sys.stdout.write(to_yaml(cfg) + size_lines(cfg) + placement_lines(dataclasses.asdict(cfg.placement)))
     return 0
 
 

@@ -89,14 +89,15 @@ def stop_process(pid: int, timeout_s: float = 10.0) -> None:
 
 
 def gloo_context(rank: int = 0, world: int = 1, port: int = 0, seed: int = 0, timeout_s: float = 60.0,
-                 startup_timeout_s: float = 60.0, **launch: Any):
+                 startup_timeout_s: float = 60.0, placement: Any = None, **launch: Any):
     """A DistContext on gloo and the CPU, as rank `rank` of `world` meeting at 127.0.0.1:`port` (one process:
-    an in-memory store, no port); `launch`: further Launch fields (agent_store). Close it."""
+    an in-memory store, no port), its named groups the `placement`'s (None: colocated); `launch`: further Launch
+    fields (agent_store). Close it."""
     from ddppo.distributed import Launch, init_distributed
 
     how = "torchrun" if world > 1 or launch else "single"
     return init_distributed("gloo", "cpu", timeout_s, startup_timeout_s, seed,
-                            Launch(rank, world, rank, world, "127.0.0.1", port, how, **launch))
+                            Launch(rank, world, rank, world, "127.0.0.1", port, how, **launch), placement)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import os
 from ddppo.envs.field_metadata import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
+from ddppo.distributed.placement import spec_problems
 from ddppo.user_code import ADVANTAGES, ENCODERS
 
 
@@ -176,6 +177,7 @@ def problems(cfg: Config) -> list[str]:
     p.extend(_reward_problems(cfg))
     p.extend(_transformer_problems(cfg))
     p.extend(_encoder_weights_problems(cfg))
+    p.extend(spec_problems(dataclasses.asdict(cfg.placement)))  # its ranges meet the world size at start-up
     if cfg.ppo.minibatch_split == "sample" and cfg.policy.rnn_type != "none":
         p.append(f"ppo.minibatch_split=sample needs policy.rnn_type=none (got {cfg.policy.rnn_type}: a policy with "
                  f"memory learns on whole env sequences): set policy.rnn_type=none or ppo.minibatch_split=env")

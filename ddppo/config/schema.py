@@ -1,6 +1,6 @@
 """The config schema: one frozen dataclass per section, by theme in ddppo/config/sections/ (run.py, env.py,
-learning.py, policy.py), assembled here into `Config`; each field's help, shape flag, allowed values and range live
-in its metadata (envs/field_metadata.py `doc`), the one source for validation and `--explain`."""
+learning.py, policy.py, placement.py), assembled here into `Config`; each field's help, shape flag, allowed values
+and range live in its metadata (envs/field_metadata.py `doc`), the one source for validation and `--explain`."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from typing import Any, Iterator
 
 from ddppo.config.sections.env import EnvConfig, PreemptionConfig, RolloutConfig
 from ddppo.config.sections.learning import ImitationConfig, KLRefConfig, NormalizeConfig, PPOConfig, RewardConfig
+from ddppo.config.sections.placement import PlacementConfig
 from ddppo.config.sections.policy import PolicyConfig, TransformerConfig
 from ddppo.config.sections.run import CheckpointConfig, DistConfig, EvalConfig, LogConfig, RunConfig, WandbConfig
 from ddppo.envs.field_metadata import SHAPE
 from ddppo.envs.registry import section_for
 
 __all__ = ["CheckpointConfig", "Config", "DistConfig", "EnvConfig", "EvalConfig", "ImitationConfig", "KLRefConfig",
-           "LogConfig", "NormalizeConfig", "PPOConfig", "PolicyConfig", "PreemptionConfig", "RewardConfig",
-           "RolloutConfig", "RunConfig", "SHAPE_KEYS", "TransformerConfig", "WandbConfig", "fields_of", "get_key"]
+           "LogConfig", "NormalizeConfig", "PPOConfig", "PlacementConfig", "PolicyConfig", "PreemptionConfig",
+           "RewardConfig", "RolloutConfig", "RunConfig", "SHAPE_KEYS", "TransformerConfig", "WandbConfig", "fields_of",
+           "get_key"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class Config:
 
     run: RunConfig = field(default_factory=RunConfig)
     dist: DistConfig = field(default_factory=DistConfig)
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)

@@ -16,7 +16,8 @@ order whatever order its hooks fire in; `finish()` launches what is left (a
 parameter without a gradient on this rank, gradients set outside backward),
 waits for every handle, divides by the summed count and writes the averages
 back into `p.grad`. With one rank there is nothing to send: `finish()` only
-zero-fills missing gradients.
+zero-fills missing gradients. The ranks are those of one named group of the context (`train`: every rank under
+the colocated placement), and every all-reduce runs on it.
 
 Nothing here reads a value back to the host: the count is a device tensor. On
 NCCL `finish()` still blocks the host until the all-reduces are done (blocking
@@ -32,6 +33,7 @@ from typing import Sequence
 import torch
 
 from ddppo.distributed.context import DistContext
+from ddppo.distributed.placement import TRAIN
 
 
 def plan_buckets(params: Sequence[torch.nn.Parameter], bucket_bytes: int) -> list[list[int]]:
@@ -52,8 +54,9 @@ class GradientReducer:
     """`begin(count)`, `loss.backward()`, `total = finish()`: averaged gradients in `p.grad`, the global
     valid-sample count as a 0-dim device tensor."""
 
-    def __init__(self, ctx: DistContext, params: Sequence[torch.nn.Parameter], bucket_mb: float = 25.0):
-        self.ctx = ctx
+    def __init__(self, ctx: DistContext, params: Sequence[torch.nn.Parameter], bucket_mb: float = 25.0,
+                 group: str = TRAIN):
+        self.ctx, self.group = ctx, ctx.group(group)
         self.params = list(params)
         self.buckets = plan_buckets(self.params, max(1, int(bucket_mb * 2**20)))
         self._bucket_of = {id(self.params[i]): b for b, idx in enumerate(self.buckets) for i in idx}
@@ -62,7 +65,7 @@ class GradientReducer:
         self._missing: list[int] = []
         self._launched = 0
         self._works: list[tuple[object, torch.Tensor]] = []  # (work handle, buffer being reduced)
-        if ctx.world_size > 1:
+        if self.group.size > 1:
             for p in self.params:
                 p.register_post_accumulate_grad_hook(self._on_grad)
 
@@ -73,7 +76,7 @@ class GradientReducer:
         self._missing = [len(b) for b in self.buckets]
         self._launched = 0
         self._works = []
-        self._armed = self.ctx.world_size > 1
+        self._armed = self.group.size > 1
 
     def _on_grad(self, p: torch.Tensor) -> None:
         if not self._armed:
@@ -97,7 +100,7 @@ class GradientReducer:
         else:
             buf = torch.cat(flats)
             buf = torch.where(count > 0, buf * count, torch.zeros((), device=buf.device))
-        self._works.append(self.ctx.all_reduce_async(buf, "gradient all-reduce"))
+        self._works.append(self.ctx.all_reduce_async(buf, "gradient all-reduce", self.group.name))
         self._launched += 1
 
     def finish(self) -> torch.Tensor:
@@ -106,7 +109,7 @@ class GradientReducer:
             raise RuntimeError("GradientReducer.finish() without begin()")
         count = self._count
         self._armed = False
-        if self.ctx.world_size == 1:
+        if self.group.size == 1:
             self._count = None
             for p in self.params:
                 if p.grad is None:

@@ -13,6 +13,10 @@ host (torch's object collectives are synchronous ones), made next to the NCCL gr
 Native calls with no bound of their own (NCCL's abort inside a timed-out wait, the communicator split of
 `mark_started`) run under a last-resort deadline of the group's timeout + deadline.EXIT_MARGIN_S, and a rank
 whose guard has named a lost peer is gone within dist.timeout_s + that margin (ddppo/distributed/deadline.py).
+
+Every collective runs on a named group: a role's ranks (ddppo/distributed/placement.py), `train` unless the call
+names another. Under the colocated default `train` is every rank, and its group is made as the one group was
+before roles existed: the default group until `mark_started`, then a new group over every rank.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import torch.distributed as dist
 
 import ddppo.distributed.deadline as deadline
 from ddppo.distributed.launch import Launch
+from ddppo.distributed.placement import TRAIN, Group, Placement
 from ddppo.distributed.store import WAIT_TIMEOUT_ERRORS, BoundedCaller
 
 log = logging.getLogger("ddppo.distributed")
@@ -90,7 +95,8 @@ class DistContext:
     """This rank's place in the job and the collectives it takes part in."""
 
     def __init__(self, launch: Launch, device: torch.device, backend: str, store: dist.Store,
-                 run_seed: int, timeout_s: float, object_group: Any = None, startup_timeout_s: float | None = None):
+                 run_seed: int, timeout_s: float, object_group: Any = None, startup_timeout_s: float | None = None,
+                 placement: Placement | None = None):
         self.launch = launch
         self.rank = launch.rank
         self.world_size = launch.world_size
@@ -101,52 +107,80 @@ class DistContext:
         self.seed = rank_seed(run_seed, launch.rank)
         self._timeout_s = timeout_s
         self._startup_timeout_s = timeout_s if startup_timeout_s is None else startup_timeout_s
-        self._group: Any = None  # default group (start-up timeout) until `mark_started`
-        self._object_group = object_group  # NCCL: gloo, for pickled objects; None: the collectives' group
         self._store_call = BoundedCaller()
         # collectives go through CPU tensors on gloo, device tensors on nccl
         self.comm_device = device if backend == "nccl" else torch.device("cpu")
+        self.placement = placement or Placement.colocated(self.world_size)
+        if self.placement.world_size != self.world_size:
+            raise ValueError(f"a placement for {self.placement.world_size} ranks in a job of {self.world_size}")
+        self.role = self.placement.role_of(self.rank)
+        self._seen = {name: self.placement.group(name, self.rank) for name in self.placement.roles}
+        self._started = False  # `mark_started`: the groups with the training timeout exist
+        self._object_side = object_group is not None  # NCCL: pickled objects go through a gloo twin of each group
+        self._groups = self._startup_groups(object_group)  # role -> (collectives' group, objects' group or None)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def group(self, name: str = TRAIN) -> Group:
+        """The named group (a role's ranks) as this rank sees it: its ranks, its size, this rank's place in it."""
+        return self._seen[name] if name in self._seen else self.placement.group(name, self.rank)  # the latter raises
+
     # ------------------------------------------------------------------ setup
+    def _startup_groups(self, object_group: Any) -> dict[str, tuple[Any, Any]]:
+        """The groups until `mark_started`: a role on every rank uses the default group (and the objects' group
+        init_distributed made), with the start-up timeout; a role on some ranks gets groups of its own now."""
+        if all(self.placement.spans_world(name) for name in self.placement.roles):
+            return {name: (None, object_group) for name in self.placement.roles}
+        what = "creation of the start-up groups"
+        with self.guard(what), self._native(what), native_stdout_to_stderr():
+            return {name: (None, object_group) if self.placement.spans_world(name)
+                    else self._new_group(name, self._startup_timeout_s) for name in self.placement.roles}
+
+    def _new_group(self, name: str, timeout_s: float) -> tuple[Any, Any]:
+        """Role `name`'s (collectives' group, objects' group or None) with `timeout_s`. Every rank makes every
+        role's groups, in the placement's order (torch's rule for new_group), members or not."""
+        timeout = datetime.timedelta(seconds=timeout_s)
+        members = None if self.placement.spans_world(name) else list(self.placement.ranks(name))
+        group = dist.new_group(members, backend=self.backend, timeout=timeout)
+        return group, dist.new_group(members, backend="gloo", timeout=timeout) if self._object_side else None
+
     def mark_started(self) -> None:
-        """Switch to the shorter training timeout once the first update has run."""
-        if self._group is None:
-            timeout = datetime.timedelta(seconds=self._timeout_s)
+        """Switch to the shorter training timeout once the first update has run: every role's groups anew."""
+        if not self._started:
             what = "creation of the training group"
             with self.guard(what), self._native(what, self._timeout_s), native_stdout_to_stderr():
-                self._group = dist.new_group(backend=self.backend, timeout=timeout)
-                if self._object_group is not None:
-                    self._object_group = dist.new_group(backend="gloo", timeout=timeout)
+                self._groups = {name: self._new_group(name, self._timeout_s) for name in self.placement.roles}
+            self._started = True
 
-    def broadcast_module(self, module: torch.nn.Module) -> None:
-        """Copy every parameter and buffer from rank 0 (at start and after resume)."""
+    def broadcast_module(self, module: torch.nn.Module, group: str = TRAIN) -> None:
+        """Copy every parameter and buffer from the group's first rank (at start and after resume)."""
+        pg, src = self._handles(group)[0], self.group(group).ranks[0]
         with self.guard("broadcast of the parameters"), self._native("broadcast of the parameters"):
             sent = []
             for tensor in list(module.parameters()) + list(module.buffers()):
                 buf = tensor.data.to(self.comm_device)
-                sent.append((tensor, buf, dist.broadcast(buf, src=0, group=self._group, async_op=True)))
+                sent.append((tensor, buf, dist.broadcast(buf, src=src, group=pg, async_op=True)))
             for tensor, buf, work in sent:
                 work.wait()
                 tensor.data.copy_(buf)
 
     # ------------------------------------------------------------ collectives
-    def rollout_barrier(self, steps_collected: int) -> torch.Tensor:
-        """End of collection on every rank; returns each rank's collected step count."""
+    def rollout_barrier(self, steps_collected: int, group: str = TRAIN) -> torch.Tensor:
+        """End of collection on every rank of the group; returns each one's collected step count."""
         t = torch.tensor([float(steps_collected)], device=self.comm_device)
-        return self._gather(t, "end-of-rollout sync")[:, 0]
+        return self._gather(t, "end-of-rollout sync", group)[:, 0]
 
-    def all_reduce_async(self, buf: torch.Tensor, what: str) -> tuple[Any, torch.Tensor]:
-        """Start a sum all-reduce of `buf` over all ranks; (work handle, buffer) for `wait_async`.
+    def all_reduce_async(self, buf: torch.Tensor, what: str, group: str = TRAIN) -> tuple[Any, torch.Tensor]:
+        """Start a sum all-reduce of `buf` over the group's ranks; (work handle, buffer) for `wait_async`.
 
         The gradient buckets of ddppo/distributed/buckets.py go through here, launched in the same order on every rank.
         """
         buf = buf.to(self.comm_device)
+        pg = self._handles(group)[0]
         with self.guard(what), self._native(what):
-            return dist.all_reduce(buf, group=self._group, async_op=True), buf
+            return dist.all_reduce(buf, group=pg, async_op=True), buf
 
     def wait_async(self, handle: tuple[Any, torch.Tensor], what: str) -> torch.Tensor:
         """The summed buffer of an `all_reduce_async`, once it has arrived (on NCCL the wait blocks this
@@ -156,59 +190,76 @@ class DistContext:
             work.wait()
         return buf
 
-    def all_reduce_sums(self, values: torch.Tensor, what: str) -> torch.Tensor:
-        """Element-wise sum over all ranks of a small 1-D vector, in float64, on every rank (CPU).
+    def all_reduce_sums(self, values: torch.Tensor, what: str, group: str = TRAIN) -> torch.Tensor:
+        """Element-wise sum over the group's ranks of a small 1-D vector, in float64, on each of them (CPU).
 
         One all-reduce; with one rank the vector itself (nothing to send).
         """
         t = values.detach().to(self.comm_device, torch.float64)
-        if self.world_size > 1:
+        if self.group(group).size > 1:
+            pg = self._handles(group)[0]
             with self.guard(what), self._native(what):
-                dist.all_reduce(t, group=self._group, async_op=True).wait()
+                dist.all_reduce(t, group=pg, async_op=True).wait()
         return t.cpu()
 
-    def all_gather_stats(self, values: torch.Tensor) -> torch.Tensor:
-        """Every rank's 1-D float64 stats vector, stacked (world_size, K), on every rank."""
-        return self._gather(values.to(self.comm_device, torch.float64), "stats all-gather").cpu()
+    def all_gather_stats(self, values: torch.Tensor, group: str = TRAIN) -> torch.Tensor:
+        """Each of the group's ranks' 1-D float64 stats vector, stacked (group size, K), on each of them."""
+        return self._gather(values.to(self.comm_device, torch.float64), "stats all-gather", group).cpu()
 
-    def broadcast_object(self, obj: Any) -> Any:
-        """Rank 0's picklable `obj`, on every rank (start-up decisions such as which checkpoint)."""
-        box = [obj]
+    def broadcast_object(self, obj: Any, group: str = TRAIN) -> Any:
+        """The group's first rank's picklable `obj`, on each of its ranks (start-up decisions such as which
+        checkpoint)."""
+        box, src = [obj], self.group(group).ranks[0]
+        objects = self._objects(group)
         with self.guard("broadcast of a start-up decision"), self._native("broadcast of a start-up decision"):
-            dist.broadcast_object_list(box, src=0, group=self._objects())
+            dist.broadcast_object_list(box, src=src, group=objects)
         return box[0]
 
-    def decide_on_main(self, decide: Callable[[], Any] | None, errors: tuple[type[Exception], ...] = ()) -> Any:
-        """Rank 0 calls `decide` (None elsewhere); every rank returns its picklable value, or raises the same
-        error of one of the `errors` types, with rank 0's message, where `decide` raised it. One broadcast."""
+    def decide_on_main(self, decide: Callable[[], Any] | None, errors: tuple[type[Exception], ...] = (),
+                       group: str = TRAIN) -> Any:
+        """The group's first rank calls `decide` (None elsewhere); each of its ranks returns its picklable value, or
+        raises the same error of one of the `errors` types, with that rank's message, where `decide` raised it.
+        One broadcast."""
         outcome = None
-        if self.is_main:
+        if self.group(group).is_main:
             try:
                 outcome = ("ok", decide())
             except errors as err:
                 outcome = ("error", next(i for i, e in enumerate(errors) if isinstance(err, e)), str(err))
-        outcome = self.broadcast_object(outcome)
+        outcome = self.broadcast_object(outcome, group)
         if outcome[0] == "error":
             raise errors[outcome[1]](outcome[2])
         return outcome[1]
 
-    def gather_objects(self, obj: Any) -> list[Any] | None:
-        """Picklable per-rank objects gathered on rank 0 (None elsewhere)."""
-        out = [None] * self.world_size if self.is_main else None
+    def gather_objects(self, obj: Any, group: str = TRAIN) -> list[Any] | None:
+        """Picklable per-rank objects of the group gathered on its first rank (None elsewhere)."""
+        g = self.group(group)
+        out = [None] * g.size if g.is_main else None
+        objects = self._objects(group)
         with self.guard("gather of per-rank state"), self._native("gather of per-rank state"):
-            dist.gather_object(obj, out, dst=0, group=self._objects())
+            dist.gather_object(obj, out, dst=g.ranks[0], group=objects)
         return out
 
-    def _gather(self, t: torch.Tensor, what: str) -> torch.Tensor:
-        if self.world_size == 1:  # nothing to exchange
+    def _gather(self, t: torch.Tensor, what: str, group: str) -> torch.Tensor:
+        size = self.group(group).size
+        if size == 1:  # nothing to exchange
             return t.unsqueeze(0)
-        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        pg = self._handles(group)[0]
+        out = [torch.empty_like(t) for _ in range(size)]
         with self.guard(what), self._native(what):
-            dist.all_gather(out, t, group=self._group, async_op=True).wait()
+            dist.all_gather(out, t, group=pg, async_op=True).wait()
         return torch.stack(out)
 
-    def _objects(self) -> Any:
-        return self._object_group if self._object_group is not None else self._group
+    def _handles(self, group: str) -> tuple[Any, Any]:
+        """The group's (collectives' group, objects' group or None); only its own ranks may call its collectives."""
+        if self.group(group).rank < 0:
+            raise RuntimeError(f"rank {self.rank} ({self.role}) called a collective of the group {group!r}, which "
+                               f"it is not in (ranks {list(self.placement.ranks(group))})")
+        return self._groups[group]
+
+    def _objects(self, group: str = TRAIN) -> Any:
+        collectives, objects = self._handles(group)
+        return objects if objects is not None else collectives
 
     # ------------------------------------------------------- preemption store
     def add_to_counter(self, key: str, amount: int) -> int:
@@ -283,7 +334,7 @@ class DistContext:
         """The last-resort bound of a blocking native call: the group's timeout (the start-up one until
         `mark_started`) + deadline.EXIT_MARGIN_S, then exit 1 naming `what`."""
         if timeout_s is None:
-            timeout_s = self._timeout_s if self._group is not None else self._startup_timeout_s
+            timeout_s = self._timeout_s if self._started else self._startup_timeout_s
         bound = timeout_s + deadline.EXIT_MARGIN_S
         return deadline.bounded(bound, 1, f"rank {self.rank}: {what} did not return within {bound:g} s (the "
                                           f"group's timeout + {deadline.EXIT_MARGIN_S:g} s): a native call hangs "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import os
@@ -19,6 +20,7 @@ from ddppo import watchdog
 from ddppo.distributed.cuda import agree_backend, choose_device_or_why, prepare_deterministic, prepare_nccl
 from ddppo.distributed.context import DistContext, PeerLostError, native_stdout_to_stderr
 from ddppo.distributed.launch import Launch, read_launch
+from ddppo.distributed.placement import Placement, resolve
 from ddppo.distributed.torch_env import check_nccl_env
 
 log = logging.getLogger("ddppo.distributed")
@@ -57,8 +59,9 @@ def _store_backend_kwargs(listen_fd: int | None) -> dict[str, Any]:
 
 
 def init_distributed(backend: str, device_setting: str, timeout_s: float, startup_timeout_s: float,
-                     run_seed: int, launch: Launch | None = None) -> DistContext:
-    """Rendezvous and create the process group; returns this rank's context.
+                     run_seed: int, launch: Launch | None = None, placement: Placement | None = None) -> DistContext:
+    """Rendezvous and create the process group; returns this rank's context, whose named groups are the
+    `placement`'s roles (None: colocated, `train` on every rank).
 
     The backend is settled once every rank's GPU is known (cuda.agree_backend), before the group is made: a
     rank without the GPU dist.device=cuda asks for joins anyway and says so there, so every rank leaves (exit 2)
@@ -103,7 +106,8 @@ def init_distributed(backend: str, device_setting: str, timeout_s: float, startu
     store = rendezvous.watched(launch, timeout_s, startup_timeout_s, build_store, join)
     log.info("rank %d/%d (local %d) up via %s: backend=%s device=%s", launch.rank, launch.world_size,
              launch.local_rank, launch.source, backend, device)
-    return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"), startup_timeout_s)
+    return DistContext(launch, device, backend, store, run_seed, timeout_s, side.get("objects"), startup_timeout_s,
+                       placement)
 
 
 def _leave_during_startup(launch: Launch, err: Exception) -> None:
@@ -149,13 +153,14 @@ def run_in_process_group(cfg, launch: Launch, body) -> int:
     (returned or raised), the rank is gone within dist.timeout_s + deadline.EXIT_MARGIN_S with its exit code
     if `close` hangs in native code (deadline.py); once `close` has returned the bound is lifted.
     """
+    placement = resolve(dataclasses.asdict(cfg.placement), launch.world_size)  # every rank: one ConfigError, exit 2
     if cfg.run.deterministic:
         prepare_deterministic()  # before anything touches CUDA
         torch.use_deterministic_algorithms(True)
     torch.set_num_threads(torch_threads(cfg.run.torch_threads, launch))
     try:
         ctx = init_distributed(cfg.dist.backend, cfg.dist.device, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
-                               cfg.run.seed, launch)
+                               cfg.run.seed, launch, placement)
     except (rendezvous.RendezvousError, rendezvous.RendezvousInterrupted) as err:
         _leave_during_startup(launch, err)
     deadline.enable()

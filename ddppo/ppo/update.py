@@ -51,7 +51,7 @@ import torch
 
 from ddppo.advantage import Advantages, Estimator
 from ddppo.config import PPOConfig
-from ddppo.distributed import DistContext
+from ddppo.distributed import TRAIN, DistContext
 from ddppo import timing
 from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
@@ -204,7 +204,8 @@ def make_adam(params: list, lr: float, eps: float) -> torch.optim.Adam:
 
 class PPOUpdater:
     def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
-                 sample_weighting: str = "per_minibatch", *, advantage: Estimator, precision: str = "fp32"):
+                 sample_weighting: str = "per_minibatch", *, advantage: Estimator, precision: str = "fp32",
+                 group: str = TRAIN):
         if sample_weighting not in SAMPLE_WEIGHTINGS:
             raise ValueError(f"sample_weighting={sample_weighting!r}: use one of {', '.join(SAMPLE_WEIGHTINGS)}")
         self.policy, self.cfg, self.ctx, self.advantage = policy, cfg, ctx, advantage
@@ -212,7 +213,7 @@ class PPOUpdater:
         self.precision = precision  # run.precision of the learning forward
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = make_adam(actor_critic_groups(policy), cfg.lr, cfg.adam_eps)
-        self.reducer = GradientReducer(ctx, self.params, bucket_mb)
+        self.reducer = GradientReducer(ctx, self.params, bucket_mb, group)  # all-reduced over the role's ranks
         self.clip = cfg.clip  # ppo.clip_schedule: set with the learning rate (set_lr_for)
         # the minibatches' random order, (n, generator) -> a permutation (torch.randperm): `ddppo bench sb3-lockstep`
         # gives SB3's numpy permutations here to take SB3's steps exactly

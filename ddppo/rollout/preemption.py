@@ -2,9 +2,9 @@
 
 A rank stops collecting at step t when t >= min_rollout_fraction * num_steps and
 the number of ranks that finished their full rollout this update is
->= sync_frac * world_size. The counter lives in the distributed store under a
-key that includes the update index, so nothing is ever reset and no update can
-read another update's count.
+>= sync_frac * the size of its group (the ranks that collect: every rank under the colocated placement). The
+counter lives in the distributed store under a key that includes the update index, so nothing is ever reset and
+no update can read another update's count.
 
 The counter is read without waiting: a read goes to the store thread and the rank keeps stepping; the
 answer is looked at before a later step, and a new read starts once the last one answered and
@@ -24,8 +24,8 @@ T / L_r (L_r bounded below by the minimum, so at most 1 / min_rollout_fraction) 
 samples is weighted instead: every rank's total weight is then that of a full rollout, as DDP's equal averaging
 of ranks gives, composed with the exact sample-count reduction (ddppo/ppo/update.py).
 
-Cleanup: every collector calls `begin(update)` as its rollout starts, whatever its mode, and rank 0 then
-deletes update - 2's counter, so the store holds at most the two newest (the overlapped and variable loops
+Cleanup: every collector calls `begin(update)` as its rollout starts, whatever its mode, and the group's first
+rank then deletes update - 2's counter, so the store holds at most the two newest (the overlapped and variable loops
 never check step 0, where the deletion used to happen: they leaked one key per update).
 """
 
@@ -35,16 +35,18 @@ import math
 import time
 
 from ddppo.config import PreemptionConfig
-from ddppo.distributed import DistContext, PendingRead
+from ddppo.distributed import TRAIN, DistContext, PendingRead
 
 
 class Preemption:
-    def __init__(self, cfg: PreemptionConfig, ctx: DistContext, num_steps: int):
-        self.ctx = ctx
+    def __init__(self, cfg: PreemptionConfig, ctx: DistContext, num_steps: int, group: str = TRAIN):
+        """`group`: the role whose ranks collect side by side (`train`, every rank, when colocated)."""
+        self.ctx, self.group = ctx, ctx.group(group)
         self.min_steps = max(1, math.ceil(cfg.min_rollout_fraction * num_steps - 1e-9))
-        self.threshold = math.ceil(cfg.sync_frac * ctx.world_size - 1e-9)
-        # with a threshold of world_size the last rank to finish is the one asking: never preempts
-        self.active = cfg.enabled and ctx.world_size > 1 and self.threshold < ctx.world_size
+        size = self.group.size
+        self.threshold = math.ceil(cfg.sync_frac * size - 1e-9)
+        # with a threshold of the group's size the last rank to finish is the one asking: never preempts
+        self.active = cfg.enabled and size > 1 and self.threshold < size
         self.poll_interval_s = cfg.poll_interval_s
         self.num_steps = num_steps
         self.rank_weighting = cfg.rank_weighting
@@ -65,10 +67,10 @@ class Preemption:
         return f"preempt/done/{update}"
 
     def begin(self, update: int) -> None:
-        """Called as every rollout starts (each collector does, whatever its mode): rank 0 deletes the counter
-        of update - 2. Every rank has passed update - 1's end-of-rollout sync, so nobody reads it any more;
+        """Called as every rollout starts (each collector does, whatever its mode): the group's first rank deletes
+        the counter of update - 2. Every rank has passed update - 1's end-of-rollout sync, so nobody reads it any more;
         deleted whether or not rank 0 itself finishes, so the store holds at most two counters."""
-        if self.active and self.ctx.is_main and update > 2:
+        if self.active and self.group.is_main and update > 2:
             self.ctx.delete_key(self.key(update - 2))
 
     def should_stop(self, update: int, step: int) -> bool:

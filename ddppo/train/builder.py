@@ -39,7 +39,7 @@ from ddppo import watchdog
 from ddppo.advantage import estimator_class
 from ddppo.checkpoint.manager import CheckpointManager
 from ddppo.config import Config
-from ddppo.distributed import DistContext
+from ddppo.distributed import TRAIN, DistContext
 from ddppo.envs.base import rank_env_spec
 from ddppo.envs.registry import make_vec_env
 from ddppo.model.build import make_policy
@@ -149,7 +149,7 @@ class Trainer:
         self.encoder_weights.start(ctx)
         self.advantage = self.advantage_class(cfg.ppo, num_envs)
         self.updater = PPOUpdater(self.policy, cfg.ppo, ctx, cfg.dist.bucket_mb, cfg.rollout.sample_weighting,
-                                  advantage=self.advantage, precision=cfg.run.precision)
+                                  advantage=self.advantage, precision=cfg.run.precision, group=TRAIN)
         self.reward_model = reward_model_for(cfg.reward, num_envs, ctx.device, self.timer, cfg.run.precision)
         self.reference = None
         if cfg.ppo.kl_ref.checkpoint:
@@ -166,7 +166,7 @@ class Trainer:
                 compile_policy(policy, cfg.policy.architecture)
         storage = self.new_storage()
         self.collector = make_collector(cfg.rollout, self.envs, acting,
-                                        Preemption(cfg.preemption, ctx, cfg.rollout.num_steps), self.timer,
+                                        Preemption(cfg.preemption, ctx, cfg.rollout.num_steps, TRAIN), self.timer,
                                         cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
                                         obs_transform=norm.obs_transform, scene_names=self.scene_names,

@@ -268,12 +268,16 @@ def train_and_digest(rank: int, world: int, port: int, overrides: list[str], run
     """A `spawn_ranks` worker: build the real Trainer on a gloo rank for the config `overrides` in `run_dir`,
     train to the end, and report exit code, counters, per-rank seed and digests (initial and final model, Adam
     state, and the acting copy's model under rollout.overlap_learning)."""
+    import dataclasses
+
     from ddppo.config import load_config
+    from ddppo.distributed.placement import resolve
     from ddppo.train.builder import Trainer
     from testutil import gloo_context
 
     cfg = load_config(None, [*overrides, f"run.dir={run_dir}"])
-    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s)
+    ctx = gloo_context(rank, world, port, cfg.run.seed, cfg.dist.timeout_s, cfg.dist.startup_timeout_s,
+                       resolve(dataclasses.asdict(cfg.placement), world))
     try:
         trainer = Trainer(cfg, ctx)
         try:

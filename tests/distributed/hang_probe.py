@@ -26,13 +26,14 @@ def main(mode: str, timeout_s: float) -> int:
     import torch
     import torch.distributed as dist
 
+    from ddppo.config import PlacementConfig
     from ddppo.distributed import read_launch, run_in_process_group
 
     logging.basicConfig(level=logging.INFO)
     launch = read_launch()
     cfg = SimpleNamespace(run=SimpleNamespace(torch_threads=1, deterministic=False, seed=0),
                           dist=SimpleNamespace(backend="gloo", device="cpu", timeout_s=timeout_s,
-                                               startup_timeout_s=60))
+                                               startup_timeout_s=60), placement=PlacementConfig())
     hangs = launch.rank == 1
     if hangs and mode == "destroy":
         dist.destroy_process_group = lambda *a, **k: time.sleep(HOUR)

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from ddppo.config import PlacementConfig
 from ddppo.distributed import rendezvous
 from ddppo.distributed.launch import Launch
 from testutil import DictStore
@@ -40,7 +41,8 @@ def test_cublas_workspace_is_set_before_cuda_starts(monkeypatch):
     monkeypatch.setattr(startup, "init_distributed", no_group)
     monkeypatch.setattr(startup, "_leave_during_startup", lambda launch, err: (_ for _ in ()).throw(SystemExit(1)))
     cfg = SimpleNamespace(run=SimpleNamespace(torch_threads=1, deterministic=True, seed=0),
-                          dist=SimpleNamespace(backend="auto", device="cpu", timeout_s=1, startup_timeout_s=1))
+                          dist=SimpleNamespace(backend="auto", device="cpu", timeout_s=1, startup_timeout_s=1),
+                          placement=PlacementConfig())
     launch = Launch(0, 1, 0, 1, "127.0.0.1", 0, "single")
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # so that monkeypatch restores what was there afterwards
     try:

@@ -14,7 +14,7 @@ import concurrent.futures
 import pytest
 
 from ddppo.config import PreemptionConfig
-from ddppo.distributed import PeerLostError, PendingRead
+from ddppo.distributed import Group, PeerLostError, PendingRead
 from ddppo.rollout import preemption as preemption_module
 from ddppo.rollout.preemption import Preemption
 
@@ -32,6 +32,9 @@ class StandInContext:
 
     def __init__(self) -> None:
         self.reads: list[Read] = []
+
+    def group(self, name: str) -> Group:
+        return Group(name, (0, 1), self.rank)
 
     def start_counter_read(self, key: str) -> Read:
         self.reads.append(Read(key))
