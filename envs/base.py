@@ -114,7 +114,7 @@ class WorkerStep:
 
 @runtime_checkable
 class AsyncVecEnv(VecEnv, Protocol):
-    """A VecEnv whose envs step in workers that can be sent and received one at a time (ddppo.envs.vector's
+    """A VecEnv whose envs step in workers that can be sent and received one at a time (ddppo.envs.runtime.vector's
     SubprocVecEnv). The overlapped and variable rollouts are built on this API alone."""
 
     @property

@@ -1,6 +1,6 @@
 """The config schema: one frozen dataclass per section, by theme in ddppo/config/sections/ (run.py, env.py,
 learning.py, policy.py), assembled here into `Config`; each field's help, shape flag, allowed values and range live
-in its metadata (envs/field_metadata.py `doc`), the one source for validation and `--explain`."""
+in its metadata (ddppo/field_metadata.py `doc`), the one source for validation and `--explain`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ddppo.config.sections.env import EnvConfig, PreemptionConfig, RolloutConfig
 from ddppo.config.sections.learning import ImitationConfig, KLRefConfig, NormalizeConfig, PPOConfig, RewardConfig
 from ddppo.config.sections.policy import PolicyConfig, TransformerConfig
 from ddppo.config.sections.run import CheckpointConfig, DistConfig, EvalConfig, LogConfig, RunConfig, WandbConfig
-from ddppo.envs.field_metadata import SHAPE
+from ddppo.field_metadata import SHAPE
 from ddppo.envs.registry import section_for
 
 __all__ = ["CheckpointConfig", "Config", "DistConfig", "EnvConfig", "EvalConfig", "ImitationConfig", "KLRefConfig",
