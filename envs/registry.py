@@ -26,18 +26,20 @@ def families() -> dict[str, EnvFamily]:
     if not _FAMILIES:
         import ddppo.envs
 
-        for found in pkgutil.iter_modules(ddppo.envs.__path__):
-            if found.ispkg:
-                declared = getattr(importlib.import_module(f"ddppo.envs.{found.name}"), "FAMILY", None)
+        found: dict[str, EnvFamily] = {}
+        for package in pkgutil.iter_modules(ddppo.envs.__path__):
+            if package.ispkg:
+                declared = getattr(importlib.import_module(f"ddppo.envs.{package.name}"), "FAMILY", None)
                 if declared is not None:
-                    _add(declared, f"ddppo.envs.{found.name}")
+                    _add(found, declared, f"ddppo.envs.{package.name}")
         for point in _entry_points():
             try:
                 declared = point.load()
             except Exception as err:  # the plugin's own failure, in one line naming it
                 raise EnvError(f"env family entry point {point.name} = {point.value!r} ({ENTRY_POINTS}) failed to "
                                f"load: {type(err).__name__}: {err}") from err
-            _add(declared, f"entry point {point.name} = {point.value!r}")
+            _add(found, declared, f"entry point {point.name} = {point.value!r}")
+        _FAMILIES.update(found)
     return _FAMILIES
 
 
@@ -49,17 +51,19 @@ def _entry_points() -> list[Any]:
     return sorted(group, key=lambda point: point.name)
 
 
-def _add(family: Any, origin: str) -> None:
+def _add(found: dict[str, EnvFamily], family: Any, origin: str) -> None:
+    """Add `family` to `found`, refusing what is not a declaration or takes a name or prefix already taken."""
     if not isinstance(family, EnvFamily):
         raise EnvError(f"{origin} declares {family!r}, not a ddppo.envs.family.EnvFamily")
-    taken = [(other.section, name) for other in _FAMILIES.values() for name in (other.section, *other.names)
-             if name in (family.section, *family.names)]
-    taken += [(other.section, other.prefix) for other in _FAMILIES.values() if other.prefix and family.prefix
+    mine = (family.section, *family.names)
+    taken = [(other.section, name) for other in found.values() for name in (other.section, *other.names)
+             if name in mine]
+    taken += [(other.section, other.prefix) for other in found.values() if other.prefix and family.prefix
               and (other.prefix.startswith(family.prefix) or family.prefix.startswith(other.prefix))]
     if taken:
         raise EnvError(f"env family {family.section!r} ({origin}) takes {taken[0][1]!r}, which the family "
                        f"{taken[0][0]!r} has already: rename it")
-    _FAMILIES[family.section] = family
+    found[family.section] = family
 
 
 def family_of(name: str) -> EnvFamily | None:

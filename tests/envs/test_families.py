@@ -160,9 +160,11 @@ def test_a_declaration_that_cannot_work_is_refused_naming_what(change, problem):
 
 def test_a_family_taking_a_name_or_a_key_already_taken_is_refused():
     with pytest.raises(EnvError, match="takes 'gridnav', which the family 'gridnav' has already"):
-        registry._add(EnvFamily("grid2", GridNavOptions, "m:f", names=("gridnav",)), "a test")
+        registry._add(dict(families()), EnvFamily("grid2", GridNavOptions, "m:f", names=("gridnav",)), "a test")
     with pytest.raises(EnvError, match="takes 'gym:', which the family 'gym' has already"):
-        registry._add(EnvFamily("gym2", GridNavOptions, "m:f", prefix="gym:"), "a test")
+        registry._add(dict(families()), EnvFamily("gym2", GridNavOptions, "m:f", prefix="gym:"), "a test")
+    with pytest.raises(EnvError, match="declares 'x', not a ddppo.envs.family.EnvFamily"):
+        registry._add({}, "x", "a test")
     with pytest.raises(ValueError, match="would hide the key env.num_envs"):
         env_config({"num_envs": EnvFamily("num_envs", GridNavOptions, "m:f", names=("x",))})
     assert "grid2" not in families() and "gym2" not in families()
@@ -199,3 +201,14 @@ def test_a_family_package_validates_its_keys_and_trains(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [1, 2]
     assert "tiny:\n    length: 3\n" in (tmp_path / "run" / "config.yaml").read_text()
+
+
+def test_a_family_whose_entry_point_fails_is_one_line_naming_it(tmp_path):
+    info = tmp_path / "plugins" / "broken-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ddppo.env_families]\nbroken = nosuchmodule:FAMILY\n")
+    res = ddppo(["config", "gridnav"], tmp_path, tmp_path / "plugins")
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "ddppo: environment error: env family entry point broken = 'nosuchmodule:FAMILY' (ddppo.env_families) "
+        "failed to load: ModuleNotFoundError: No module named 'nosuchmodule'"], res.stderr[-2000:]
