@@ -183,12 +183,14 @@ def ddppo(args: list[str], cwd: Path, plugins: Path) -> subprocess.CompletedProc
                           timeout=300)
 
 
-TRAIN = ["env.name=tiny", "env.tiny.length=3", "env.num_envs=4", "rollout.num_steps=8", "ppo.num_mini_batch=1",
-         "ppo.epochs=1", "policy.hidden_size=16", "policy.rnn_type=none", "log.tensorboard=false",
-         "log.interval_s=0.1", "run.torch_threads=1", "dist.device=cpu", "run.total_env_steps=64"]
+TRAIN = ["env.name=tiny", "env.tiny.length=3", "env.num_envs=4", "env.num_workers=2", "rollout.num_steps=8",
+         "ppo.num_mini_batch=1", "ppo.epochs=1", "policy.hidden_size=16", "policy.rnn_type=none",
+         "log.tensorboard=false", "log.interval_s=0.1", "run.torch_threads=1", "dist.device=cpu",
+         "run.total_env_steps=64"]
 
 
 def test_a_family_package_validates_its_keys_and_trains(tmp_path):
+    """...in env workers too (each worker finds the family again, by its entry point)."""
     plugins = write_family_package(tmp_path / "plugins")
     res = ddppo(["config", "--explain", "env.tiny.length"], tmp_path, plugins)
     assert res.returncode == 0 and "cells from the start to the end" in res.stdout, res.stderr[-2000:]
