@@ -11,6 +11,7 @@ family stays cheap; the factory's module is imported when that environment is bu
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Callable
 
 
@@ -37,13 +38,11 @@ class EnvFamily:
 
     def chooses(self, name: str) -> bool:
         """Whether env.name=`name` is this family's."""
-        return name in self.names or bool(self.prefix) and name.startswith(self.prefix) and len(name) > len(
-            self.prefix)
+        prefixed = bool(self.prefix) and name.startswith(self.prefix) and len(name) > len(self.prefix)
+        return name in self.names or prefixed
 
     def function(self, which: str) -> Callable[..., Any]:
         """The function `factory` or `simulator_fps` names, its module imported."""
-        import importlib
-
         module, _, name = getattr(self, which).partition(":")
         return getattr(importlib.import_module(module), name)
 
