@@ -73,7 +73,7 @@ def run_ddppo(task: str, settings: str, seed: int, updates: int, update_mode: st
         trainer = Trainer(cfg, ctx)
         try:
             init = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
-            # the gymnasium env's first reset seed, derived from its spec's seed (envs/gym.py) as SB3 is given it
+            # the gymnasium env's first reset seed, derived from its spec's seed (envs/gym/env.py) as SB3 is given it
             reset_seed = int(np.random.SeedSequence([int(trainer.env_spec.seed), 0]).generate_state(1)[0])
 
             def record(update: int, out: Any) -> None:  # after each update: its rollout and the weights it left

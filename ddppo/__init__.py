@@ -31,6 +31,8 @@ infrastructure   shared by every application; knows no training or evaluation lo
     watchdog.py     the per-update watchdog (faulthandler's timer: stacks and exit 1 past dist.update_timeout_s)
     timing.py       phase names (defined once) and the phase timer
     errors.py       errors a user can act on: every class of them, and the kinds and labels the CLI reports
+    field_metadata.py  the config's field metadata (`doc`) and its validation idiom: a leaf (it imports nothing of
+                    the project) that the config and the environments' option sections (envs/) both import
     user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
                     they register (policy architectures, encoders, advantage estimators) as config choices
 normalization/  observation and reward normalisation, built once and handed to the policy and the collector:
@@ -86,7 +88,8 @@ api/        the Python API: agent.py (Agent: a checkpoint's policy acting on you
 cli.py      `ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
-ddppo.envs (envs/: environments; imports nothing of ddppo but the data package ddppo.configs), ddppo.benchmarks
+ddppo.envs (envs/: environments, its runtime/ apart from its families, one package each; imports nothing of ddppo but
+the data package ddppo.configs and the leaf ddppo.field_metadata), ddppo.benchmarks
 (benchmarks/: every `ddppo bench` benchmark; registers its subcommand through the `ddppo.commands` entry point and
 is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
 sbatch scripts).

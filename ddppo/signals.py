@@ -11,7 +11,7 @@ to stop at the same update, save once, and exit 0.
            SLURM requeues the job itself where it was asked to.
   SIGINT   Ctrl-C: stop and save.
 Environment workers, their forkserver and the resource tracker ignore all three, also when the
-signal is sent to the whole job (see envs/helper_signals.py).
+signal is sent to the whole job (see envs/runtime/helper_signals.py).
 """
 
 from __future__ import annotations

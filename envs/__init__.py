@@ -1,5 +1,13 @@
-"""Environments for ddppo. Never imports `ddppo`.
+"""Environments for ddppo. Never imports `ddppo`, but for the leaf ddppo.field_metadata and the data package.
 
-field_metadata.py holds the config's field metadata and its validation idiom (`doc`, `section_problems`): here,
-below both, because the environments' option sections and ddppo's config sections declare their fields with it.
+The interface ddppo sees: base.py (VecEnv, EnvSpec, EnvError), family.py (EnvFamily: what a family declares),
+registry.py (the families found, `make_vec_env`). placement.py places scenes by their cost, for the families
+that have scenes.
+runtime/: what every family shares to run, knowing none of them (env workers in subprocesses, shared memory).
+The families, one package each, each declaring its `FAMILY` (its options class: the config section
+env.<section>; its factory): gridnav/, gym/, synthetic/, habitat/, habitat_lab/. scenes/ holds the scene files,
+simulators and generators habitat/ and habitat_lab/ build on.
+
+The option sections declare their fields with ddppo/field_metadata.py (`doc`, `section_problems`), the config's
+one validation idiom: a leaf module (it imports nothing of the project) that both ddppo.config and envs import.
 """

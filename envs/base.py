@@ -114,7 +114,7 @@ class WorkerStep:
 
 @runtime_checkable
 class AsyncVecEnv(VecEnv, Protocol):
-    """A VecEnv whose envs step in workers that can be sent and received one at a time (ddppo.envs.vector's
+    """A VecEnv whose envs step in workers that can be sent and received one at a time (ddppo.envs.runtime.vector's
     SubprocVecEnv). The overlapped and variable rollouts are built on this API alone."""
 
     @property
@@ -245,10 +245,16 @@ ENVS_DIR = Path(__file__).resolve().parent
 
 
 def exception_summary(exc: BaseException) -> str:
-    """`Type: message (at file:line in function)` of the innermost frame, on one line."""
+    """`Type: message (at file:line in function)` of the innermost frame, on one line; a file of envs/ named from
+    there (`synthetic/env.py`), any other by its name."""
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    where = f" (at {_short_name(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}{where}"
+
+
+def _short_name(filename: str) -> str:
+    path = Path(filename).resolve()
+    return path.relative_to(ENVS_DIR).as_posix() if ENVS_DIR in path.parents else path.name
 
 
 def env_failure(exc: BaseException) -> EnvError | None:

@@ -1,101 +1,117 @@
-"""Environment names -> option dataclasses and constructors.
+"""The environment families, and `make_vec_env`: an env.name -> its family's factory.
 
-`ddppo` sees environments only through this module and the interface of base.py
-(VecEnv, EnvSpec, EnvError): it reads the option dataclasses (to build its config
-schema) and calls `make_vec_env`. Concrete environment modules are imported lazily,
-so a missing optional dependency (habitat-sim) only matters when that environment is
-asked for. `envs` is a DAG: base <- options <- environments <- vector <- registry.
+`ddppo` sees environments only through this module and the interface of base.py (VecEnv, EnvSpec, EnvError): it
+reads the families' option classes (its config schema has one section `env.<section>` per family) and calls
+`make_vec_env`. The families are found, once, where they declare themselves (envs/family.py): the packages of
+ddppo.envs holding `FAMILY`, then the `ddppo.env_families` entry points of installed packages. A family's
+factory module is imported only when that environment is built, so a missing optional dependency (habitat-sim)
+only matters when it is asked for. `envs` is a DAG: base <- family <- families <- runtime <- registry.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
+import pkgutil
 from typing import Any, Mapping
 
 from ddppo.envs.base import EnvError, EnvSpec, VecEnv
-from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
+from ddppo.envs.family import EnvFamily
 
-# config section name -> option dataclass (one sub-section of `env` each)
-OPTION_SECTIONS: dict[str, type] = {
-    "gridnav": GridNavOptions,
-    "gym": GymOptions,
-    "habitat": HabitatOptions,
-    "habitat_lab": HabitatLabOptions,
-    "synthetic": SyntheticOptions,
-}
-
-@dataclasses.dataclass(frozen=True)
-class EnvEntry:
-    """A built-in environment: where its factory lives, the option section it reads, and what it can do that the
-    config checks must know before anything is built."""
-
-    module: str
-    factory: str
-    section: str
-    grouped_episodes: bool = False  # it runs EnvSpec.group_size > 1 (envs sharing each episode, in-process): GRPO
+ENTRY_POINTS = "ddppo.env_families"
+_FAMILIES: dict[str, EnvFamily] = {}  # section -> family, in the order found
 
 
-# env.name -> its entry
-_FACTORIES: dict[str, EnvEntry] = {
-    "gridnav": EnvEntry("ddppo.envs.gridnav", "make_gridnav", "gridnav", grouped_episodes=True),
-    "habitat_lab": EnvEntry("ddppo.envs.habitat_lab.env", "make_habitat_lab", "habitat_lab"),
-    "habitat_pointnav": EnvEntry("ddppo.envs.habitat.env", "make_habitat_pointnav", "habitat"),
-    "synthetic": EnvEntry("ddppo.envs.synthetic", "make_synthetic", "synthetic"),
-}
-GYM_PREFIX = "gym:"
-# env.name -> (module, function(options, spec, steps) -> steps/s of one bare simulator, option section):
-# environments that wrap a simulator say how fast it runs alone, for `ddppo bench throughput`
-_SIMULATOR_FPS: dict[str, tuple[str, str, str]] = {
-    "habitat_pointnav": ("ddppo.envs.habitat.env", "simulator_fps", "habitat"),
-}
+def families() -> dict[str, EnvFamily]:
+    """Every env family by its section: ddppo.envs' own packages (by name), then installed ones (entry points)."""
+    if not _FAMILIES:
+        import ddppo.envs
+
+        found: dict[str, EnvFamily] = {}
+        for package in pkgutil.iter_modules(ddppo.envs.__path__):
+            if package.ispkg:
+                declared = getattr(importlib.import_module(f"ddppo.envs.{package.name}"), "FAMILY", None)
+                if declared is not None:
+                    _add(found, declared, f"ddppo.envs.{package.name}")
+        for point in _entry_points():
+            try:
+                declared = point.load()
+            except Exception as err:  # the plugin's own failure, in one line naming it
+                raise EnvError(f"env family entry point {point.name} = {point.value!r} ({ENTRY_POINTS}) failed to "
+                               f"load: {type(err).__name__}: {err}") from err
+            _add(found, declared, f"entry point {point.name} = {point.value!r}")
+        _FAMILIES.update(found)
+    return _FAMILIES
+
+
+def _entry_points() -> list[Any]:
+    from importlib.metadata import entry_points
+
+    found = entry_points()
+    group = found.select(group=ENTRY_POINTS) if hasattr(found, "select") else found.get(ENTRY_POINTS, ())
+    return sorted(group, key=lambda point: point.name)
+
+
+def _add(found: dict[str, EnvFamily], family: Any, origin: str) -> None:
+    """Add `family` to `found`, refusing what is not a declaration or takes a name or prefix already taken."""
+    if not isinstance(family, EnvFamily):
+        raise EnvError(f"{origin} declares {family!r}, not a ddppo.envs.family.EnvFamily")
+    mine = (family.section, *family.names)
+    taken = [(other.section, name) for other in found.values() for name in (other.section, *other.names)
+             if name in mine]
+    taken += [(other.section, other.prefix) for other in found.values() if other.prefix and family.prefix
+              and (other.prefix.startswith(family.prefix) or family.prefix.startswith(other.prefix))]
+    if taken:
+        raise EnvError(f"env family {family.section!r} ({origin}) takes {taken[0][1]!r}, which the family "
+                       f"{taken[0][0]!r} has already: rename it")
+    found[family.section] = family
+
+
+def family_of(name: str) -> EnvFamily | None:
+    """The family env.name=`name` chooses, or None."""
+    return next((family for family in families().values() if family.chooses(name)), None)
 
 
 def known_names() -> list[str]:
-    return sorted(_FACTORIES) + [GYM_PREFIX + "<gymnasium id>"]
+    """The env.name values, sorted (a prefixed family as `<prefix><id>`)."""
+    return sorted([name for family in families().values() for name in family.names]
+                  + [f"{family.prefix}<{family.prefix_id}>" for family in families().values() if family.prefix])
 
 
 def section_for(name: str) -> str | None:
     """The option section an env name reads, or None if the name is unknown."""
-    if name.startswith(GYM_PREFIX) and len(name) > len(GYM_PREFIX):
-        return "gym"
-    entry = _FACTORIES.get(name)
-    return entry.section if entry else None
+    family = family_of(name)
+    return family.section if family else None
 
 
 def grouped_episode_envs() -> list[str]:
     """The environments that run grouped episodes (EnvSpec.group_size > 1, in-process); GRPO's config rules
     (ddppo/advantage/grpo.py) refuse the others, naming the keys, before anything starts."""
-    return [name for name, entry in sorted(_FACTORIES.items()) if entry.grouped_episodes]
+    return sorted(name for family in families().values() if family.grouped_episodes for name in family.names)
 
 
 def make_vec_env(name: str, options: Mapping[str, Any], spec: EnvSpec) -> VecEnv:
     """Build the named environment batch. `options` is its option section as a dict.
 
     With `spec.num_workers > 0` the envs are split over that many subprocess
-    workers (ddppo.envs.vector.SubprocVecEnv); each worker calls this with num_workers=0.
+    workers (ddppo.envs.runtime.vector.SubprocVecEnv); each worker calls this with num_workers=0.
     """
+    family = family_of(name)
+    if family is None:
+        raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
     if spec.num_workers > 0:
-        if section_for(name) is None:
-            raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
-        from ddppo.envs.vector import SubprocVecEnv
+        from ddppo.envs.runtime.vector import SubprocVecEnv
 
         return SubprocVecEnv(name, options, spec, spec.num_workers, make_vec_env)
-    if name.startswith(GYM_PREFIX):
-        from ddppo.envs.gym import make_gym
-
-        return make_gym(name[len(GYM_PREFIX):], GymOptions(**options), spec)
-    if name not in _FACTORIES:
-        raise EnvError(f"env.name={name!r} is not a known environment; use one of {known_names()}")
-    entry = _FACTORIES[name]
-    factory = getattr(importlib.import_module(entry.module), entry.factory)
-    return factory(OPTION_SECTIONS[entry.section](**options), spec)
+    factory = family.function("factory")
+    if family.prefix and name.startswith(family.prefix) and name not in family.names:
+        return factory(name[len(family.prefix):], family.options(**options), spec)
+    return factory(family.options(**options), spec)
 
 
 def simulator_fps(name: str, options: Mapping[str, Any], spec: EnvSpec, steps: int) -> float | None:
     """Steps/s of one of the env's simulators stepped bare (no task, no batching, random actions), on the
     scene and sensors the env would use; None for envs that are not a wrapped simulator."""
-    if name not in _SIMULATOR_FPS:
+    family = family_of(name)
+    if family is None or not family.simulator_fps:
         return None
-    module, func, section = _SIMULATOR_FPS[name]
-    return getattr(importlib.import_module(module), func)(OPTION_SECTIONS[section](**options), spec, steps)
+    return family.function("simulator_fps")(family.options(**options), spec, steps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ddppo.envs.field_metadata import field_problems, required_problems, rule_problems
+from ddppo.field_metadata import field_problems, required_problems, rule_problems
 from ddppo.envs.registry import known_names, section_for
 from ddppo.config.schema import Config, RolloutConfig
 from ddppo.distributed.placement import spec_problems

@@ -1,6 +1,6 @@
 """The config schema: one frozen dataclass per section, by theme in ddppo/config/sections/ (run.py, env.py,
 learning.py, policy.py, placement.py), assembled here into `Config`; each field's help, shape flag, allowed values
-and range live in its metadata (envs/field_metadata.py `doc`), the one source for validation and `--explain`."""
+and range live in its metadata (ddppo/field_metadata.py `doc`), the one source for validation and `--explain`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ddppo.config.sections.learning import ImitationConfig, KLRefConfig, Normali
 from ddppo.config.sections.placement import PlacementConfig
 from ddppo.config.sections.policy import PolicyConfig, TransformerConfig
 from ddppo.config.sections.run import CheckpointConfig, DistConfig, EvalConfig, LogConfig, RunConfig, WandbConfig
-from ddppo.envs.field_metadata import SHAPE
+from ddppo.field_metadata import SHAPE
 from ddppo.envs.registry import section_for
 
 __all__ = ["CheckpointConfig", "Config", "DistConfig", "EnvConfig", "EvalConfig", "ImitationConfig", "KLRefConfig",

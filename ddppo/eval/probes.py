@@ -127,7 +127,7 @@ class GridNavProbe(EnvProbe):
         return float(pg[0]) * max(self.envs.map_shape) / 2.0, math.atan2(float(pg[2]), float(pg[1]))
 
     def scan(self) -> tuple[np.ndarray, float] | None:
-        opt = self.envs.options  # rays right to left over fov_degrees (envs/gridmaps.ray_offsets)
+        opt = self.envs.options  # rays right to left over fov_degrees (envs/gridnav/maps.py ray_offsets)
         if getattr(opt, "camera", "none") != "none":  # `depth` is a camera image, drawn as one
             return None
         n = opt.num_rays

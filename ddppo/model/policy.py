@@ -182,7 +182,7 @@ class ImageInput(nn.Module):
 
 class EmbeddingEncoder(nn.Module):
     """A categorical observation -> a learnt embedding: a Discrete space (e.g. habitat-lab's object goal category)
-    one, a MultiDiscrete space (or a gymnasium Text key, envs/gym.py) the sum of one per dimension (each
+    one, a MultiDiscrete space (or a gymnasium Text key, envs/gym/env.py) the sum of one per dimension (each
     dimension's values have rows of their own). Values arrive as numbers (storage keeps them as float32, exact for
     any realistic n)."""
 

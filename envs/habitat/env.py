@@ -2,7 +2,7 @@
 
 `make_habitat_pointnav(options, spec)` builds `spec.num_envs` PointNav envs
 stepped in this process, one simulator each (subprocess workers come from
-ddppo.envs.vector, which calls this factory once per worker).
+ddppo.envs.runtime.vector, which calls this factory once per worker).
 
 Episodes are partitioned so none is played twice in one pass over the dataset:
 the dataset is cut into `world_size * worker_count` disjoint groups, one per
@@ -32,7 +32,7 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
-from ddppo.envs.field_metadata import section_problems
+from ddppo.field_metadata import section_problems
 from ddppo.envs.placement import measured_costs
 from ddppo.envs.scenes.dataset import (Episode, EpisodeIterator, partition, read_partition, resolve_scene,
                                        scene_file_names, scene_name)

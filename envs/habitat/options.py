@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ddppo.envs.field_metadata import doc
+from ddppo.field_metadata import doc
 
 BACKENDS = ("habitat", "grid")
 

@@ -1,7 +1,7 @@
 """Any habitat-lab task as a VecEnv (env.name: habitat_lab).
 
 `make_habitat_lab(options, spec)` builds `spec.num_envs` habitat-lab `Env`s stepped in this process (subprocess
-workers come from ddppo.envs.vector, which calls this factory once per worker: one process holds the Envs of its
+workers come from ddppo.envs.runtime.vector, which calls this factory once per worker: one process holds the Envs of its
 share). Only this package imports `habitat`; the version differences live in envs/habitat_lab/compat.py.
 
 Episodes are shared out so none is played twice in one pass: habitat-lab's dataset lists its scenes
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepClock, StepResult
-from ddppo.envs.field_metadata import section_problems
+from ddppo.field_metadata import section_problems
 from ddppo.envs.placement import measured_costs, scene_costs
 from ddppo.envs.scenes.dataset import (COUNT_LIMIT_BYTES, EpisodeIterator, cost_placement, group_runs, partition,
                                        scene_name)

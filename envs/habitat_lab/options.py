@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddppo.envs.field_metadata import doc
+from ddppo.field_metadata import doc
 from ddppo.envs.habitat.options import episode_split_field, scene_costs_field, scene_costs_problem
 
 

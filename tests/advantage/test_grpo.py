@@ -11,8 +11,8 @@ import torch
 from ddppo.config import load_config
 from ddppo.errors import ConfigError
 from ddppo.advantage.grpo import grpo_advantages
-from ddppo.envs.gridnav import STOP, TURN_LEFT, GridNav
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.env import STOP, TURN_LEFT, GridNav
+from ddppo.envs.gridnav.options import GridNavOptions
 from ddppo.envs.base import EnvSpec
 
 

@@ -15,8 +15,8 @@ import yaml
 from ddppo.rundir import checkpoint_update
 from ddppo import checkpoint as ckpt
 from ddppo.errors import CheckpointError
-from ddppo.envs.gridnav import GridNav
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.env import GridNav
+from ddppo.envs.gridnav.options import GridNavOptions
 from ddppo.envs.base import EnvSpec
 
 

@@ -43,7 +43,7 @@ def test_an_update_that_overruns_dist_update_timeout_s_ends_training(tmp_path):
     r = subprocess.run([PY, *train_args(tmp_path / "run", overrides)], cwd=REPO, env=subprocess_env(),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr[-3000:]
-    assert "Timeout (0:00:03)!" in r.stderr and "synthetic.py" in r.stderr, r.stderr[-3000:]
+    assert "Timeout (0:00:03)!" in r.stderr and "synthetic/env.py" in r.stderr, r.stderr[-3000:]
     assert "update watchdog: an update running over 3 s" in r.stderr
 
 

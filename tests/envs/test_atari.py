@@ -1,4 +1,4 @@
-"""env.gym.atari: ALE ids through ale-py's AtariVectorEnv (envs/atari.py), seen by the learner with clipped rewards
+"""env.gym.atari: ALE ids through ale-py's AtariVectorEnv (envs/gym/atari.py), seen by the learner with clipped rewards
 and a termination at each lost life while episodes (returns, ddppo eval) are whole games. Skips without ale-py."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv
-from ddppo.envs.gridmaps import geodesic_fields, parse_ascii
-from ddppo.envs.gridnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, GridNav
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.maps import geodesic_fields, parse_ascii
+from ddppo.envs.gridnav.env import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, GridNav
+from ddppo.envs.gridnav.options import GridNavOptions
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
 
@@ -327,8 +327,8 @@ def test_bad_input_is_reported():
 
 def test_expert_actions_are_the_oracles():
     from ddppo.envs.base import EnvSpec, expert_actions
-    from ddppo.envs.gridnav import GridNav
-    from ddppo.envs.options import GridNavOptions
+    from ddppo.envs.gridnav.env import GridNav
+    from ddppo.envs.gridnav.options import GridNavOptions
 
     env = GridNav(GridNavOptions(), EnvSpec(num_envs=3, seed=0))
     env.reset()

@@ -1,4 +1,4 @@
-"""gridnav's first-person camera (env.gridnav.camera, envs/gridcam.py) and goal_sensor=false: shapes, the
+"""gridnav's first-person camera (env.gridnav.camera, envs/gridnav/camera.py) and goal_sensor=false: shapes, the
 geometry of what a column sees, colours that tell walls, furniture and the goal apart, determinism, state."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 
 from ddppo.config import load_config
 from ddppo.envs.base import EnvError, EnvSpec
-from ddppo.envs.gridmaps import parse_ascii
-from ddppo.envs.gridnav import MOVE_FORWARD, GridNav
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.maps import parse_ascii
+from ddppo.envs.gridnav.env import MOVE_FORWARD, GridNav
+from ddppo.envs.gridnav.options import GridNavOptions
 from ddppo.errors import ConfigError
 
 EAST, NORTH, WEST, SOUTH = 0, 1, 2, 3

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ddppo.envs.base import EnvSpec
-from ddppo.envs.gridmaps import parse_ascii
-from ddppo.envs.gridnav import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, GridNav
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.maps import parse_ascii
+from ddppo.envs.gridnav.env import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT, GridNav
+from ddppo.envs.gridnav.options import GridNavOptions
 
 F, L, R = MOVE_FORWARD, TURN_LEFT, TURN_RIGHT
 EAST = 0

@@ -112,7 +112,7 @@ def test_sync_envs_step_exactly_as_gymnasiums_sync_vector_env(env_id, steps):
     and resets on CartPole, time-limit truncations on Pendulum)."""
     import gymnasium
 
-    from ddppo.envs.gym import SyncEnvs
+    from ddppo.envs.gym.env import SyncEnvs
 
     ours = SyncEnvs([gymnasium.make(env_id) for _ in range(3)])
     theirs = gymnasium.make_vec(env_id, num_envs=3, vectorization_mode="sync",

@@ -1,6 +1,6 @@
-"""The env option sections (envs/options.py, envs/habitat/options.py, envs/habitat_lab/options.py) use the config's
+"""The env option sections (each family's envs/<family>/options.py, found by envs/registry.py) use the config's
 one validation idiom: each field's choices, range, item check and whether it is required in its metadata
-(envs/field_metadata.py), shown by `ddppo config --explain` and refused by the config checks and by an environment
+(ddppo/field_metadata.py), shown by `ddppo config --explain` and refused by the config checks and by an environment
 built directly; `problems()` only for what one field cannot say; sections frozen, like the rest of the config."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import pytest
 
 from ddppo.cli import main
 from ddppo.config import load_config
-from ddppo.envs.field_metadata import BOUNDS, CHOICES, rule_problems, section_problems
+from ddppo.field_metadata import BOUNDS, CHOICES, rule_problems, section_problems
 from ddppo.errors import ConfigError
-from ddppo.envs.registry import OPTION_SECTIONS
+from ddppo.envs.registry import families
+
+OPTION_SECTIONS = {section: family.options for section, family in families().items()}
 
 # a valid section of each kind: the values an environment needs once it is the one chosen
 VALID = {"habitat": {"dataset": "episodes.json.gz"}, "habitat_lab": {"config": "task.yaml"}}

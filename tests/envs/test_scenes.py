@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvSpec, declared_scenes, env_scenes
-from ddppo.envs.options import SyntheticOptions
+from ddppo.envs.synthetic.options import SyntheticOptions
 from ddppo.envs.placement import group_costs, place_scenes
-from ddppo.envs.synthetic import SyntheticEnv
+from ddppo.envs.synthetic.env import SyntheticEnv
 
 
 def test_contiguous_placement_deals_whole_scenes_in_order():
@@ -104,8 +104,8 @@ class _SceneEnv:
 def test_a_gym_env_names_its_scenes_with_scene_id():
     import gymnasium
 
-    from ddppo.envs.gym import make_gym
-    from ddppo.envs.options import GymOptions
+    from ddppo.envs.gym.env import make_gym
+    from ddppo.envs.gym.options import GymOptions
 
     gymnasium.register("DdppoSceneTest-v0", entry_point=_SceneEnv)
     env = make_gym("DdppoSceneTest-v0", GymOptions(), EnvSpec(num_envs=2, seed=0))
@@ -127,8 +127,8 @@ def test_a_gym_env_names_its_scenes_with_scene_id():
 def test_gridnav_scenes_are_its_layouts_by_number_of_rooms():
     """A generated map's scene is its number of rooms: a few layouts, the same names on every rank, not one per map
     (walls, hence more than one room, exactly where a map has blocked interior cells without furniture)."""
-    from ddppo.envs.gridnav import GridNav
-    from ddppo.envs.options import GridNavOptions
+    from ddppo.envs.gridnav.env import GridNav
+    from ddppo.envs.gridnav.options import GridNavOptions
 
     env = GridNav(GridNavOptions(num_maps=64, obstacle_density=0.0), EnvSpec(num_envs=8, seed=0))
     assert declared_scenes(env) == ("rooms2", "rooms3", "rooms4")  # max_room_splits=3: 1 to 3 walls
@@ -173,9 +173,9 @@ def _check_scenes_followed(workers: int) -> None:
 
 
 def test_hand_made_gridnav_maps_are_scenes_of_their_own():
-    from ddppo.envs.gridmaps import parse_ascii
-    from ddppo.envs.gridnav import GridNav
-    from ddppo.envs.options import GridNavOptions
+    from ddppo.envs.gridnav.maps import parse_ascii
+    from ddppo.envs.gridnav.env import GridNav
+    from ddppo.envs.gridnav.options import GridNavOptions
 
     room = parse_ascii("#####\n#...#\n#...#\n#####")
     env = GridNav(GridNavOptions(min_geodesic=1.0), EnvSpec(num_envs=2, seed=0), maps=[room, room.copy()])

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv
-from ddppo.envs.options import SyntheticOptions
+from ddppo.envs.synthetic.options import SyntheticOptions
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
-from ddppo.envs.synthetic import SyntheticEnv, SyntheticFailure
+from ddppo.envs.synthetic.env import SyntheticEnv, SyntheticFailure
 
 
 def make(num_envs=4, seed=0, rank=0, **overrides):

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvSpec, place_by_cost
-from ddppo.envs.options import SyntheticOptions
+from ddppo.envs.synthetic.options import SyntheticOptions
 from ddppo.envs.placement import REPLACE_GAIN, group_costs, place_scenes, replacement
 from ddppo.envs.registry import make_vec_env
-from ddppo.envs.synthetic import SyntheticEnv
+from ddppo.envs.synthetic.env import SyntheticEnv
 
 SLOW = {"scene0": 0.001, "scene1": 0.003}  # seconds per env step: scene1 3x slower
 

@@ -12,7 +12,7 @@ import pytest
 from ddppo.envs.base import EnvError, VecEnv
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
-from ddppo.envs.vector import SubprocVecEnv, worker_spec
+from ddppo.envs.runtime.vector import SubprocVecEnv, worker_spec
 
 GRID = {"num_maps": 4, "max_episode_steps": 15}
 

@@ -4,7 +4,7 @@ import multiprocessing as mp
 import os
 import tempfile
 
-from ddppo.envs.worker_output import OutputRelay, redirect_output_to
+from ddppo.envs.runtime.worker_output import OutputRelay, redirect_output_to
 
 
 def _chatty(conn, tag: bytes, die: bool) -> None:

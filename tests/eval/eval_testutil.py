@@ -103,8 +103,8 @@ def habitat_config(data: dict, run_dir: Path, **extra) -> Config:
 
 def replay_gridnav(cfg: Config, checkpoint: Path, episodes: list[dict]) -> list[dict]:
     """Each recorded episode played again on its own, in a fresh one-env gridnav, with a plain loop."""
-    from ddppo.envs.gridnav import GridNav
-    from ddppo.envs.options import GridNavOptions
+    from ddppo.envs.gridnav.env import GridNav
+    from ddppo.envs.gridnav.options import GridNavOptions
 
     env = GridNav(GridNavOptions(**cfg.env_options), EnvSpec(num_envs=1, seed=rank_seed(
         cfg.run.seed + cfg.eval.seed_offset, 0)))

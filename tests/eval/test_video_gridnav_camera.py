@@ -4,8 +4,8 @@ without the goal sensor no goal arrow is read from an observation that has none.
 from __future__ import annotations
 
 from ddppo.envs.base import EnvSpec
-from ddppo.envs.gridnav import GridNav
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.env import GridNav
+from ddppo.envs.gridnav.options import GridNavOptions
 from ddppo.eval.probes import probe_for
 from ddppo.eval.video import FrameRenderer
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, VecEnv, env_scenes
-from ddppo.envs.field_metadata import section_problems
+from ddppo.field_metadata import section_problems
 from ddppo.envs.scenes.dataset import scene_name, write_episodes
 from ddppo.envs.habitat.env import HabitatPointNavEnv, make_habitat_pointnav
 from ddppo.envs.habitat.follower import ShortestPathFollower

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ddppo.envs.base import EnvError, EnvSpec
-from ddppo.envs.field_metadata import section_problems
+from ddppo.field_metadata import section_problems
 from ddppo.envs.habitat.env import HabitatPointNavEnv
 from ddppo.envs.habitat.options import HabitatOptions
 from ddppo.envs.habitat_lab.env import load_share

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from ddppo.envs.base import EnvError
-from ddppo.envs.field_metadata import section_problems
+from ddppo.field_metadata import section_problems
 from ddppo.envs.habitat_lab.env import scene_share
 from ddppo.envs.habitat_lab.options import HabitatLabOptions
 from ddppo.envs.habitat_lab.spaces import ActionMap, convert_observation_space, scalar_metrics
-from ddppo.envs.registry import OPTION_SECTIONS, section_for
+from ddppo.envs.registry import families, section_for
 
 Box, Discrete, Dict = gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spaces.Dict
 
@@ -113,7 +113,7 @@ def test_every_episode_in_exactly_one_env_of_one_worker_of_one_rank(num_scenes, 
 
 
 def test_options_section_registered_and_problems_named():
-    assert section_for("habitat_lab") == "habitat_lab" and OPTION_SECTIONS["habitat_lab"] is HabitatLabOptions
+    assert section_for("habitat_lab") == "habitat_lab" and families()["habitat_lab"].options is HabitatLabOptions
     problems = section_problems(HabitatLabOptions(overrides=["NOEQUALS", 3], gpu_device_id=-3, max_episode_steps=-1))
     text = "; ".join(problems)
     assert "config=''" in text and "KEY=VALUE" in text and "gpu_device_id=-3" in text

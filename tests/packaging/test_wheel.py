@@ -70,7 +70,7 @@ def test_the_build_has_no_warning_and_installs_nothing_generic(built):
         names = set(z.namelist())
     assert top == ["ddppo", f"{wheel.name.split('-py3')[0]}.dist-info"], top
     for shipped in ("ddppo/configs/gridnav.yaml", "ddppo/configs/habitat_lab/pointnav_gen_task.yaml",
-                    "ddppo/slurm/train.sbatch", "ddppo/envs/gridnav.py", "ddppo/benchmarks/cli.py"):
+                    "ddppo/slurm/train.sbatch", "ddppo/envs/gridnav/env.py", "ddppo/benchmarks/cli.py"):
         assert shipped in names, shipped
 
 

@@ -26,5 +26,5 @@ def test_env_exception_is_one_line_exit_2_in_process_and_through_workers(tmp_pat
     assert reports[0].startswith("ddppo: environment error: env failed during 'step': SyntheticFailure: ")
     assert reports[1].startswith("ddppo: environment error: env worker 0 failed during 'step': SyntheticFailure: ")
     assert reports[0].split("'step': ")[1] == reports[1].split("'step': ")[1]  # the same report
-    assert "deliberate failure at step 5" in reports[0] and "(at synthetic.py:" in reports[0]
-    assert debug.returncode == 2 and "Traceback" in debug.stderr and 'envs/synthetic.py"' in debug.stderr
+    assert "deliberate failure at step 5" in reports[0] and "(at synthetic/env.py:" in reports[0]
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and 'envs/synthetic/env.py"' in debug.stderr

@@ -3,9 +3,9 @@
 multiprocessing's resource tracker too. Each case ends with exit 0, the checkpoint of the update the rank
 stopped at, no traceback and no error line: in-process and with workers, in fixed and variable rollouts.
 
-Before ddppo.envs.helper_signals, SIGTERM/SIGINT killed the forkserver (every worker then read as dead, exit code
-255: `environment error: env worker 0 died during 'state_dict'`, no checkpoint) and SIGUSR1 killed the resource
-tracker (a KeyError traceback from its replacement).
+Before ddppo.envs.runtime.helper_signals, SIGTERM/SIGINT killed the forkserver (every worker then read as dead,
+exit code 255: `environment error: env worker 0 died during 'state_dict'`, no checkpoint) and SIGUSR1 killed the
+resource tracker (a KeyError traceback from its replacement).
 """
 
 from __future__ import annotations

@@ -166,8 +166,8 @@ TO_EVERY_PROCESS = {
 def test_signals_to_every_process_with_env_workers(slurm_cluster, tmp_path, how):
     """With env.num_workers=2 the ranks save the update they stopped at, without a traceback or an env error.
 
-    Before the helpers were sheltered (ddppo.envs.helper_signals), SIGTERM killed the workers' forkserver (`env worker 0
-    died during 'state_dict'`, no checkpoint) and SIGUSR1 the resource tracker (a KeyError traceback)."""
+    Before the helpers were sheltered (ddppo.envs.runtime.helper_signals), SIGTERM killed the workers' forkserver
+    (`env worker 0 died during 'state_dict'`, no checkpoint) and SIGUSR1 the resource tracker (a KeyError traceback)."""
     command, options, final = TO_EVERY_PROCESS[how]
     total = (40 if how == "scancel_usr1" else 100000) * NUM_ENVS * NUM_STEPS
     job, run_dir, out = submit(slurm_cluster, tmp_path, total, tasks_per_node=1, options=options,

@@ -1,19 +1,21 @@
-"""The config schema's env sections. What is collected: env (its per-env sections are the envs' own option dataclasses),
-rollout and its preemption."""
+"""The config schema's env sections. What is collected: env (its family sections, `env.<section>`, are the option
+dataclasses the env families declare: envs/registry.py), rollout and its preemption."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from ddppo.envs.field_metadata import doc
-from ddppo.envs.options import GridNavOptions, GymOptions, HabitatLabOptions, HabitatOptions, SyntheticOptions
+
+from ddppo.envs.family import EnvFamily
+from ddppo.envs.registry import families, known_names
+from ddppo.field_metadata import doc
 
 
 @dataclass(frozen=True)
-class EnvConfig:
-    """Which environment, how many copies per rank, and its own options."""
+class EnvSettings:
+    """Which environment and how many copies per rank: the env section's own keys, before its families'."""
 
-    name: str = field(default="gridnav",
-                      metadata=doc("gridnav | gym:<gymnasium id> | habitat_lab | habitat_pointnav | synthetic", shape=True))
+    name: str = field(default="gridnav", metadata=doc(" | ".join(known_names()), shape=True))
     num_envs: int = field(default=16, metadata=doc("environments per rank", gt=0))
     num_workers: int = field(default=0,
                              metadata=doc("0 = step all envs in the trainer process; N = N subprocess workers (shared "
@@ -25,13 +27,26 @@ class EnvConfig:
                                 "updates, and move their scenes where that makes the slowest group over 5% faster; "
                                 "a move starts fresh episodes where it changes scenes. 0 = place only at start-up",
                                 ge=0))
-    gridnav: GridNavOptions = field(default_factory=GridNavOptions, metadata=doc("options of env.name=gridnav"))
-    gym: GymOptions = field(default_factory=GymOptions, metadata=doc("options of env.name=gym:<id>"))
-    habitat: HabitatOptions = field(default_factory=HabitatOptions,
-                                    metadata=doc("options of env.name=habitat_pointnav"))
-    synthetic: SyntheticOptions = field(default_factory=SyntheticOptions, metadata=doc("options of env.name=synthetic"))
-    habitat_lab: HabitatLabOptions = field(default_factory=HabitatLabOptions,
-                                           metadata=doc("options of env.name=habitat_lab"))
+
+
+def _family_field(family: EnvFamily) -> tuple[str, type, dataclasses.Field]:
+    if family.section in {f.name for f in dataclasses.fields(EnvSettings)}:
+        raise ValueError(f"env family {family.section!r}: its section would hide the key env.{family.section}; "
+                         f"rename the section")
+    chosen = [*family.names] + ([f"{family.prefix}<{family.prefix_id}>"] if family.prefix else [])
+    return family.section, family.options, field(default_factory=family.options,
+                                                 metadata=doc(f"options of env.name={' | '.join(chosen)}"))
+
+
+def env_config(found: dict[str, EnvFamily]) -> type:
+    """The env section: EnvSettings' keys, then one section per family of `found` (section -> family)."""
+    cls = dataclasses.make_dataclass("EnvConfig", [_family_field(f) for f in found.values()], bases=(EnvSettings,),
+                                     frozen=True)
+    cls.__module__, cls.__doc__ = __name__, "Which environment, how many copies per rank, and its own options."
+    return cls
+
+
+EnvConfig = env_config(families())
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ and imitation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ddppo.envs.field_metadata import doc
+from ddppo.field_metadata import doc
 from ddppo.user_code import ADVANTAGES
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ddppo.envs.field_metadata import doc
+from ddppo.field_metadata import doc
 from ddppo.user_code import ENCODERS, POLICIES, VECTOR_ENCODERS
 
 

@@ -1,4 +1,4 @@
-"""Maps and per-map lookup tables of the grid world (used by envs/gridnav.py).
+"""Maps and per-map lookup tables of the grid world (used by envs/gridnav/env.py).
 
 Geometry. A map is a (H, W) bool occupancy array, True = blocked, with blocked
 border cells. The agent lives on cell centres. Heading `h` of `num_headings`

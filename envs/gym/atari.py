@@ -1,14 +1,14 @@
-"""ALE (Atari) ids with the standard preprocessing (env.gym.atari=true), for envs/gym.py.
+"""ALE (Atari) ids with the standard preprocessing (env.gym.atari=true), for envs/gym/env.py.
 
 ale-py's `AtariVectorEnv` steps the games in C++ threads and does the preprocessing every anchor ships (SB3's
 AtariWrapper, CleanRL's ppo_atari, Sample Factory): up to 30 no-ops at reset, FIRE at reset where the game has it,
 frame skip 4 with max-pooling over the last two frames, 84x84 grayscale, 4 stacked frames. At 8 envs it stepped
 2.1x to 4.3x as fast as gymnasium's `AtariPreprocessing` + `FrameStackObservation` in a SyncVectorEnv on a shared
 2-core machine (`ddppo bench atari-env`), so it is the one used. Its rewards and episodes are left as the game has them (no
-clipping, no episodic life): envs/gym.py reports the game's score as the episode return and gives the learner
+clipping, no episodic life): envs/gym/env.py reports the game's score as the episode return and gives the learner
 the rewards' signs and a termination at each lost life (`life_lost`), while the game goes on.
 
-`AtariEnvs` has the interface of envs/gym.py's SyncEnvs (reset with a seed per env, step with same-step
+`AtariEnvs` has the interface of envs/gym/env.py's SyncEnvs (reset with a seed per env, step with same-step
 autoreset and `infos["final_obs"]`, the single spaces, close), with frames channels-last (84, 84, 4): ddppo's image
 layout.
 """

@@ -9,7 +9,7 @@ goes on) straight into shared memory; actions, commands and episode summaries
 travel over pipes.
 
 Robustness: workers, their forkserver and the resource tracker ignore SIGINT,
-SIGTERM and SIGUSR1, also when sent to the whole job (ddppo.envs.helper_signals; the
+SIGTERM and SIGUSR1, also when sent to the whole job (ddppo.envs.runtime.helper_signals; the
 trainer owns signal handling and closes the workers); an exception in a worker is raised in
 the parent as EnvError with the worker's index and traceback; a worker that
 dies or does not answer within `EnvSpec.worker_timeout_s` is reported as an
@@ -18,7 +18,7 @@ further calls raise, and `close()` (always safe, idempotent, also run at garbage
 collection and interpreter exit) terminates the workers and frees the memory.
 Workers are started with "forkserver" (never a plain fork: the parent may have
 imported torch). Their stdout and stderr reach the parent's stderr a whole line
-at a time, prefixed with the worker's name (ddppo.envs.worker_output).
+at a time, prefixed with the worker's name (ddppo.envs.runtime.worker_output).
 
 Asynchronous use (the one API both rollout modes build on): `send(w, actions)` starts a step of worker
 `w`'s envs (rows `bounds[w]`) and returns at once; `recv(min_ready, wait_s)` returns the `WorkerStep`s of
@@ -45,12 +45,12 @@ import numpy as np
 
 from ddppo.envs.base import (EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, WorkerStep, declared_metrics,
                              declared_scenes, env_scenes, exception_summary, fresh_reset, place_by_cost, restores_state)
-from ddppo.envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
-from ddppo.envs.worker_output import OutputRelay, redirect_output_to
+from ddppo.envs.runtime.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
+from ddppo.envs.runtime.worker_output import OutputRelay, redirect_output_to
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["ddppo.envs.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry"]
+_PRELOAD = ["ddppo.envs.runtime.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry"]
 
 
 def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
@@ -376,7 +376,7 @@ def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
 def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -> None:
     """Worker process: build the env with `build` (the registry's make_vec_env, passed in so this module
     does not import the registry that imports it), then serve commands until "close" or the parent goes away."""
-    ignore_job_signals()  # the trainer owns them (ddppo.envs.helper_signals)
+    ignore_job_signals()  # the trainer owns them (ddppo.envs.runtime.helper_signals)
     redirect_output_to(output)
 
     env, shm, views = None, None, None

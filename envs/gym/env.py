@@ -20,7 +20,7 @@ space's start is added), MultiBinary ones as 0/1 (cast to its dtype). Episode me
 plus the info keys `env.gym.episode_metrics` names, read from the info of an episode's last step. `module:Id`
 imports `module` first (from the working directory, which the `ddppo` command puts first on sys.path as
 `python -m` does).
-Each sub-env gets its own seed drawn from `EnvSpec.seed`. `env.gym.atari` plays ALE ids through envs/atari.py
+Each sub-env gets its own seed drawn from `EnvSpec.seed`. `env.gym.atari` plays ALE ids through envs/gym/atari.py
 with the standard preprocessing: episodes are whole games (their score is the return), and the learner gets the
 rewards' signs and a termination at each lost life (StepResult.started: the game goes on).
 
@@ -48,10 +48,10 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from ddppo.envs.atari import AtariEnvs
+from ddppo.envs.gym.atari import AtariEnvs
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.options import GymOptions
+from ddppo.field_metadata import section_problems
+from ddppo.envs.gym.options import GymOptions
 
 
 class GymVecEnv:

@@ -5,8 +5,9 @@ process of the job, not only the rank. multiprocessing's helpers die of SIGTERM 
 action): the forkserver (every env worker then reads as dead to the rank, exit code 255, before it could save)
 and the resource tracker (SIGUSR1; the next shared-memory call starts a new one, which prints a KeyError
 traceback). So the rank starts them with these signals blocked: the resource tracker ignores SIGINT/SIGTERM
-itself and keeps SIGUSR1 blocked for good; the forkserver imports `ddppo.envs.forkserver_init` first, which ignores
-all three before unblocking them, and the env workers it forks inherit that from their first instruction.
+itself and keeps SIGUSR1 blocked for good; the forkserver imports `ddppo.envs.runtime.forkserver_init` first,
+which ignores all three before unblocking them, and the env workers it forks inherit that from their first
+instruction.
 
 A signal that arrives at the rank meanwhile stays pending and reaches the rank's handler once unblocked.
 """

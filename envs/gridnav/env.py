@@ -3,7 +3,7 @@
 PointNav as in habitat: reach a goal given only its position relative to the
 agent (GPS + compass) and an egocentric range scan, then call STOP. Maps are
 procedurally generated small indoor floors (rooms joined by doors, furniture
-blocks), seeded from `EnvSpec.seed`; see envs/gridmaps.py for the geometry.
+blocks), seeded from `EnvSpec.seed`; see envs/gridnav/maps.py for the geometry.
 
 Actions (Discrete(4)): 0 STOP, 1 MOVE_FORWARD (one cell along the heading; a
 blocked move leaves the agent in place and counts a collision), 2 TURN_LEFT,
@@ -18,7 +18,7 @@ Observations:
   depth (num_rays,) float32: range scan over `fov_degrees`, right to left, clipped
                   at max_range and divided by it (camera=none, the default).
   depth (H, W, 1), rgb (H, W, 3) uint8: the first-person camera (camera=depth,
-                  rgb or rgbd; envs/gridcam.py), the goal a red pillar.
+                  rgb or rgbd; envs/gridnav/camera.py), the goal a red pillar.
 
 STOP ends the episode (terminated) and succeeds if the geodesic distance to
 the goal is <= success_distance. Reaching max_episode_steps truncates it.
@@ -49,10 +49,10 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepResult
-from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.gridcam import GridCamera
-from ddppo.envs.gridmaps import build_tables, generate_map, geodesic_fields, heading_geometry
-from ddppo.envs.options import GridNavOptions
+from ddppo.field_metadata import section_problems
+from ddppo.envs.gridnav.camera import GridCamera
+from ddppo.envs.gridnav.maps import build_tables, generate_map, geodesic_fields, heading_geometry
+from ddppo.envs.gridnav.options import GridNavOptions
 
 STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT = 0, 1, 2, 3
 _STATE_KEYS = ("map", "pos", "goal", "heading", "dist", "prev_geo", "shortest", "steps", "ret", "path_len",
@@ -63,7 +63,7 @@ class GridNav:
     """A batch of `spec.num_envs` grid-world PointNav episodes (implements ddppo.envs.base.VecEnv).
 
     `maps`: optional hand-made maps ((H, W) bool, True = blocked, blocked border,
-    all the same shape; see ddppo.envs.gridmaps.parse_ascii) used instead of generated ones.
+    all the same shape; see ddppo.envs.gridnav.maps.parse_ascii) used instead of generated ones.
     """
 
     def __init__(self, options: GridNavOptions, spec: Any, maps: Sequence[np.ndarray] | None = None):

@@ -2,6 +2,9 @@
 its range, what each item of a list must be, and whether an environment's option is required; the one
 validation idiom of every config section, ddppo's and the environments' alike.
 
+A leaf: it imports nothing of the project, so both ddppo.config and envs/ (which imports nothing else of ddppo but
+the data package ddppo.configs) may import it (tests/infra/test_import_graph.py `LEAVES`).
+
 `doc("...")` goes into `dataclasses.field(metadata=...)`. It is the one source for `ddppo config --explain KEY`
 and for validation: `ddppo.config.SHAPE_KEYS` (what a resume may not change) is every field marked
 `shape=True`, and `ddppo.config.checks` refuses a value outside `choices` or the bounds (gt/ge/lt/le), or a

@@ -16,7 +16,7 @@ goal red, a chequered floor and a plain ceiling, every surface darker with dista
 and along columns are shaded differently and the edges of its cells drawn darker, so corners and single blocks
 read as such.
 
-The rays' paths through the cells are map-independent (envs/gridmaps.py `ray_cells`, one per heading and
+The rays' paths through the cells are map-independent (envs/gridnav/maps.py `ray_cells`, one per heading and
 column, computed once); a frame is a gather of every env's cells along its columns, an argmax for the first
 blocked one, and per-pixel comparisons, all vectorised over envs, rows and columns.
 """
@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ddppo.envs.gridmaps import heading_geometry, ray_cells
+from ddppo.envs.gridnav.maps import heading_geometry, ray_cells
 
 GOAL_RADIUS, GOAL_HEIGHT = 0.3, 0.8  # cells, wall heights
 WALL, FURNITURE, GOAL = (np.array(c, np.float32) for c in ((205, 200, 188), (60, 105, 200), (235, 30, 25)))

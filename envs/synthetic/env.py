@@ -35,8 +35,8 @@ import gymnasium
 import numpy as np
 
 from ddppo.envs.base import RESEED, EnvError, EpisodeInfo, Obs, StepClock, StepResult
-from ddppo.envs.field_metadata import section_problems
-from ddppo.envs.options import SyntheticOptions
+from ddppo.field_metadata import section_problems
+from ddppo.envs.synthetic.options import SyntheticOptions
 from ddppo.envs.placement import place_scenes, replacement, scene_costs
 
 SCENE_SEED = 0x5CE7E  # the scenes' matrices come from this, scene_seed and the scene index: alike on every rank
