@@ -1,11 +1,11 @@
-"""benchmarks/phase_check.py (run by gpu_check.sh) flags implausible phase shares, on hand-made metrics."""
+"""tools/gpu_check/phase_check.py (run by the GPU check) flags implausible phase shares, on hand-made metrics."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ddppo.benchmarks import phase_check
+from gpu_check import phase_check
 
 
 def row(**phases: float) -> dict:

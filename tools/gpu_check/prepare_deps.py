@@ -3,17 +3,17 @@
 The machine a session may be lent (Python 3.10-3.13 with torch, no omegaconf, gymnasium or network) cannot
 install ddppo's dependencies. So, here, with network:
 
-    python benchmarks/gpu_check_prepare.py download [--python-version 3.12] [--dest .gpu_check]
+    python tools/gpu_check/prepare_deps.py download [--python-version 3.12] [--dest .gpu_check]
 
 puts the wheels of every dependency the checks import (REQUIREMENTS; antlr4-python3-runtime 4.9.3, which PyPI
 has only as a source archive, is built into a wheel here) for that Python on Linux x86-64 into DEST/wheels, with
 DEST/manifest.json naming them. DEST (.gpu_check/, git-ignored) travels with the checkout (the device tool's
 `carry`). There, stdlib only:
 
-    python benchmarks/gpu_check_prepare.py unpack [--dest .gpu_check]
+    python tools/gpu_check/prepare_deps.py unpack [--dest .gpu_check]
 
 unpacks into DEST/site the wheel of each module that this Python cannot import yet (one it can import is left
-alone), refusing one built for another Python in one line. benchmarks/gpu_check_device.sh runs `unpack` and then
+alone), refusing one built for another Python in one line. tools/gpu_check/device.sh runs `unpack` and then
 the check with DEST/site on PYTHONPATH.
 """
 
@@ -27,7 +27,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # (the module the checks import, the requirement that provides it); the imports of `ddppo train|eval|export`
 # beyond torch and the standard library (tensorboard, matplotlib and imageio are imported only where used)
 REQUIREMENTS = [
@@ -88,7 +88,7 @@ def wheel_fits(filename: str, version: tuple[int, int]) -> bool:
 def unpack(dest: Path) -> list[str]:
     manifest_path = dest / "manifest.json"
     if not manifest_path.is_file():
-        raise SystemExit(f"gpu_check_prepare: {manifest_path} is missing: run `python benchmarks/gpu_check_prepare.py "
+        raise SystemExit(f"prepare_deps: {manifest_path} is missing: run `python tools/gpu_check/prepare_deps.py "
                          f"download` where there is network, and bring {dest} along")
     manifest = json.loads(manifest_path.read_text())
     site = dest / "site"
@@ -98,7 +98,7 @@ def unpack(dest: Path) -> list[str]:
         if importlib.util.find_spec(module) is not None or (site / module).exists() or (site / f"{module}.py").exists():
             continue
         if not wheel_fits(wheel, sys.version_info[:2]):
-            raise SystemExit(f"gpu_check_prepare: {module} is not installed here and {wheel} is for another Python "
+            raise SystemExit(f"prepare_deps: {module} is not installed here and {wheel} is for another Python "
                              f"than this {sys.version_info[0]}.{sys.version_info[1]}: run `download --python-version "
                              f"{sys.version_info[0]}.{sys.version_info[1]}` where there is network")
         with zipfile.ZipFile(dest / "wheels" / wheel) as archive:
@@ -117,12 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "download":
         manifest = download(dest, args.python_version)
         size = sum(p.stat().st_size for p in (dest / "wheels").glob("*.whl")) / 2 ** 20
-        print(f"gpu_check_prepare: {len(manifest['wheels'])} wheels for Python {args.python_version} in "  # noqa: T201
+        print(f"prepare_deps: {len(manifest['wheels'])} wheels for Python {args.python_version} in "  # noqa: T201
               f"{dest / 'wheels'} ({size:.1f} MiB)")
     else:
         done = unpack(dest)
-        print(f"gpu_check_prepare: unpacked {', '.join(done) or 'nothing (each importable, or unpacked before)'} into "  # noqa: T201
-              f"{dest / 'site'}")
+        unpacked = ", ".join(done) or "nothing (each importable, or unpacked before)"
+        print(f"prepare_deps: unpacked {unpacked} into {dest / 'site'}")  # noqa: T201
     return 0
 
 

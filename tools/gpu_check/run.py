@@ -1,10 +1,11 @@
 """The GPU check: every CUDA path of the trainer as one run on one machine with a GPU (1 H200, 16 cores: the
 whole run within --budget-s, 480 s by default).
 
-    python benchmarks/gpu_check.py [--dry-run] [--part essential|rest|models|all] [--only NAME,...] [--work DIR]
-                                   [--budget-s S]
-    (bash benchmarks/gpu_check.sh ...; from a bare checkout without omegaconf or gymnasium installed:
-     benchmarks/gpu_check_prepare.py, then benchmarks/gpu_check_device.sh essential|rest on the GPU machine)
+    python -m gpu_check.run [--dry-run] [--part essential|rest|models|all] [--only NAME,...] [--work DIR]
+                            [--budget-s S]
+    (bash tools/gpu_check/run.sh ..., which puts tools/ on PYTHONPATH; from a bare checkout without omegaconf
+     or gymnasium installed: tools/gpu_check/prepare_deps.py, then tools/gpu_check/device.sh essential|rest on
+     the GPU machine)
 
 The checks run in PLAN's order, in two parts (--part; one command each on a lent machine: PART_BUDGET_S each),
 the essential first: NCCL's blocking-wait timeout on one GPU, plainly and
@@ -37,12 +38,9 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script from a checkout
-
-from ddppo.benchmarks import gpu_check_nccl as nccl  # noqa: E402
-from ddppo.benchmarks import gpu_check_paths as paths  # noqa: E402
-from ddppo.benchmarks.gpu_check_util import CheckFailed, Env  # noqa: E402
+from gpu_check import nccl_checks as nccl
+from gpu_check import path_checks as paths
+from gpu_check.common import CheckFailed, Env
 
 RUN_BUDGET_S = 585.0  # the three parts in one run
 PART_BUDGET_S = 270.0  # one part: a command of at most 300 s, less the interpreter's start and the unpacking

@@ -1,4 +1,4 @@
-"""The GPU check's NCCL and rank-placement checks (benchmarks/gpu_check.py runs them in its order). Each returns
+"""The GPU check's NCCL and rank-placement checks (tools/gpu_check/run.py runs them in its order). Each returns
 its figures for the table, or raises CheckFailed; a dry run (CPU, gloo) runs each one's CPU counterpart.
 
 Failures are judged by what the processes did (exit code, the rank named in ddppo's line, no abort), never by
@@ -13,7 +13,7 @@ import re
 import signal
 import time
 
-from ddppo.benchmarks.gpu_check_util import (
+from gpu_check.common import (
     GRID, GRIDNAV, LOST, NCCL_VAR_WARNING, PY, CheckFailed, Env, expect, kill, metrics, no_abort, refuse, run,
     start_ranks, tail, torchrun, train_cmd, trained, wait,
 )
@@ -26,7 +26,7 @@ def blocking_wait_timeout(e: Env, under_torchrun: bool) -> str:
     out = e.work / name
     out.mkdir(exist_ok=True)
     timeout_s = 5
-    body = ["benchmarks/gpu_ranks.py", "stall", GRIDNAV, str(out), f"dist.timeout_s={timeout_s}",
+    body = ["tools/gpu_check/ranks.py", "stall", GRIDNAV, str(out), f"dist.timeout_s={timeout_s}",
             "log.tensorboard=false", f"run.dir={e.work / name}", *e.dev()]
     cmd = torchrun(1, *body) if under_torchrun else [PY, *body]
     rc, text = run(e, cmd, e.work / f"{name}.log", timeout_s=120)
@@ -49,7 +49,7 @@ def blocking_wait_timeout(e: Env, under_torchrun: bool) -> str:
 def nccl_1rank(e: Env) -> str:
     """World 1 under torchrun (whose agent injects TORCH_NCCL_ASYNC_ERROR_HANDLING=1): NCCL, the phase timers,
     and no warning about NCCL variables."""
-    from ddppo.benchmarks.gpu_check_paths import phases
+    from gpu_check.path_checks import phases
 
     run_dir, text = trained(e, "nccl_1rank", 1, GRIDNAV, e.steps(40960, 4096), "checkpoint.interval_updates=1000",
                             *e.dev())
@@ -65,7 +65,7 @@ def two_ranks_one_gpu(e: Env) -> str:
     cmd = train_cmd(2, GRIDNAV, e.work / "two_ranks", *GRID, e.steps(16384, 2048), "dist.bucket_mb=0.01",
                     "checkpoint.interval_updates=4", *(e.dev() if e.dry else ["dist.device=auto",
                                                                              "dist.backend=auto"]),
-                    module=["benchmarks/gpu_ranks.py", "digest", GRIDNAV, str(out)])
+                    module=["tools/gpu_check/ranks.py", "digest", GRIDNAV, str(out)])
     rc, text = run(e, cmd, e.work / "two_ranks.log", **({} if e.dry else {"CUDA_VISIBLE_DEVICES": "0"}))
     if rc != 0:
         raise CheckFailed(f"exit {rc}: {tail(text)}")

@@ -1,6 +1,6 @@
-"""Are a run's phase timings plausible? Read by benchmarks/gpu_check.py after its training runs.
+"""Are a run's phase timings plausible? Read by tools/gpu_check/run.py after its training runs.
 
-    python benchmarks/phase_check.py RUN_DIR [--label NAME] [--world-size 1]
+    python -m gpu_check.phase_check RUN_DIR [--label NAME] [--world-size 1]
 
 From metrics.jsonl (the first update, which holds start-up, left out): the share of update wall time of
 every phase, summed over updates. Fails (exit 1, one line per problem) when
@@ -19,10 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script from a checkout
-
-from ddppo import timing  # noqa: E402
+from ddppo import timing
 
 MUST_WORK = (timing.POLICY_FORWARD, timing.ENV_STEP, timing.OBS_TRANSFER, timing.STORAGE,
              timing.LEARN_FORWARD_BACKWARD, timing.OPTIMIZER)

@@ -2,7 +2,7 @@
 `ddppo.slurm` are the checkout's envs/, benchmarks/, configs/ and slurm/ folders.
 
 Installed, pyproject.toml maps those folders into the `ddppo` namespace; a plain clone has no such mapping, so
-`import ddppo.envs` fails there. benchmarks/gpu_check_device.sh puts this folder on PYTHONPATH, so every Python
+`import ddppo.envs` fails there. tools/gpu_check/device.sh puts this folder on PYTHONPATH, so every Python
 process of the GPU check (torchrun's workers included) imports this module at start-up (Python's `site` imports
 `sitecustomize` from the path) and finds the two packages through the finder below. It is appended to the end
 of sys.meta_path: where ddppo is installed, the installed mapping is found first and this one is never asked.
@@ -15,8 +15,8 @@ import importlib.util
 import os
 import sys
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# pyproject.toml's [tool.setuptools.package-dir] (tests/benchmarks/test_gpu_check_bare.py keeps them equal)
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# pyproject.toml's [tool.setuptools.package-dir] (tests/tools/gpu_check/test_gpu_check_bare.py keeps them equal)
 _MAPPED = {"ddppo.envs": "envs", "ddppo.benchmarks": "benchmarks", "ddppo.configs": "configs", "ddppo.slurm": "slurm"}
 
 

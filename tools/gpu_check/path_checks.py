@@ -1,5 +1,5 @@
 """The GPU check's training-path checks: deterministic mode, overlapped learning, worker modes, the timers,
-resume/eval/export and habitat (benchmarks/gpu_check.py runs them in its order). Each returns its figures, or
+resume/eval/export and habitat (tools/gpu_check/run.py runs them in its order). Each returns its figures, or
 raises CheckFailed; every PASS rests on an assertion that can fail (bit-identity, a budget reached, a phase
 check, a ratio, a line expected or refused)."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ddppo.benchmarks import phase_check
-from ddppo.benchmarks.gpu_check_util import (
+from gpu_check import phase_check
+from gpu_check.common import (
     CUDNN_NOT_CONTIGUOUS, GRID, GRIDNAV, PY, CheckFailed, Env, expect, metrics, model_digest, reached, refuse, run,
     tail, trained,
 )
@@ -106,7 +106,7 @@ def variable_workers(e: Env) -> str:
 def timing_overhead(e: Env) -> str:
     """The event timers (the default on CUDA) against a sync at the end of every phase: on a GPU they may cost
     at most 1 - MIN_TIMING_RATIO of the throughput (a dry run on CPU only reports: both are host timers)."""
-    cmd = [PY, "benchmarks/gpu_ranks.py", "timing", GRIDNAV, "1" if e.dry else "4", *GRID,
+    cmd = [PY, "tools/gpu_check/ranks.py", "timing", GRIDNAV, "1" if e.dry else "4", *GRID,
            *(["ppo.epochs=1"] if e.dry else []),
            "run.torch_threads=2", "log.tensorboard=false", f"run.dir={e.work / 'timing'}", *e.dev()]
     rc, text = run(e, cmd, e.work / "timing.log")

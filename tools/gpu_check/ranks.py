@@ -1,8 +1,8 @@
-"""The in-process parts of the GPU check (benchmarks/gpu_check.py), run as scripts by its checks.
+"""The in-process parts of the GPU check (tools/gpu_check/run.py), run as scripts by its checks.
 
-    torchrun ... benchmarks/gpu_ranks.py digest CONFIG OUT_DIR [overrides]   # train; OUT_DIR/rank<r>.json
-    python benchmarks/gpu_ranks.py timing CONFIG ROUNDS [overrides]          # event timers vs a sync per phase
-    [torchrun ...] benchmarks/gpu_ranks.py stall CONFIG OUT_DIR [overrides]  # a collective behind a stalled GPU
+    torchrun ... tools/gpu_check/ranks.py digest CONFIG OUT_DIR [overrides]   # train; OUT_DIR/rank<r>.json
+    python tools/gpu_check/ranks.py timing CONFIG ROUNDS [overrides]          # event timers vs a sync per phase
+    [torchrun ...] tools/gpu_check/ranks.py stall CONFIG OUT_DIR [overrides]  # a collective behind a stalled GPU
 
 `digest`: the real start-up (device map, backend agreement) and Trainer on every rank; each rank writes what
 it ran on (backend, device, where its gradients live) and sha256 digests of its parameters and Adam state.
@@ -27,12 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script from a checkout
-
-from ddppo.config import load_config  # noqa: E402
-from ddppo.distributed import Launch, read_launch, run_in_process_group  # noqa: E402
-from ddppo.rundir import atomic_write  # noqa: E402
+from ddppo.config import load_config
+from ddppo.distributed import Launch, read_launch, run_in_process_group
+from ddppo.rundir import atomic_write
 
 
 def digest(tensors: dict[str, Any]) -> str:

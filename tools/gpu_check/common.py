@@ -1,4 +1,4 @@
-"""What the GPU check's checks share (benchmarks/gpu_check.py runs them): the machine they run on, bounded
+"""What the GPU check's checks share (tools/gpu_check/run.py runs them): the machine they run on, bounded
 processes (every wait ends at the check's deadline), reading what a run wrote, and the verdicts on an exit."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 GRIDNAV = "configs/gridnav.yaml"
 GRID = ["env.num_envs=16", "rollout.num_steps=32", "checkpoint.interval_updates=100000"]
@@ -151,7 +151,7 @@ def no_abort(rc: int | None, text: str, who: str) -> None:
 
 def model_digest(run_dir: Path) -> str:
     from ddppo import checkpoint
-    from ddppo.benchmarks.gpu_ranks import digest
+    from gpu_check.ranks import digest
 
     newest = max((run_dir / "checkpoints").glob("ckpt-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
     return digest(checkpoint.load(newest)["model"])
