@@ -82,7 +82,7 @@ cli.py      `ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
 ddppo.envs (envs/: environments; imports nothing of ddppo but the data package ddppo.configs), ddppo.benchmarks
-(benchmarks/: every `ddppo bench` benchmark; registers its subcommand through the `ddppo.commands` entry point and
-is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
+(benchmarks/: every `ddppo bench` benchmark, grouped as peers/, speed/ and learning/; registers its subcommand
+through the `ddppo.commands` entry point and is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
 sbatch scripts).
 """
