@@ -36,6 +36,9 @@ class _BlockingEveryStep:
     def __init__(self, pre: Any):
         self.pre = pre
 
+    def begin(self, update: int) -> None:
+        self.pre.begin(update)
+
     def should_stop(self, update: int, step: int) -> bool:
         if step < self.pre.min_steps:
             return False
