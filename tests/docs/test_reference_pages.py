@@ -82,7 +82,7 @@ def named_bench_subcommands(text: str) -> set[str]:
 def test_every_bench_subcommand_the_docs_name_exists():
     from ddppo.benchmarks import cli as bench_cli
 
-    known = {*bench_cli.table(), "WHAT", "NAME"}
+    known = {*bench_cli.table(), "NAME"}
     bad = {f"{p.relative_to(REPO)}: ddppo bench {n}" for p in [README, *pages()]
            for n in named_bench_subcommands(p.read_text()) - known}
     assert not bad, sorted(bad)
