@@ -34,6 +34,7 @@ HELP = "rollout.mode=fixed vs variable training fps on heterogeneous/homogeneous
 SYNTHETIC = ["env.name=synthetic", "env.num_envs=16", "env.num_workers=16", "rollout.num_steps=32",
              "env.synthetic.step_sleep_s=0.002", "env.synthetic.episode_length=48", "ppo.epochs=2",
              "ppo.num_mini_batch=2", "policy.hidden_size=64"]
+UPDATES = 3  # full updates per mode in a round
 CASES = {
     "synthetic heterogeneous": SYNTHETIC + ["env.synthetic.step_sleep_sigma=0.75",
                                             "env.synthetic.reset_sleep_s=0.02"],
@@ -165,16 +166,15 @@ def main(argv: list[str] | None = None) -> int:
                            "homogeneous envs, and gridnav)")
     bench.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians reported)")
     args = bench.parse_args(argv)
-    config, out, rounds, updates = str(shipped_config("gridnav")), args.out, args.rounds, 3
-    cases = common.cases(args, []) or None
-    named = {name: (config, o) for name, o in CASES.items()} if cases is None else {
-        " ".join(o) or c: (c, o) for c, o in cases}
-    phase_cases = {"gridnav (8 workers)": named["gridnav (8 workers)"]} if cases is None else named
+    gridnav = str(shipped_config("gridnav"))
+    named = {" ".join(o) or c: (c, o) for c, o in common.cases(args, [])} or {
+        name: (gridnav, o) for name, o in CASES.items()}
+    phase_cases = named if args.case else {"gridnav (8 workers)": named["gridnav (8 workers)"]}
     results: dict[str, Any] = {"load_average_start": os.getloadavg(), "modes": {}, "rollout_phase": {}}
     for name, (c, o) in named.items():
-        results["modes"][name] = compare(c, o, rounds, updates)
+        results["modes"][name] = compare(c, o, args.rounds, UPDATES)
     for name, (c, o) in phase_cases.items():
-        results["rollout_phase"][name] = rollout_phase(c, o, rounds)
+        results["rollout_phase"][name] = rollout_phase(c, o, args.rounds)
     results["load_average_end"] = os.getloadavg()
     header = f"{'case':<26}{'fixed fps':>11}{'variable fps':>14}{'var/fixed':>11}   per-env steps (min/mean/max)"
     lines = [header, "-" * len(header)]
@@ -195,4 +195,4 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['lockstep_over_raw']:>14.2f}{r['double_buffered_over_raw']:>16.2f}")
     lines.append(f"load average (1/5/15 min) at start {results['load_average_start']}, "
                  f"at end {results['load_average_end']}")
-    return common.report(lines, results, out)
+    return common.report(lines, results, args.out)
