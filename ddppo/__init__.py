@@ -89,9 +89,9 @@ cli.py      `ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
 ddppo.envs (envs/: environments, its runtime/ apart from its families, one package each; imports nothing of ddppo but
-the data package ddppo.configs and the leaf ddppo.field_metadata), ddppo.benchmarks
-(benchmarks/: every `ddppo bench` benchmark; registers its subcommand through the `ddppo.commands` entry point and
-is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
+the data package ddppo.configs and the leaf ddppo.field_metadata), ddppo.benchmarks (benchmarks/: every `ddppo bench`
+benchmark, grouped as peers/, speed/ and learning/; registers its subcommand through the `ddppo.commands` entry point
+and is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
 sbatch scripts).
 """
 

@@ -174,8 +174,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unrecognized arguments: {' '.join(unknown or extra)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
-    finish = getattr(args, "finish_parsing", None)  # a registered command's second stage (bench WHAT's options)
-    return finish(args) if finish else args
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ once per update (`pop`, or every MAX_PENDING phases): a phase runs from when it 
 previous phase's work ended, if later) until both its host part and its GPU work are done; consecutive phases
 never overlap, so they add up to the wall time, and each is charged its own GPU work, as a sync would charge it.
 Event times are put on the host clock through an anchor event recorded while the stream is idle (after the
-sync that reads them). `per_phase_sync=True` keeps the old sync per phase (`benchmarks/gpu_ranks.py timing`,
+sync that reads them). `per_phase_sync=True` keeps the old sync per phase (`tools/gpu_check/ranks.py timing`,
 the GPU check's timing_overhead, compares both). On CPU nothing changes: the clock alone.
 """
 

@@ -77,26 +77,12 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
         out.extend(_arguments(sub))
         if sub.epilog:
             out.append("\n" + "\n".join(f"- {_cell(item.strip())}" for item in sub.epilog.split("; ")))
-        if name == "bench":
-            out.extend(_bench_options())
     return "\n".join(out) + "\n"
 
 
 def _arguments(parser: argparse.ArgumentParser) -> list[str]:
     actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]  # noqa: SLF001
     return ["| argument | meaning |\n|---|---|", *(_argument(a) for a in actions)] if actions else []
-
-
-def _bench_options() -> list[str]:
-    """The options of each `ddppo bench WHAT` that the bench command parses itself; the others parse their own
-    (`ddppo bench NAME --help`)."""
-    from ddppo.benchmarks import cli as bench_cli
-
-    names = ", ".join(f"`{what}`" for what in bench_cli.WHAT)
-    out = [f"\n### Options of {names}\n", *_arguments(bench_cli.options_parser(next(iter(bench_cli.WHAT))))]
-    out.append("\nThe others (" + ", ".join(f"`{name}`" for name in bench_cli.SCRIPTS) + ") list their options "
-               "with `ddppo bench NAME --help`.")
-    return out
 
 
 if __name__ == "__main__":

@@ -183,8 +183,8 @@ def gridnav_rates(plt, out: Path) -> Path:
 
 
 def continuous_control(plt, out: Path) -> Path:
-    """Hopper-v5 learning curves, ddppo vs SB3 (benchmarks/mujoco.py), one line per seed."""
-    from ddppo.benchmarks.mujoco import draw
+    """Hopper-v5 learning curves, ddppo vs SB3 (benchmarks/peers/mujoco.py), one line per seed."""
+    from ddppo.benchmarks.peers.mujoco import draw
 
     return draw(plt, _load("mujoco_hopper.json")["runs"], out / "continuous_control_hopper.png", PNG_META)
 
@@ -192,7 +192,7 @@ def continuous_control(plt, out: Path) -> Path:
 def continuous_control_cleanrl(plt, out: Path) -> Path:
     """Hopper, Walker2d and HalfCheetah learning curves under CleanRL's settings, one line per seed: SB3, ddppo with
     CleanRL's clipped value loss (`ddppo`) and with SB3's unclipped one (`ddppo-ab`, ppo.clip_value_loss=false)."""
-    from ddppo.benchmarks.mujoco import draw
+    from ddppo.benchmarks.peers.mujoco import draw
 
     runs = [r for name in ("mujoco_cleanrl.json", "mujoco_cleanrl_vclip.json", "mujoco_cleanrl_vclip_hc.json")
             for r in _load(name)["runs"]]
@@ -203,7 +203,7 @@ def continuous_control_cleanrl(plt, out: Path) -> Path:
 def continuous_control_300k(plt, out: Path) -> Path:
     """Hopper, Walker2d and HalfCheetah to 300 k env steps under CleanRL's settings, one line per seed: SB3, ddppo
     running SB3's value-loss weight (the final bench) and ddppo with half of it (the first 300 k bench)."""
-    from ddppo.benchmarks.mujoco import draw
+    from ddppo.benchmarks.peers.mujoco import draw
 
     half = [dict(r, variant="ddppo-ab") for r in _load("mujoco_cleanrl_300k.json")["runs"] if r["variant"] == "ddppo"]
     return draw(plt, _load("mujoco_cleanrl_300k_final.json")["runs"] + half,
@@ -218,7 +218,7 @@ def _hopper_mean_bands(plt, runs: list[dict], sides: dict[str, tuple[str, str]],
     interpolated onto one env-step grid)."""
     import numpy as np
 
-    from ddppo.benchmarks.mujoco import LAST
+    from ddppo.benchmarks.peers.mujoco import LAST
     from ddppo.sweep.summary import curve_stats
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -257,8 +257,8 @@ def continuous_control_hopper_20(plt, out: Path) -> Path:
 
 
 def preemption_scaling(plt, out: Path) -> Path:
-    """The rank simulation (benchmarks/preemption_sim.py): scaling efficiency against ranks (left) and the slowest
-    quarter of the scenes' share of the gradient over its intended share against sync_frac at 128 ranks (right)."""
+    """The rank simulation (benchmarks/learning/preemption_sim.py): scaling efficiency against ranks (left) and the
+    slowest quarter of the scenes' share of the gradient over its intended share against sync_frac at 128 ranks (right)."""
     data = _load("preemption_sim.json")
     cases, paper = data["cases"], data["paper"]
     sigmas = sorted({c["sigma"] for c in cases})

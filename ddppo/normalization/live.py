@@ -10,8 +10,8 @@ epoch's importance ratios start at 1. Every collector applies it (the Actor's ac
 worker half's `store` under rollout.overlap). At the end of the rollout normalization/training.py merges every
 rank's batch into the policy's statistics (the same on every rank), which `ddppo eval` and exports apply frozen.
 
-With one rank this is SB3's running normalisation step for step (tests/benchmarks/test_sb3_lockstep.py); with more,
-each rank counts its own steps between updates and the ranks agree again at every update.
+With one rank this is SB3's running normalisation step for step (tests/benchmarks/peers/test_sb3_lockstep.py); with
+more, each rank counts its own steps between updates and the ranks agree again at every update.
 """
 
 from __future__ import annotations

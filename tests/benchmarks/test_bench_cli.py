@@ -42,9 +42,9 @@ def test_bench_memory(cli, tmp_path):
 
 
 def test_bench_sb3(cli, tmp_path):
-    from ddppo.benchmarks import sb3
+    from ddppo.benchmarks.peers import sb3_cartpole
 
-    if not sb3.available():
+    if not sb3_cartpole.available():
         pytest.skip("stable-baselines3 (the optional `bench` extra) is not installed")
     out = tmp_path / "sb3.json"
     r = cli("bench", "sb3", "--seeds", "1", "--budget", "512", "--out", str(out), cwd=tmp_path)
@@ -54,9 +54,9 @@ def test_bench_sb3(cli, tmp_path):
 
 
 def test_bench_sb3_without_the_extra_says_how_to_install(cli, tmp_path):
-    from ddppo.benchmarks import sb3
+    from ddppo.benchmarks.peers import sb3_cartpole
 
-    if sb3.available():
+    if sb3_cartpole.available():
         pytest.skip("stable-baselines3 is installed")
     r = cli("bench", "sb3", "--seeds", "1", "--budget", "64", "--out", str(tmp_path / "sb3.json"), cwd=tmp_path)
     assert r.returncode == 2 and "pip install" in r.stderr and not (tmp_path / "sb3.json").exists()

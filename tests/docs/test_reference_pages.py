@@ -82,13 +82,14 @@ def named_bench_subcommands(text: str) -> set[str]:
 def test_every_bench_subcommand_the_docs_name_exists():
     from ddppo.benchmarks import cli as bench_cli
 
-    known = {*bench_cli.WHAT, *bench_cli.SCRIPTS, "WHAT", "NAME"}
+    known = {*bench_cli.table(), "NAME"}
     bad = {f"{p.relative_to(REPO)}: ddppo bench {n}" for p in [README, *pages()]
            for n in named_bench_subcommands(p.read_text()) - known}
     assert not bad, sorted(bad)
 
 
-REPO_PATH = re.compile(r"(?<![\w./-])((?:ddppo|envs|benchmarks|configs|slurm|tests|\.ci)/[\w./-]*[\w/])(?![\w*-])")
+REPO_PATH = re.compile(r"(?<![\w./-])((?:ddppo|envs|benchmarks|configs|slurm|tests|tools|\.ci)/[\w./-]*[\w/])"
+                       r"(?![\w*-])")
 FILE = re.compile(r"\.(py|sh|sbatch|yaml|json)$")
 EXTERNAL = ("configs/tasks/",)  # habitat-lab's own config paths, named in its checkout
 
@@ -111,7 +112,7 @@ def missing_paths(text: str, files_only: bool = False) -> list[str]:
 def test_every_repository_path_the_docs_and_docstrings_name_exists():
     docs = [README, *pages()]
     code = [*sorted((REPO / "ddppo").rglob("*.py")), *sorted((REPO / "envs").rglob("*.py")),
-            *sorted((REPO / "benchmarks").glob("*.py"))]
+            *sorted((REPO / "benchmarks").rglob("*.py")), *sorted((REPO / "tools").rglob("*.py"))]
     bad = [f"{p.relative_to(REPO)}: {path}" for p in docs for path in missing_paths(p.read_text())]
     bad += [f"{p.relative_to(REPO)}: {path}" for p in code for path in missing_paths(p.read_text(), files_only=True)]
     assert not bad, bad

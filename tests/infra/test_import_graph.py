@@ -5,7 +5,8 @@ as installed: the repository's `envs/` and `benchmarks/` are `ddppo.envs` and `d
 The layers are `ddppo.LAYERS` (the one list: ddppo/__init__.py's module map and docs/design/architecture.md are
 checked against it here). A module may import its own layer and the layers below; `train`, `eval` and `export`
 are applications side by side and never import each other; the library never imports `benchmarks/`, which
-registers its `ddppo bench` subcommands through the `ddppo.commands` entry point.
+registers its `ddppo bench` subcommands through the `ddppo.commands` entry point, and whose groups (peers, speed,
+learning) stand side by side over what they share (`ddppo.benchmarks.common`).
 """
 
 from __future__ import annotations
@@ -173,6 +174,27 @@ def test_the_library_never_imports_benchmarks():
         "ddppo.cli imports ddppo.benchmarks.throughput"]
 
 
+def benchmark_group(module: str) -> str | None:
+    """peers, speed or learning for a module of one of benchmarks/' groups; None otherwise (cli, common, ...)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["ddppo", "benchmarks"] and len(parts) > 3 else None
+
+
+def benchmark_group_crossings(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} imports {t}" for m, ts in sorted(graph.items()) if benchmark_group(m)
+            for t in sorted(ts) if benchmark_group(t) not in (None, benchmark_group(m))]
+
+
+def test_the_benchmark_groups_stand_side_by_side():
+    """A benchmark imports its own group and what they share (ddppo.benchmarks.common), never another group."""
+    graph = project_graph()
+    assert {benchmark_group(m) for m in graph} == {None, "peers", "speed", "learning"}
+    assert benchmark_group_crossings(graph) == []
+    assert benchmark_group_crossings({"ddppo.benchmarks.learning.a": {"ddppo.benchmarks.speed.b",
+                                                                       "ddppo.benchmarks.common"}}) == [
+        "ddppo.benchmarks.learning.a imports ddppo.benchmarks.speed.b"]
+
+
 def test_ddppo_has_no_import_cycle():
     graph = project_graph()
     ddppo = {m: {t for t in ts if t.split(".")[0] == "ddppo" and not is_envs(t)} for m, ts in graph.items()
@@ -333,7 +355,7 @@ def unnamed_in_package_docstring(package: Path) -> list[str]:
 
 @pytest.mark.parametrize("package", ["ddppo/distributed", "envs/habitat", "envs/scenes", "ddppo/export",
                                      "ddppo/normalization", "envs/gridnav", "envs/gym", "envs/synthetic",
-                                     "envs/runtime"])
+                                     "envs/runtime", "tools/gpu_check"])
 def test_package_docstrings_that_list_their_modules_name_every_one(package):
     assert unnamed_in_package_docstring(REPO / package) == []
 

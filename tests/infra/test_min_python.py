@@ -29,7 +29,7 @@ import pytest
 MIN_PYTHON = (3, 9)
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("ddppo", "envs", "benchmarks")            # what users install: also checked by vermin
-SOURCES = PACKAGES + ("tests",)                       # parsed with the 3.9 grammar
+SOURCES = PACKAGES + ("tests", "tools")              # parsed with the 3.9 grammar
 TYPE_NAMES = {"int", "float", "str", "bytes", "bool", "complex", "list", "dict", "tuple", "set", "frozenset",
               "type", "object", "Any", "Optional", "Union", "List", "Dict", "Tuple", "Set", "Callable",
               "Sequence", "Mapping", "Iterable", "Iterator", "Path"}

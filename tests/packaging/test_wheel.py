@@ -70,8 +70,11 @@ def test_the_build_has_no_warning_and_installs_nothing_generic(built):
         names = set(z.namelist())
     assert top == ["ddppo", f"{wheel.name.split('-py3')[0]}.dist-info"], top
     for shipped in ("ddppo/configs/gridnav.yaml", "ddppo/configs/habitat_lab/pointnav_gen_task.yaml",
-                    "ddppo/slurm/train.sbatch", "ddppo/envs/gridnav/env.py", "ddppo/benchmarks/cli.py"):
+                    "ddppo/slurm/train.sbatch", "ddppo/envs/gridnav/env.py", "ddppo/benchmarks/cli.py",
+                    "ddppo/benchmarks/common.py", "ddppo/benchmarks/peers/sb3_cartpole.py",
+                    "ddppo/benchmarks/speed/throughput.py", "ddppo/benchmarks/learning/seeds.py"):
         assert shipped in names, shipped
+    assert not [name for name in names if "gpu_check" in name], "the GPU check is a repository tool (tools/)"
 
 
 def test_installed_it_trains_by_name_resumes_evaluates_and_benches(venv, tmp_path):

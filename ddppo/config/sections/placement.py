@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddppo.envs.field_metadata import doc
+from ddppo.field_metadata import doc
 
 
 @dataclass(frozen=True)
