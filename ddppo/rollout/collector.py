@@ -14,6 +14,12 @@ collects. It owns what carries over from one rollout to the next: the current ob
 and the policy's memory (held by its Actor). A preempted rollout simply
 ends early; the next one starts from wherever the environments are.
 
+What is not collecting is handed on: each step stored goes to the scoring stage (`scoring.observe`,
+rollout/scoring.py: the rollout keeps the envs' rewards, the stage makes the ones learned on before advantages),
+with the acting path's value of a truncated episode's final observation on request (`final_values`); each
+episode that finishes goes to the episode observers (rollout/observers.py), whose tallies the `CollectResult`
+carries.
+
 Resume (`resume`): environments that restore their saved state (gridnav,
 habitat, synthetic) continue with the saved observation, start flags and
 recurrent state. Those that cannot (gymnasium: counters only), or whose saved
