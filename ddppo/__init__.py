@@ -53,11 +53,13 @@ model/      build.py (the architecture policy.architecture names), policy.py (en
 rollout/    acting.py (the one acting path: act -> clip -> step -> check/transfer, shared by training and
             evaluation), collector.py (the strategy interface), factory.py (builds lockstep.py, overlapped.py or
             variable.py from the rollout config), workers.py (the worker-API half overlapped and variable share),
-            storage.py (the buffers and their one writer's inserts), reward_model.py (reward.model: scoring each
-            step's results, combined with the env's reward), rollout.py (the rollout as one value),
-            staging.py (every host-to-device copy of a step), preemption.py,
-            episode_metrics.py (which episode metrics train/* aggregates, fixed at start), scenes.py (per-scene
-            samples, gradient weight and outcomes: train/scene/*)
+            storage.py (the buffers and their one writer's inserts), scoring.py (the scoring stage between
+            collect and advantages: reward model, reward scaling, truncation bootstraps; the Scorer protocol),
+            reward_model.py (reward.model: the local scorer of each step's results), rollout.py (the rollout as
+            one value), staging.py (every host-to-device copy of a step), preemption.py,
+            observers.py (the episode observers' protocol), episode_metrics.py (which episode metrics train/*
+            aggregates, fixed at start), scenes.py (per-scene samples, gradient weight and outcomes:
+            train/scene/*)
 advantage/  advantage estimation, chosen once from ppo.advantage: estimator.py (the interface, the Advantages it
             returns, the decorator registering an estimator as a ppo.advantage choice, the one the config names),
             gae.py (GAE, and normalisation over every rank), grpo.py (critic-free GRPO, its carry and its config

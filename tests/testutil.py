@@ -327,15 +327,34 @@ def env_value_probe(num_params: int) -> Any:
     return EnvValueProbe()
 
 
+def build_collector(cfg: Any, envs: Any, policy: Any, preemption: Any, gamma: float = 0.9, scale: Any = None,
+                    observers: Any = None) -> Any:
+    """`make_collector` as the builder calls it, on the CPU: acting through an Actor, a scoring stage of `gamma`
+    (with `scale`, normalize.reward's scaler, or a stand-in), the envs' own episode observers or `observers`."""
+    import torch
+
+    from ddppo.rollout.acting import Actor
+    from ddppo.rollout.factory import make_collector
+    from ddppo.rollout.scoring import Scoring
+    from ddppo.timing import Timer
+
+    return make_collector(cfg, Actor(envs, policy, torch.device("cpu"), Timer()), preemption, Scoring(gamma, scale),
+                          observers)
+
+
 class OneStorage:
     """A collector with the one storage it always collects into (as SerialLearning does): `collect(update)` is
-    `collector.collect(update, storage)`; every other member is the collector's."""
+    `collector.collect(update, storage)` with the rollout scored (train/phases.py); every other member is the
+    collector's."""
 
     def __init__(self, collector: Any, storage: Any):
         self.collector, self.storage = collector, storage
 
     def collect(self, update: int) -> Any:
-        return self.collector.collect(update, self.storage)
+        import dataclasses
+
+        res = self.collector.collect(update, self.storage)
+        return dataclasses.replace(res, rollout=self.collector.scoring.finish(res.rollout))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.collector, name)

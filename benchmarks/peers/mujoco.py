@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from ddppo.rollout.observers import EpisodeObserver, Stored
+
 NAME = "mujoco"
 HELP = "ddppo vs stable-baselines3 (RL Zoo or CleanRL settings) on gymnasium MuJoCo tasks"
 
@@ -193,11 +195,19 @@ def run_ddppo(task: str, seed: int, budget: int, extra: list[str], settings: str
     return episodes.summary(seconds, steps)
 
 
+class _Returns(EpisodeObserver):
+    """Records every finished episode's unscaled return (the envs' own) with the env step it ended at."""
+
+    def __init__(self, trainer: Any, episodes: Episodes):
+        self.trainer, self.episodes = trainer, episodes
+
+    def finished(self, found: list, at: Stored) -> None:
+        for e in found:
+            self.episodes.add(self.trainer.progress.env_steps + at.env_steps, float(e.metrics["return"]))
+
+
 def _watch(trainer: Any, episodes: Episodes) -> None:
-    """Record every finished episode's unscaled return (the envs' own) with the env step it ended at."""
-    trainer.collector.episode_watchers.append(
-        lambda found, env_steps: [episodes.add(trainer.progress.env_steps + env_steps, float(e.metrics["return"]))
-                                  for e in found])
+    trainer.collector.observers.append(_Returns(trainer, episodes))
 
 
 def _spread(values: list[float | None]) -> str:

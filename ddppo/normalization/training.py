@@ -1,12 +1,13 @@
 """Normalisation while training: built once from the config and the envs' spaces (`build_normalization`), handed
-to the policy and the collector at construction, and kept identical on every rank.
+to the policy, the acting path and the scoring stage at construction, and kept identical on every rank.
 
 What goes where (nothing is patched in afterwards):
 - `obs` (an ObsNormalizer, or None) is the policy's module: its statistics are saved with the weights;
   `policy_normalizes` says whether the training policy applies it (not with normalize.update=step, where the
   collector hands it observations already normalised);
-- `obs_transform` (normalize.update=step: a LiveObsNormalizer) and `rewards` (a RewardScaler) go on the
-  collector's acting path, where every observation and reward leaves the envs.
+- `obs_transform` (normalize.update=step: a LiveObsNormalizer) goes on the collector's acting path, where every
+  observation leaves the envs; `rewards` (a RewardScaler) to the scoring stage (ddppo/rollout/scoring.py), which
+  scales every stored step's reward, in the order stored, before advantages.
 
 Once per update, after the end-of-rollout sync, every rank sends its rollout's batch moments (count, mean, M2: of
 each normalised observation key over its valid steps, and of the discounted returns the reward scaler saw) in one

@@ -3,7 +3,7 @@
     act       policy.act on the current observation, the policy's memory and episode-start flags, under
               run.precision (`forward` and `value`: the policy's acting passes, also for the collector's bootstraps)
     clip      actions of a Box space clipped to its bounds before the env sees them (ddppo.model.actions.env_actions)
-    step      env.step, timed (and the rewards scaled on the host, when the collector scales them)
+    step      env.step, timed (the envs' own rewards: the collector's scoring stage makes the ones learned on)
     transfer  the new observation checked for NaN/inf (EnvError naming env, key and step) and moved to the
               policy's device with reward, done and the next episode-start flags, in one staged copy
               (rollout/staging.py)
@@ -17,7 +17,6 @@ collector adds storage, preemption and truncation bootstraps around it, the eval
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -29,6 +28,7 @@ from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
 from ddppo.model.policy import Policy
 from ddppo.model.precision import autocast, to_fp32
+from ddppo.normalization.live import LiveObsNormalizer
 from ddppo.rollout.staging import HostStaging
 from ddppo.timing import Timer
 from ddppo.envs.base import EnvError, StepResult, VecEnv
@@ -74,7 +74,7 @@ class Actor:
     """
 
     def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
-                 label: str = "", obs_transform: Any = None, precision: str = "fp32"):
+                 label: str = "", obs_transform: LiveObsNormalizer | None = None, precision: str = "fp32"):
         self.envs, self.policy, self.device = envs, policy, device
         self.precision = precision  # run.precision of every policy forward made through this actor
         self.timer = timer if timer is not None else Timer(device)
@@ -85,7 +85,7 @@ class Actor:
         self.staging = HostStaging(device)  # every host-to-device copy of a step (pinned buffers on CUDA)
         # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
         # observation on the host before it goes to the device (the policy then does not normalise); None: as is
-        self.obs_transform: Any = obs_transform
+        self.obs_transform = obs_transform
 
     def begin(self, obs: dict[str, np.ndarray], where: str = "after reset") -> None:
         """Every env starts an episode with `obs`: start flags set, memory emptied."""
@@ -128,19 +128,14 @@ class Actor:
         with autocast(self.precision, self.device):
             return self.policy.value(obs, memory, start).float()
 
-    def step(self, env_action: np.ndarray, where: str,
-             rewards: Callable[[StepResult, np.ndarray], np.ndarray] | None = None) -> Step:
-        """Step the envs; the new observation and start flags become current. `rewards(result, env_action)`: the
-        rewards the device gets (the collector's reward model and reward scaling, on the host), else the envs'
-        own."""
+    def step(self, env_action: np.ndarray, where: str) -> Step:
+        """Step the envs; the new observation and start flags become current."""
         with self.timer(timing.ENV_STEP):
             res = self.envs.step(env_action)
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, where, self.label)
-        reward = res.reward if rewards is None else rewards(res, env_action)  # a reward model times its own phase
-        with self.timer(timing.OBS_TRANSFER):
             obs = res.obs if self.obs_transform is None else self.obs_transform.observe(res.obs)
-            self.obs, flags = self.staging.step_to_device(obs, {"reward": reward, "done": res.done,
+            self.obs, flags = self.staging.step_to_device(obs, {"reward": res.reward, "done": res.done,
                                                                     "started": res.started, "idle": res.idle})
             self.start = flags.get("started", flags["done"])
         self.obs = self.keep(self.obs)

@@ -14,6 +14,12 @@ collects. It owns what carries over from one rollout to the next: the current ob
 and the policy's memory (held by its Actor). A preempted rollout simply
 ends early; the next one starts from wherever the environments are.
 
+What is not collecting is handed on: each step stored goes to the scoring stage (`scoring.observe`,
+rollout/scoring.py: the rollout keeps the envs' rewards, the stage makes the ones learned on before advantages),
+with the acting path's value of a truncated episode's final observation on request (`final_values`); each
+episode that finishes goes to the episode observers (rollout/observers.py), whose tallies the `CollectResult`
+carries.
+
 Resume (`resume`): environments that restore their saved state (gridnav,
 habitat, synthetic) continue with the saved observation, start flags and
 recurrent state. Those that cannot (gymnasium: counters only), or whose saved
@@ -38,17 +44,16 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import torch
 
-from ddppo.envs.base import StepResult, VecEnv, fresh_reset, place_by_cost, restores_state
+from ddppo.envs.base import StepResult, fresh_reset, place_by_cost, restores_state
 from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy
 from ddppo import timing
 from ddppo.rollout.acting import Actor, check_finite
-from ddppo.rollout.episode_metrics import EPISODE_KEYS, EpisodeTally, env_metric_names
-from ddppo.timing import Timer
+from ddppo.rollout.episode_metrics import EPISODE_KEYS
+from ddppo.rollout.observers import EpisodeObserver, Stored
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.rollout import Rollout
-from ddppo.rollout.scenes import SceneTally, env_scene_names
+from ddppo.rollout.scoring import ScoredStep, StepScoring
 from ddppo.rollout.storage import RolloutStorage
 
 log = logging.getLogger(__name__)
@@ -58,15 +63,27 @@ __all__ = ["EPISODE_KEYS", "CollectResult", "RolloutCollector"]  # EPISODE_KEYS:
 
 @dataclasses.dataclass
 class CollectResult:
-    rollout: Rollout  # the steps collected (a value: nobody writes into it)
+    rollout: Rollout  # the steps collected (a value: nobody writes into it), the envs' own rewards until scored
     steps: float  # steps per env collected (L; in variable mode the mean over envs)
     preempted: bool
-    episode_sums: np.ndarray  # (len(metric_names),): the collector's episode metrics, in its order
-    episode_counts: np.ndarray  # (len(metric_names),)
     env_steps: int = 0  # steps collected over all envs
     diag: dict[str, float] = dataclasses.field(default_factory=dict)  # see DIAG_KEYS
-    # (len(scene_names), len(SCENE_COLUMNS)): per-scene samples, gradient weight, episodes (rollout/scenes.py)
-    scenes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)))
+    # what the episode observers tallied over the rollout, by name (rollout/observers.py)
+    tallies: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def episode_sums(self) -> np.ndarray:
+        """(len(metric_names),): the episode metrics' sums, in the agreed order (rollout/episode_metrics.py)."""
+        return self.tallies["episode_sums"]
+
+    @property
+    def episode_counts(self) -> np.ndarray:
+        return self.tallies["episode_counts"]
+
+    @property
+    def scenes(self) -> np.ndarray:
+        """(len(scene_names), len(SCENE_COLUMNS)): per-scene samples, gradient weight, episodes (rollout/scenes.py)."""
+        return self.tallies["scenes"]
 
 
 class Collection(NamedTuple):
@@ -90,36 +107,20 @@ class RolloutCollector:
 
     carries: str | None = None  # the key of what `_extra_state` saves (one of CARRIES), None: nothing
 
-    def __init__(self, envs: VecEnv, policy: Policy, preemption: Preemption, timer: Timer, gamma: float,
-                 device: torch.device, num_steps: int, label: str = "",
-                 metric_names: tuple[str, ...] | None = None, reward_scale: Any = None, obs_transform: Any = None,
-                 scene_names: tuple[str, ...] | None = None, reward_model: Any = None, precision: str = "fp32"):
-        self.envs, self.policy = envs, policy
+    def __init__(self, actor: Actor, preemption: Preemption, num_steps: int, scoring: StepScoring,
+                 observers: list[EpisodeObserver]):
+        self.actor = actor  # acts with the policy in the envs (rollout/acting.py); holds what carries over
+        self.envs, self.policy, self.timer, self.device, self.label = (actor.envs, actor.policy, actor.timer,
+                                                                       actor.device, actor.label)
         self.storage: RolloutStorage | None = None  # the buffers being collected into (only during `collect`)
-        # the episode metrics aggregated, in order (the ranks' agreed names; default: what these envs declare)
-        self.tally = EpisodeTally(env_metric_names(envs) if metric_names is None else metric_names)
-        self.preemption, self.timer, self.gamma, self.device = preemption, timer, gamma, device
+        self.preemption = preemption
         self.num_steps = num_steps  # per env and rollout (the storage may hold more: rollout.mode=variable)
-        self.label = label  # names the environment (and rank) in errors
-        # normalize.reward: a ddppo.normalization.RewardScaler. The rewards the storage keeps are scaled by it on
-        # the host, as they leave the envs, before a truncation's bootstrap is added (the critic's values are in
-        # the scaled units); None: the envs' own rewards
-        self.reward_scale: Any = reward_scale
-        # reward.model: a ddppo.rollout.reward_model.RewardModel scoring each step's results, combined with the
-        # envs' rewards before the scaling; None: the envs' rewards alone
-        self.reward_model: Any = reward_model
-        # normalize.update=step: a ddppo.normalization.LiveObsNormalizer that counts and normalises every
-        # observation on the host (the first after reset included) before it goes to the device; None: as is
-        self.actor = Actor(envs, policy, device, timer, label, obs_transform, precision)  # run.precision
-        self.actor.begin(envs.reset())
+        self.scoring = scoring  # sees every stored step (rollout/scoring.py): the rewards it makes come later
+        self.observers = observers  # the finished episodes' observers, in order (rollout/observers.py)
+        self.actor.begin(self.envs.reset())
         self.actor.detach()
-        # per-scene samples, weights and episodes (the ranks' agreed scene names; default: these envs' own), from
-        # the scenes the envs play after their reset
-        self.scenes = SceneTally(env_scene_names(envs) if scene_names is None else scene_names, envs)
-        self.scene_table = self.scenes.zeros()  # the rollout being collected
-        # called with (the episodes that just finished, the env steps this rollout has collected so far) as
-        # episodes finish: what a benchmark records (`ddppo bench mujoco`: each episode's return, when it ended)
-        self.episode_watchers: list[Callable[[list, int], Any]] = []
+        for observer in observers:  # the episodes the envs play after their reset
+            observer.restart(self.envs)
 
     # what the next rollout starts from (held by the actor)
     @property
@@ -176,7 +177,8 @@ class RolloutCollector:
         if self.carries is not None:
             self._load_extra_state(state[self.carries])
         self.envs.load_state_dict(state["env"])
-        self.scenes.restart(self.envs)  # the restored episodes' scenes
+        for observer in self.observers:  # the restored episodes
+            observer.restart(self.envs)
         # copies: the variable rollout updates these in place
         self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
@@ -215,11 +217,11 @@ class RolloutCollector:
     def fresh_episodes(self, update: int) -> None:
         """New episodes in every env, seeded from `update`, marked as starts, memory emptied."""
         self._forget()
-        if self.reward_model is not None:
-            self.reward_model.restart()
+        self.scoring.restart()
         self.actor.begin(fresh_reset(self.envs, update))
         self.actor.detach()
-        self.scenes.restart(self.envs)
+        for observer in self.observers:
+            observer.restart(self.envs)
 
     # ------------------------------------------------------------------ collect
     def collect(self, update: int, storage: RolloutStorage) -> CollectResult:
@@ -228,11 +230,11 @@ class RolloutCollector:
         self.storage = storage
         storage.begin(self.actor.obs, self.actor.start, self.actor.memory, segments=self.segments)
         self.preemption.begin(update)
-        sums, counts = self.tally.zeros()
-        self.scene_table = self.scenes.zeros()
-        self.scenes.begin()
+        self.scoring.begin()
+        for observer in self.observers:
+            observer.begin()
         t0 = time.perf_counter()
-        got = self._collect(update, sums, counts)
+        got = self._collect(update)
         share = got.slowest / max(time.perf_counter() - t0, 1e-9)
         diag = rollout_diag(got.lengths, float(share.max()), float(share.mean()))
         if not got.preempted:
@@ -243,66 +245,46 @@ class RolloutCollector:
             bootstrap = self.last_value()
         rollout = storage.rollout(bootstrap, got.env_weight, rank_weight)
         self.storage = None  # written again only by the next collect
-        if self.scenes.names:  # one host read of the mask per rollout, only where there are scenes
-            weight = None if got.env_weight is None else got.env_weight.double().cpu().numpy()
-            self.scenes.add_samples(self.scene_table, rollout.valid.double().cpu().numpy(), weight, rank_weight)
-        return CollectResult(rollout, total / self.envs.num_envs, got.preempted, sums, counts, total, diag,
-                             self.scene_table)
+        tallies: dict[str, np.ndarray] = {}
+        for observer in self.observers:
+            observer.end(rollout, tallies)
+        return CollectResult(rollout, total / self.envs.num_envs, got.preempted, total, diag, tallies)
 
     segments = False  # steps are stored with insert_envs, each env at the end of its own segment
 
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
+    def _collect(self, update: int) -> Collection:
         raise NotImplementedError
 
-    @property
-    def metric_names(self) -> tuple[str, ...]:
-        """The names of CollectResult.episode_sums / episode_counts, in order."""
-        return self.tally.names
-
-    def add_episodes(self, episodes: list, sums: np.ndarray, counts: np.ndarray) -> None:
+    def add_episodes(self, episodes: list) -> None:
         """Episodes that finished at the steps just stored (so each env's latest stored step is its last)."""
-        self.tally.add(episodes, sums, counts)
-        if not episodes:
-            return
-        s = self.storage  # the slot of each env's latest step: host counters, no device read
-        if self.scenes.names:
-            last = s.step - 1 if s.lengths is None else s.lengths.numpy() - 1
-            self.scenes.add_episodes(episodes, self.scene_table, last)
-        if self.episode_watchers:
-            collected = s.step * self.envs.num_envs if s.lengths is None else int(s.lengths.sum())
-            for watch in self.episode_watchers:
-                watch(episodes, collected)
+        if episodes:
+            at = Stored(self.storage)
+            for observer in self.observers:
+                observer.finished(episodes, at)
 
-    def host_rewards(self, res: StepResult, actions: Any, env_index: np.ndarray | None = None) -> np.ndarray:
-        """The rewards the storage keeps for the rows of `res` (row i is env `env_index[i]`, default env i), on the
-        host: the reward model's combined with the env's (reward.*), then scaled (normalize.reward). `actions`: the
-        actions the rows took, or a function of `env_index` giving them (read only by a reward model)."""
-        reward = res.reward
-        if self.reward_model is not None:
-            taken = actions(env_index) if callable(actions) else actions
-            reward = self.reward_model.combine(reward, res, taken, env_index)
-        if self.reward_scale is not None:
-            reward = (self.reward_scale(reward, res.done) if env_index is None
-                      else self.reward_scale(reward, res.done, env_index))
-        return reward
+    def score(self, res: StepResult, slots: int | np.ndarray, actions: np.ndarray | Callable[[], np.ndarray],
+              memory: Memory, env_index: np.ndarray | None = None) -> None:
+        """Hand the scoring stage the rows of `res` about to be stored at `slots` (row i is env `env_index[i]`,
+        default env i); `memory` holds the policy's memory after each row's step (for a truncation's value)."""
+        def critic(rows: np.ndarray) -> torch.Tensor:
+            return self.final_values(res, rows, memory, env_index)
 
-    def truncation_bootstrap(self, res: StepResult, memory: Memory,
-                             env_index: np.ndarray | None = None) -> torch.Tensor:
-        """gamma * V(final observation) for the rows of `res` cut by a time limit (zero elsewhere); `memory`
-        holds the policy's memory after each row's last step, `env_index` names the rows' envs (in errors)."""
-        rows = np.flatnonzero(res.truncated & ~res.terminated)
-        extra = torch.zeros(len(res.reward), device=self.device)
-        if rows.size:
+        self.scoring.observe(ScoredStep(res, slots, actions, env_index),
+                             critic if self.policy.critic is not None else None)
+
+    def final_values(self, res: StepResult, rows: np.ndarray, memory: Memory,
+                     env_index: np.ndarray | None = None) -> torch.Tensor:
+        """V(final observation) of the rows `rows` of `res` (a truncated episode's bootstrap), with `memory` the
+        policy's memory after each row's last step; `env_index` names the rows' envs (in errors)."""
+        with self.timer(timing.POLICY_FORWARD):
             final_rows = {k: v[rows] for k, v in res.final_obs.items()}
             envs = rows if env_index is None else env_index[rows]
             check_finite(final_rows, "in the final observation of a truncated episode", self.label, envs)
             if self.actor.obs_transform is not None:  # normalize.update=step: normalised, not counted
                 final_rows = self.actor.obs_transform.normalize(final_rows)
             final, moved = self.actor.staging.step_to_device(final_rows, {}, "final/", {"final_rows": rows})
-            idx = moved["final_rows"]
-            v = self.actor.value(final, mem.select(memory, idx), torch.zeros(rows.size, device=self.device))
-            extra[idx] = self.gamma * v
-        return extra
+            return self.actor.value(final, mem.select(memory, moved["final_rows"]),
+                                    torch.zeros(rows.size, device=self.device))
 
     def last_value(self) -> torch.Tensor:
         """V(observation the next rollout starts from): the bootstrap of each env's last step (zeros without a

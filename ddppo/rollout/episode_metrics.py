@@ -17,7 +17,9 @@ from typing import Iterable
 
 import numpy as np
 
-from ddppo.envs.base import declared_metrics
+from ddppo.envs.base import EpisodeInfo, declared_metrics
+from ddppo.rollout.observers import EpisodeObserver, Stored
+from ddppo.rollout.rollout import Rollout
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +37,24 @@ def env_metric_names(envs: object) -> tuple[str, ...]:
     return metric_names(declared_metrics(envs))
 
 
-class EpisodeTally:
-    """Adds finished episodes' metrics into (sums, counts) arrays ordered by `names`."""
+class EpisodeTally(EpisodeObserver):
+    """Adds finished episodes' metrics into (sums, counts) arrays ordered by `names`; as a collector's episode
+    observer (rollout/observers.py), one rollout's into "episode_sums" and "episode_counts"."""
 
     def __init__(self, names: Iterable[str]):
         self.names = tuple(names)
         self._index = {n: i for i, n in enumerate(self.names)}
         self._skipped: set[str] = set()
+        self.sums, self.counts = self.zeros()  # the rollout being collected
+
+    def begin(self) -> None:
+        self.sums, self.counts = self.zeros()
+
+    def finished(self, episodes: list[EpisodeInfo], at: Stored) -> None:
+        self.add(episodes, self.sums, self.counts)
+
+    def end(self, rollout: Rollout, tallies: dict[str, np.ndarray]) -> None:
+        tallies["episode_sums"], tallies["episode_counts"] = self.sums, self.counts
 
     def zeros(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(len(self.names)), np.zeros(len(self.names))

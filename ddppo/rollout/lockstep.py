@@ -13,7 +13,7 @@ from ddppo.rollout.collector import Collection, RolloutCollector
 
 
 class LockstepCollector(RolloutCollector):
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
+    def _collect(self, update: int) -> Collection:
         s, timer, actor = self.storage, self.timer, self.actor
         slowest = 0.0  # the slowest batched step: every env waits for it
         preempted = False
@@ -23,15 +23,13 @@ class LockstepCollector(RolloutCollector):
                 break
             a = actor.act()
             t_step = time.perf_counter()
-            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout", self.host_rewards)
+            step = actor.step(a.env_action, f"after step {t + 1} of update {update}'s rollout")
             slowest = max(slowest, time.perf_counter() - t_step)
             res = step.result
-            if res.truncated.any() and self.policy.critic is not None:
-                with timer(timing.POLICY_FORWARD):
-                    step.reward += self.truncation_bootstrap(res, actor.memory)
+            self.score(res, s.step, a.env_action, actor.memory)
             with timer(timing.STORAGE):
                 s.insert(a.action, a.logp, a.value, step.reward, step.done, actor.obs, actor.start, step.idle)
-                self.add_episodes(res.episodes, sums, counts)
+                self.add_episodes(res.episodes)
         actor.detach()
         n = self.envs.num_envs
         return Collection(preempted, torch.full((n,), s.step, dtype=torch.long), np.full(n, slowest))

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import torch
-
 from ddppo import timing
 from ddppo.rollout.collector import Collection
 from ddppo.rollout.workers import WorkerCollector
@@ -24,7 +21,7 @@ class OverlappedCollector(WorkerCollector):
         if len(self.bounds) < 2:
             raise ValueError("the overlapped rollout needs at least 2 env workers (two halves step in turn)")
 
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
+    def _collect(self, update: int) -> Collection:
         s, envs = self.storage, self.envs
         w = len(self.bounds)
         halves = [list(range(w // 2)), list(range(w // 2, w))]
@@ -40,7 +37,7 @@ class OverlappedCollector(WorkerCollector):
                     got: list[WorkerStep] = []
                     while len(got) < len(half):
                         got += envs.recv(len(half) - len(got), envs.timeout_s, workers=half)
-                self.store(sorted(got, key=lambda g: g.worker), update, sums, counts)
+                self.store(sorted(got, key=lambda g: g.worker), update)
                 if not stop:
                     self.act_and_send(half)
             if stop:

@@ -8,9 +8,9 @@
               observation after the step (an ended episode's final observation, not the next episode's first);
               reward.mode=terminal scores only the envs whose episode ended this step, once each, on its final
               observation
-    combined  reward = reward.env_weight x env reward + reward.model_weight x model reward, on the host, before
-              the reward scaling (normalize.reward) and a truncation's bootstrap, so GAE and GRPO see it as an
-              env reward
+    combined  by the scoring stage (rollout/scoring.py): reward = reward.env_weight x env reward +
+              reward.model_weight x model reward, on the host, before the reward scaling (normalize.reward) and a
+              truncation's bootstrap, so GAE and GRPO see it as an env reward
     checked   one reward per env that was scored ((n,) or (n, 1)), finite; anything else, or an exception from
               the model, is a RewardModelError naming the module (exit 2)
 
@@ -34,6 +34,7 @@ from ddppo.errors import RewardModelError
 from ddppo.model.precision import autocast
 from ddppo.files import file_sha256
 from ddppo.envs.base import StepResult
+from ddppo.rollout.scoring import Ready, ScoredStep
 from ddppo.timing import Timer
 from ddppo.user_code import import_user_module
 
@@ -77,8 +78,8 @@ def _produced(res: StepResult) -> dict[str, np.ndarray]:
 
 
 class RewardModel:
-    """Scores the steps of `num_envs` envs with the reward.model (module docstring); `combine` is called with each
-    batch of step results, from the lockstep and the worker collectors alike."""
+    """Scores the steps of `num_envs` envs with the reward.model (module docstring): the scoring stage's local
+    `Scorer` (rollout/scoring.py), handed each batch of stored step results by every collector alike."""
 
     def __init__(self, cfg: RewardConfig, num_envs: int, device: torch.device, timer: Timer,
                  module: torch.nn.Module | None = None, precision: str = "fp32"):
@@ -93,21 +94,23 @@ class RewardModel:
         """Every env starts a new episode."""
         self.episode_step[:] = 0
 
-    def combine(self, env_reward: np.ndarray, res: StepResult, actions: np.ndarray,
-                env_index: np.ndarray | None = None) -> np.ndarray:
-        """env_weight x `env_reward` + model_weight x the model's reward, per row of `res` (row i is env
-        `env_index[i]`, default env i); the episode step counters advance."""
-        rows = np.arange(len(env_reward)) if env_index is None else np.asarray(env_index)
+    def submit(self, step: ScoredStep) -> Ready:
+        """The model's reward for each row of `step` (0 where reward.mode=terminal scores nothing), scored now;
+        the episode step counters advance."""
+        res = step.result
+        n = len(res.reward)
+        rows = np.arange(n) if step.envs is None else np.asarray(step.envs)
         self.episode_step[rows] += 1
         steps, done = self.episode_step[rows].copy(), res.done
         self.episode_step[rows[done]] = 0
-        model = np.zeros(len(env_reward), np.float32)
-        pick = np.flatnonzero(done) if self.cfg.mode == "terminal" else np.arange(len(env_reward))
+        model = np.zeros(n, np.float32)
+        pick = np.flatnonzero(done) if self.cfg.mode == "terminal" else np.arange(n)
         if pick.size:
             obs = _produced(res)
+            actions = step.actions() if callable(step.actions) else step.actions
             model[pick] = self._score({k: v[pick] for k, v in obs.items()}, np.asarray(actions)[pick], steps[pick],
                                       done[pick], rows[pick])
-        return (self.cfg.env_weight * env_reward + self.cfg.model_weight * model).astype(np.float32)
+        return Ready(model)
 
     @torch.no_grad()
     def _score(self, obs: dict[str, np.ndarray], actions: np.ndarray, steps: np.ndarray, done: np.ndarray,

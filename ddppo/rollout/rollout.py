@@ -2,8 +2,10 @@
 
     collect     -> Rollout     the collector writes a storage's buffers (rollout/storage.py) while it collects, then
                                returns a Rollout: views of those buffers over the collected steps, with the policy's
-                               memory before the first step, each env's bootstrap value and the sample weights
-    score       -> Rollout     a reward model returns a rollout whose rewards it replaced (`Rollout.replace`)
+                               memory before the first step, each env's bootstrap value, the sample weights and the
+                               envs' own rewards
+    score       -> Rollout     the scoring stage (rollout/scoring.py) returns a rollout with the rewards it made
+                               (reward model combined, scaled, truncations bootstrapped: `Rollout.replace`)
     advantages  -> Advantages  the estimator returns new tensors (ddppo/advantage/); nothing writes into a rollout
     agree/learn                read the rollout and its advantages
 
@@ -40,7 +42,7 @@ class Rollout:
     actions: torch.Tensor  # (L, N, ...)
     logp: torch.Tensor  # (L, N) the behaviour policy's log-probabilities
     values: torch.Tensor  # (L, N) the behaviour policy's values
-    rewards: torch.Tensor  # (L, N) (scaled by normalize.reward; a truncation's bootstrap added)
+    rewards: torch.Tensor  # (L, N) the envs' own; once scored, scaled by normalize.reward, truncations bootstrapped
     dones: torch.Tensor  # (L, N)
     idle: torch.Tensor  # (L, N) grouped episodes: 1.0 where the env waited (a no-op step)
     valid: torch.Tensor  # (L, N) float mask: collected steps that take part in the loss

@@ -34,7 +34,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ddppo.envs.base import declared_scenes, env_scenes
+from ddppo.envs.base import EpisodeInfo, declared_scenes, env_scenes
+from ddppo.rollout.observers import EpisodeObserver, Stored
+from ddppo.rollout.rollout import Rollout
 
 SCENE_COLUMNS = ("samples", "weight", "episodes", "success_sum", "success_n", "spl_sum", "spl_n", "return_sum",
                  "step_s", "step_n")
@@ -56,17 +58,19 @@ def metric_key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "_"
 
 
-class SceneTally:
+class SceneTally(EpisodeObserver):
     """Adds one rollout's per-scene samples, weights and episodes into a (scenes, SCENE_COLUMNS) table.
 
     Per rollout: `begin()`, `add_episodes` as episodes finish, then `add_samples` once. `restart(envs)` after the
-    envs reset or load a saved state (their `env_scenes` are the running episodes' scenes)."""
+    envs reset or load a saved state (their `env_scenes` are the running episodes' scenes). As a collector's
+    episode observer (rollout/observers.py) it does so into `table`, put into the rollout's tallies as "scenes"."""
 
     def __init__(self, names: Iterable[str], envs: Any):
         self.names = tuple(names)
         self._index = {n: i for i, n in enumerate(self.names)}
         self.current = self._lookup(env_scenes(envs))  # each env's running episode's scene index (-1: unknown)
         self._ends: list[list[tuple[int, int]]] = [[] for _ in self.current]  # per env: (last slot, scene index)
+        self.table = self.zeros()  # the rollout being collected
 
     def _lookup(self, scenes: Iterable[str | None]) -> np.ndarray:
         return np.array([self._index.get(s, -1) if s is not None else -1 for s in scenes], np.int64)
@@ -79,6 +83,17 @@ class SceneTally:
     def begin(self) -> None:
         """A rollout starts: no episode has finished in it."""
         self._ends = [[] for _ in self.current]
+        self.table = self.zeros()
+
+    def finished(self, episodes: list[EpisodeInfo], at: Stored) -> None:
+        if self.names:  # the storage's counters read only where there are scenes
+            self.add_episodes(episodes, self.table, at.last_slot)
+
+    def end(self, rollout: Rollout, tallies: dict[str, np.ndarray]) -> None:
+        if self.names:  # one host read of the mask per rollout, only where there are scenes
+            weight = None if rollout.env_weight is None else rollout.env_weight.double().cpu().numpy()
+            self.add_samples(self.table, rollout.valid.double().cpu().numpy(), weight, rollout.rank_weight)
+        tallies["scenes"] = self.table
 
     def zeros(self) -> np.ndarray:
         return np.zeros((len(self.names), len(SCENE_COLUMNS)))

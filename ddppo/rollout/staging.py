@@ -10,7 +10,8 @@ so the variable rollout's batches of any size reuse it. Before a buffer is overw
 are waited for (a CUDA event; normally long done, since the policy has acted on them since).
 
 The lockstep, overlapped and variable collectors and the evaluator all move their data with
-`Actor.staging.to_device`; nothing of a rollout is copied host-to-device elsewhere.
+`Actor.staging.to_device`; nothing of a rollout is copied host-to-device elsewhere per step (the scoring stage
+copies the rewards it made once per rollout: rollout/scoring.py).
 On CPU there is nothing to stage: the tensors are views of the envs' arrays (float64 rewards aside).
 """
 

@@ -82,8 +82,8 @@ class VariableCollector(WorkerCollector):
         self.weight_form = weight_form
         self.unstored: list[WorkerStep] = []  # finished steps not yet stored (the budget was reached)
 
-    def _collect(self, update: int, sums: np.ndarray, counts: np.ndarray) -> Collection:
-        preempted = self._fill(update, sums, counts)
+    def _collect(self, update: int) -> Collection:
+        preempted = self._fill(update)
         if self.idle_envs == "step":
             self.keep_stepping()
         lengths = self.storage.lengths.clone()
@@ -95,7 +95,7 @@ class VariableCollector(WorkerCollector):
             weight = importance_weights(lengths, self.num_steps).to(self.device)
         return Collection(preempted, lengths, self.slowest.copy(), weight)
 
-    def _fill(self, update: int, sums: np.ndarray, counts: np.ndarray) -> bool:
+    def _fill(self, update: int) -> bool:
         """Collect until the step budget (False) or a preemption (True)."""
         s, envs = self.storage, self.envs
         n = envs.num_envs
@@ -112,7 +112,7 @@ class VariableCollector(WorkerCollector):
                 take.append(ready.pop(0))
                 collected += take[-1].hi - take[-1].lo
             if take:
-                self.store(take, update, sums, counts)
+                self.store(take, update)
             if collected >= budget:
                 self.unstored = ready
                 return False

@@ -72,7 +72,7 @@ class WorkerCollector(RolloutCollector):
                 self.sent_at[lo:hi] = now
                 offset += hi - lo
 
-    def store(self, steps: list[WorkerStep], update: int, sums: np.ndarray, counts: np.ndarray) -> None:
+    def store(self, steps: list[WorkerStep], update: int) -> None:
         """Store finished steps at the end of each env's segment; their observations become current."""
         actor, s = self.actor, self.storage
         idx = torch.cat([torch.arange(w.lo, w.hi) for w in steps])
@@ -82,20 +82,18 @@ class WorkerCollector(RolloutCollector):
             np.maximum(self.slowest[w.lo:w.hi], now - self.sent_at[w.lo:w.hi], out=self.slowest[w.lo:w.hi])
         with self.timer(timing.OBS_TRANSFER):
             check_finite(res.obs, f"in update {update}'s rollout", self.label, idx.numpy())
-        at = {"env": idx.numpy(), "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
-        reward = self.host_rewards(res, self._env_actions, idx.numpy())
+        envs = idx.numpy()
+        at = {"env": envs, "slot": s.lengths[idx].numpy()}  # where the steps go in the storage
         with self.timer(timing.OBS_TRANSFER):
             # normalize.update=step: counted and normalised as the lockstep acting path does (Actor.step)
             raw = res.obs if actor.obs_transform is None else actor.obs_transform.observe(res.obs)
-            obs, flags = actor.staging.step_to_device(raw, {"reward": reward, "done": res.done,
+            obs, flags = actor.staging.step_to_device(raw, {"reward": res.reward, "done": res.done,
                                                             "started": res.started}, index=at)
             reward, done, idx_dev = flags["reward"], flags["done"], flags["env"]
             start = flags.get("started", done)  # Atari: a lost life is done, but the game (and memory) goes on
         obs = actor.keep(obs)
         memory_after = mem.select(self.pending["memory"], idx_dev)
-        if res.truncated.any() and self.policy.critic is not None:
-            with self.timer(timing.POLICY_FORWARD):
-                reward = reward + self.truncation_bootstrap(res, memory_after, idx.numpy())
+        self.score(res, at["slot"], lambda: self._env_actions(envs), memory_after, envs)
         with self.timer(timing.STORAGE):
             s.insert_envs(idx, self.pending["action"][idx_dev], self.pending["logp"][idx_dev],
                           self.pending["value"][idx_dev], reward, done, obs, start, at=(flags["slot"], idx_dev))
@@ -103,7 +101,7 @@ class WorkerCollector(RolloutCollector):
                 actor.obs[k][idx_dev] = v
             actor.start[idx_dev] = start
             mem.assign(actor.memory, idx_dev, memory_after)
-            self.add_episodes(res.episodes, sums, counts)
+            self.add_episodes(res.episodes)
 
 
     def _env_actions(self, envs: np.ndarray) -> np.ndarray:

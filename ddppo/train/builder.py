@@ -11,7 +11,10 @@ place a mode is decided (rollout.overlap_learning, normalisation, the advantage 
     advantage     the estimator ppo.advantage names (ddppo.advantage); its class, asked first, says whether the
                   policy gets a value head and how many envs share each episode
     updater       the PPO update (ddppo.ppo), with the KL reference (ppo.kl_ref.checkpoint)
-    collector     the rollout strategy rollout.mode / rollout.overlap name (ddppo.rollout.factory)
+    scoring       the scoring stage (ddppo.rollout.scoring): reward.model, normalize.reward's scaling and truncation
+                  bootstraps, seeing each step the collector stores and making the rewards before advantages
+    collector     the rollout strategy rollout.mode / rollout.overlap name (ddppo.rollout.factory), acting through
+                  an Actor, with the episode observers (episode metrics, scenes)
     learning      serial, or overlapped learning (train/learning.py, train/overlap_learning.py), over the phases of
                   one update (train/phases.py)
     progress      update, env steps, ... (train/progress.py), a saved-state owner of its own
@@ -50,12 +53,14 @@ from ddppo.model.precision import store_memory_in, with_resolved_precision
 from ddppo.normalization import build_normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import GroupedOptimizer, PPOUpdater, reset_critic
+from ddppo.rollout.acting import Actor
 from ddppo.rollout.collector import RolloutCollector
 from ddppo.rollout.episode_metrics import env_metric_names
-from ddppo.rollout.factory import make_collector, storage_steps
+from ddppo.rollout.factory import episode_observers, make_collector, storage_steps
 from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.reward_model import reward_model_for
 from ddppo.rollout.scenes import env_scene_names
+from ddppo.rollout.scoring import Scoring
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.rundir import RunDir
 from ddppo.timing import Timer
@@ -165,14 +170,15 @@ class Trainer:
             for policy in {id(p): p for p in (self.policy, acting)}.values():
                 compile_policy(policy, cfg.policy.architecture)
         storage = self.new_storage()
-        self.collector = make_collector(cfg.rollout, self.envs, acting,
-                                        Preemption(cfg.preemption, ctx, cfg.rollout.num_steps, TRAIN), self.timer,
-                                        cfg.ppo.gamma, ctx.device, label=f"env.name={cfg.env.name} (rank {ctx.rank})",
-                                        metric_names=self.metric_names, reward_scale=norm.rewards,
-                                        obs_transform=norm.obs_transform, scene_names=self.scene_names,
-                                        reward_model=self.reward_model, precision=cfg.run.precision)
-        self.phases = Phases(cfg, ctx, self.collector, self.advantage, norm, self.updater, self.reference,
-                             self.progress, self.timer)
+        # reward model, reward scaling and truncation bootstraps: between collect and advantages (rollout/scoring.py)
+        self.scoring = Scoring(cfg.ppo.gamma, norm.rewards, self.reward_model, cfg.reward.env_weight,
+                               cfg.reward.model_weight)
+        actor = Actor(self.envs, acting, ctx.device, self.timer, f"env.name={cfg.env.name} (rank {ctx.rank})",
+                      norm.obs_transform, cfg.run.precision)
+        self.collector = make_collector(cfg.rollout, actor, Preemption(cfg.preemption, ctx, cfg.rollout.num_steps, TRAIN),
+                                        self.scoring, episode_observers(self.envs, self.metric_names, self.scene_names))
+        self.phases = Phases(cfg, ctx, self.collector, self.scoring, self.advantage, norm, self.updater,
+                             self.reference, self.progress, self.timer)
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)

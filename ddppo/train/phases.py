@@ -1,8 +1,9 @@
 """The phases of one update (train/learning.py's `UpdatePhases`), over the parts the builder made: the collector,
-the advantage estimator, the normalisation, the PPO updater and the KL reference.
+the scoring stage, the advantage estimator, the normalisation, the PPO updater and the KL reference.
 
-    collect    one rollout into a storage's buffers, returned as a value, then its advantages (local: timed as
-               `advantage`, whichever estimator), returned as new tensors: a `Collected`
+    collect    one rollout into a storage's buffers, returned as a value, scored (rollout/scoring.py: a new rollout
+               with the rewards learned on), then its advantages (local: timed as `advantage`, whichever
+               estimator), returned as new tensors: a `Collected`
     agree      the end-of-rollout sync (straggler wait), then the normalisation statistics' merge (collectives)
     learn      the PPO update on a `Collected` (its collectives: advantage statistics, gradient all-reduces)
     hand_over  the observation statistics merged at `agree` take effect for the next rollout
@@ -12,6 +13,8 @@ while collecting into the other).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -23,6 +26,7 @@ from ddppo.normalization import Normalization
 from ddppo.ppo.reference import ReferencePolicy
 from ddppo.ppo.update import PPOUpdater, UpdateResult
 from ddppo.rollout.collector import RolloutCollector
+from ddppo.rollout.scoring import Scoring
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
 from ddppo.train.learning import Collected
@@ -30,17 +34,18 @@ from ddppo.train.progress import Progress
 
 
 class Phases:
-    def __init__(self, cfg: Config, ctx: DistContext, collector: RolloutCollector, advantage: Estimator,
-                 normalization: Normalization, updater: PPOUpdater, reference: ReferencePolicy | None,
-                 progress: Progress, timer: Timer):
-        self.cfg, self.ctx, self.collector, self.advantage = cfg, ctx, collector, advantage
+    def __init__(self, cfg: Config, ctx: DistContext, collector: RolloutCollector, scoring: Scoring,
+                 advantage: Estimator, normalization: Normalization, updater: PPOUpdater,
+                 reference: ReferencePolicy | None, progress: Progress, timer: Timer):
+        self.cfg, self.ctx, self.collector, self.scoring, self.advantage = cfg, ctx, collector, scoring, advantage
         self.normalization, self.updater, self.reference = normalization, updater, reference
         self.progress, self.timer = progress, timer
 
     def collect(self, update: int, storage: RolloutStorage) -> Collected:
-        """One rollout into `storage`'s buffers, and its advantages (the estimator ppo.advantage chose:
+        """One rollout into `storage`'s buffers, scored, and its advantages (the estimator ppo.advantage chose:
         ddppo/advantage/; the bootstrap values are the acting policy's)."""
         collected = self.collector.collect(update, storage)
+        collected = dataclasses.replace(collected, rollout=self.scoring.finish(collected.rollout))
         with self.timer(timing.ADVANTAGE):
             advantages = self.advantage.compute(collected.rollout)
         return Collected(collected, advantages)

@@ -16,7 +16,7 @@ import traceback
 
 import pytest
 from dist_harness import free_port
-from testutil import OneStorage
+from testutil import OneStorage, build_collector
 
 UPDATES = 6
 MODES = {"lockstep": (dict(), 0), "overlapped": (dict(overlap=True), 2), "variable": (dict(mode="variable"), 2)}
@@ -35,10 +35,9 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
 
     from ddppo.config import PolicyConfig, PreemptionConfig, RolloutConfig
     from ddppo.model.policy import Policy
-    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.factory import storage_steps
     from ddppo.rollout.preemption import Preemption
     from ddppo.rollout.storage import RolloutStorage
-    from ddppo.timing import Timer
     from ddppo.envs.registry import make_vec_env
     from ddppo.envs.base import EnvSpec
 
@@ -57,7 +56,7 @@ def _drive_modes(rank: int, world: int, store_port: int) -> None:
                 policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8))
                 storage = RolloutStorage(storage_steps(cfg), 2, envs.observation_space, envs.action_space,
                                          policy.initial_memory(2), torch.device("cpu"))
-                collector = OneStorage(make_collector(cfg, envs, policy, pre, Timer(), 0.9, torch.device("cpu")), storage)
+                collector = OneStorage(build_collector(cfg, envs, policy, pre), storage)
                 first = 100 * i + 1  # each mode counts its own updates
                 for update in range(first, first + UPDATES):
                     res = collector.collect(update)

@@ -16,6 +16,7 @@ import torch
 from ddppo.ppo.loss import masked_mean, ppo_loss
 from ddppo.advantage.gae import gae, normalize_advantages, rollout_gae
 from rollout_testutil import NeverStop
+from testutil import build_collector
 
 NAN = float("nan")
 
@@ -74,7 +75,7 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
     from ddppo.model.policy import Policy
     from ddppo.advantage import estimator_for
     from ddppo.ppo.update import PPOUpdater
-    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.factory import storage_steps
     from ddppo.rollout.storage import RolloutStorage
     from ddppo.timing import Timer
     from ddppo.envs.registry import make_vec_env
@@ -89,7 +90,7 @@ def test_variable_mode_a_stale_nan_reward_in_padding_does_not_poison_the_next_up
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), n, envs.observation_space, envs.action_space,
                                  policy.initial_memory(n), torch.device("cpu"))
-        collector = make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu"))
+        collector = build_collector(cfg, envs, policy, NeverStop())
         ppo = PPOConfig(epochs=1, num_mini_batch=2)
         updater = PPOUpdater(policy, ppo, ctx, advantage=estimator_for(ppo, n))
         timer = Timer()

@@ -1,6 +1,7 @@
-"""The reward model between the envs and the learners (ddppo/rollout/reward_model.py): one batched call per step
-on what each step produced, combined with the env's reward; terminal mode scores ended episodes only; every
-wrong output or exception is one RewardModelError naming the module."""
+"""The reward model between the envs and the learners (ddppo/rollout/reward_model.py), the scoring stage's local
+scorer: one batched call per step on what each step produced; terminal mode scores ended episodes only; every
+wrong output or exception is one RewardModelError naming the module. Its combination with the env's reward is the
+stage's (tests/rollout/test_scoring.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ddppo.config import RewardConfig
 from ddppo.envs.base import StepResult
 from ddppo.errors import RewardModelError
 from ddppo.rollout.reward_model import RewardModel
+from ddppo.rollout.scoring import ScoredStep
 from ddppo.timing import Timer
 
 
@@ -43,26 +45,30 @@ def model(module, **cfg):
     return RewardModel(RewardConfig(model="m:M", **cfg), 3, torch.device("cpu"), Timer(), module=module)
 
 
+def score(rm, res, actions, env_index=None):
+    """The model's rewards for the rows of `res` (row i is env env_index[i]), as the scoring stage submits them."""
+    return rm.submit(ScoredStep(res, 0, actions, env_index)).result()
+
+
 def test_step_mode_scores_every_env_in_one_call_on_what_its_step_produced():
     rec = Recorder()
-    rm = model(rec, env_weight=0.5, model_weight=2.0)
-    out = rm.combine(np.ones(3, np.float32), result([1, 2, 3], [7, 8, 9], [False, True, False]),
-                     np.array([0, 1, 2]))
+    rm = model(rec)
+    out = score(rm, result([1, 2, 3], [7, 8, 9], [False, True, False]), np.array([0, 1, 2]))
     assert len(rec.calls) == 1 and rm.calls == 1 and rm.scored == 3
     # env 1's episode ended: its final observation (8) is scored, not the next episode's first (2)
     assert rec.calls[0]["x"][:, 0].tolist() == [1.0, 8.0, 3.0]
     assert rec.calls[0]["step"].tolist() == [1, 1, 1] and rec.calls[0]["done"].tolist() == [False, True, False]
-    np.testing.assert_allclose(out, 0.5 + 2.0 * np.array([1.0, 108.0, 3.0]))
-    rm.combine(np.zeros(3, np.float32), result([1, 2, 3], [0, 0, 0], [False, False, False]), np.zeros(3))
+    np.testing.assert_allclose(out, [1.0, 108.0, 3.0])
+    score(rm, result([1, 2, 3], [0, 0, 0], [False, False, False]), np.zeros(3))
     assert rec.calls[1]["step"].tolist() == [2, 1, 2]  # env 1 restarted its episode count
 
 
 def test_terminal_mode_scores_only_ended_episodes_once():
     rec = Recorder()
-    rm = model(rec, mode="terminal", env_weight=0.0)
-    assert rm.combine(np.ones(3, np.float32), result([1, 2, 3], [0, 0, 0], [False] * 3), np.zeros(3)).tolist() == [0] * 3
+    rm = model(rec, mode="terminal")
+    assert score(rm, result([1, 2, 3], [0, 0, 0], [False] * 3), np.zeros(3)).tolist() == [0] * 3
     assert rec.calls == []  # no episode ended: no call at all
-    out = rm.combine(np.ones(3, np.float32), result([1, 2, 3], [4, 5, 6], [True, False, True]), np.zeros(3))
+    out = score(rm, result([1, 2, 3], [4, 5, 6], [True, False, True]), np.zeros(3))
     assert len(rec.calls) == 1 and rec.calls[0]["x"][:, 0].tolist() == [4.0, 6.0]
     assert out.tolist() == [104.0, 0.0, 106.0]
 
@@ -70,8 +76,8 @@ def test_terminal_mode_scores_only_ended_episodes_once():
 def test_a_subset_of_envs_keeps_each_envs_own_episode_step():
     rec = Recorder()
     rm = model(rec)
-    rm.combine(np.ones(2, np.float32), result([1, 2], [0, 0], [False, False]), np.zeros(2), env_index=np.array([2, 0]))
-    rm.combine(np.ones(1, np.float32), result([1], [0], [False]), np.zeros(1), env_index=np.array([2]))
+    score(rm, result([1, 2], [0, 0], [False, False]), np.zeros(2), env_index=np.array([2, 0]))
+    score(rm, result([1], [0], [False]), np.zeros(1), env_index=np.array([2]))
     assert rec.calls[1]["step"].tolist() == [2] and rm.episode_step.tolist() == [1, 0, 2]
 
 
@@ -82,7 +88,7 @@ def test_a_subset_of_envs_keeps_each_envs_own_episode_step():
 ])
 def test_a_wrong_output_is_one_line_naming_the_module(out, message):
     with pytest.raises(RewardModelError, match=r"reward.model='m:M' " + message):
-        model(Recorder(out)).combine(np.ones(3, np.float32), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
+        score(model(Recorder(out)), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
 
 
 def test_an_exception_in_the_model_is_one_line_naming_it():
@@ -90,7 +96,7 @@ def test_an_exception_in_the_model_is_one_line_naming_it():
         raise ValueError("bad input\nsecond line")
 
     with pytest.raises(RewardModelError) as err:
-        model(Recorder(boom)).combine(np.ones(3, np.float32), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
+        score(model(Recorder(boom)), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
     assert str(err.value).startswith("reward.model='m:M' raised ValueError: bad input (scoring 3 envs'")
     assert "\n" not in str(err.value)
 
@@ -142,5 +148,5 @@ def test_the_model_scores_in_the_runs_precision():
     for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         module = DtypeOf()
         rm = RewardModel(RewardConfig(model="m:M"), 3, torch.device("cpu"), Timer(), module=module, precision=precision)
-        out = rm.combine(np.ones(3, np.float32), result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
+        out = score(rm, result([1, 2, 3], [0] * 3, [False] * 3), np.zeros(3))
         assert module.seen == [dtype] and out.dtype == np.float32  # the rewards the storage keeps: fp32

@@ -13,7 +13,7 @@ from ddppo.rollout.preemption import Preemption
 from ddppo.rollout.scenes import SCENE_COLUMNS, SceneTally, metric_key, scene_scalars
 from ddppo.rollout.variable import importance_weights, two_sided_weights
 from rollout_testutil import AlternatingScenes, NeverStop, expected_scene_samples
-from testutil import OneStorage, gloo_context
+from testutil import OneStorage, build_collector, gloo_context
 
 
 class _Envs:
@@ -93,17 +93,16 @@ def test_eval_summarises_each_scene():
 def _collector(env, mode: str, T: int = 8):
     from ddppo.config import PolicyConfig, RolloutConfig
     from ddppo.model.policy import Policy
-    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.factory import episode_observers, storage_steps
     from ddppo.rollout.storage import RolloutStorage
-    from ddppo.timing import Timer
 
     cfg = RolloutConfig(num_steps=T, overlap=mode == "overlap", mode="variable" if mode == "variable" else "fixed",
                         importance_weights=mode == "variable")
     policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
     storage = RolloutStorage(storage_steps(cfg), env.num_envs, env.observation_space, env.action_space,
                              policy.initial_memory(env.num_envs), torch.device("cpu"))
-    return OneStorage(make_collector(cfg, env, policy, NeverStop(), Timer(), 0.9, torch.device("cpu"),
-                          scene_names=("a", "b")), storage)
+    return OneStorage(build_collector(cfg, env, policy, NeverStop(),
+                                      observers=episode_observers(env, scene_names=("a", "b"))), storage)
 
 
 @pytest.mark.parametrize("tells_next", [True, False], ids=["tells-next-scene", "cannot-tell"])
@@ -140,7 +139,8 @@ def test_variable_mode_attribution_continues_across_a_saved_state():
     resumed_env = AlternatingScenes([3, 5, 2, 7], periods=[1, 2, 1, 3])
     resumed = _collector(resumed_env, "variable")
     resumed.load_state_dict(state)
-    assert [resumed.scenes.names[i] for i in resumed.scenes.current] == resumed_env.env_scenes  # the restored ones
+    scenes = next(o for o in resumed.observers if isinstance(o, SceneTally))
+    assert [scenes.names[i] for i in scenes.current] == resumed_env.env_scenes  # the restored ones
     pending = [e for u in resumed.unstored for e in u.result.episodes]
     assert [(e.scene, e.next_scene) for e in pending] == [("b", "a")]  # saved with the next episode's scene
     straight_pending = [e for u in straight.unstored for e in u.result.episodes]

@@ -8,7 +8,7 @@ import torch
 
 from ddppo.rollout.staging import HostStaging
 from rollout_testutil import NeverStop
-from testutil import OneStorage
+from testutil import OneStorage, build_collector
 
 
 def obs(seed: int, shape=(4, 3)) -> dict[str, np.ndarray]:
@@ -62,9 +62,8 @@ def test_pinning_follows_the_device_and_the_driver(monkeypatch):
 def _collector(mode: str, workers: int):
     from ddppo.config import PolicyConfig, RolloutConfig
     from ddppo.model.policy import Policy
-    from ddppo.rollout.factory import make_collector, storage_steps
+    from ddppo.rollout.factory import storage_steps
     from ddppo.rollout.storage import RolloutStorage
-    from ddppo.timing import Timer
     from ddppo.envs.registry import make_vec_env
     from ddppo.envs.base import EnvSpec
 
@@ -76,7 +75,7 @@ def _collector(mode: str, workers: int):
     policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
     storage = RolloutStorage(storage_steps(cfg), 4, envs.observation_space, envs.action_space,
                              policy.initial_memory(4), torch.device("cpu"))
-    return OneStorage(make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu")), storage), envs
+    return OneStorage(build_collector(cfg, envs, policy, NeverStop()), storage), envs
 
 
 @pytest.mark.parametrize("mode, workers", [("lockstep", 0), ("overlapped", 2), ("variable", 4)])

@@ -10,7 +10,10 @@ import torch
 from ddppo.config import PolicyConfig
 from ddppo.timing import Timer
 from ddppo.model.policy import Policy
+from ddppo.rollout.acting import Actor
+from ddppo.rollout.factory import episode_observers
 from ddppo.rollout.lockstep import LockstepCollector
+from ddppo.rollout.scoring import Scoring
 from ddppo.advantage.gae import gae, rollout_gae
 from ddppo.ppo.batches import minibatches
 from ddppo.rollout.storage import RolloutStorage
@@ -161,7 +164,8 @@ def make_collector(T, preemption, gamma=0.9, rnn="none"):
     policy = Policy(env.observation_space, env.action_space, PolicyConfig(hidden_size=8, rnn_type=rnn))
     storage = RolloutStorage(T, env.num_envs, env.observation_space, env.action_space,
                              policy.initial_memory(env.num_envs), torch.device("cpu"))
-    return LockstepCollector(env, policy, preemption, Timer(), gamma, torch.device("cpu"), T), policy, storage
+    actor = Actor(env, policy, torch.device("cpu"), Timer())
+    return LockstepCollector(actor, preemption, T, Scoring(gamma), episode_observers(env)), policy, storage
 
 
 def test_collector_preempted_rollout_and_carry_over():
@@ -183,7 +187,8 @@ def test_collector_preempted_rollout_and_carry_over():
 def test_collector_truncation_adds_gamma_value_of_final_obs(rnn):
     gamma = 0.9
     collector, policy, s = make_collector(3, StopAt(None), gamma, rnn)
-    collector.collect(1, s)
+    rewards = collector.scoring.finish(collector.collect(1, s).rollout).rewards  # scored: rollout/scoring.py
+    assert torch.equal(s.rewards, torch.ones(3, 3))  # the storage keeps the envs' own
     # env 0 and 2: truncated after step index 2 (3rd step) with final obs x=3; env 1: terminated at step 1
     h = s.memory0
     with torch.no_grad():
@@ -192,9 +197,9 @@ def test_collector_truncation_adds_gamma_value_of_final_obs(rnn):
         _, _, _, h2 = policy.act({"x": s.obs["x"][1]}, h1, s.episode_start[1])
         _, _, _, h3 = policy.act({"x": s.obs["x"][2]}, h2, s.episode_start[2])
         v_final = policy.value({"x": torch.full((3, 1), 3.0)}, h3, torch.zeros(3))
-    torch.testing.assert_close(s.rewards[2, [0, 2]], 1.0 + gamma * v_final[[0, 2]])
-    assert torch.equal(s.rewards[1, 1], torch.tensor(1.0))  # termination: no bootstrap
-    assert torch.equal(s.rewards[0], torch.ones(3))
+    torch.testing.assert_close(rewards[2, [0, 2]], 1.0 + gamma * v_final[[0, 2]])
+    assert torch.equal(rewards[1, 1], torch.tensor(1.0))  # termination: no bootstrap
+    assert torch.equal(rewards[0], torch.ones(3))
     assert torch.equal(s.dones[2], torch.tensor([1.0, 0.0, 1.0]))
     assert torch.equal(s.dones[1], torch.tensor([0.0, 1.0, 0.0]))
 

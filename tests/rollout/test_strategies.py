@@ -15,17 +15,16 @@ from ddppo.config import PolicyConfig, RolloutConfig, load_config
 from ddppo.errors import ConfigError
 from ddppo.model.policy import Policy
 from ddppo.rollout.collector import RolloutCollector
-from ddppo.rollout.factory import make_collector, storage_steps
+from ddppo.rollout.factory import storage_steps
 from ddppo.rollout.lockstep import LockstepCollector
 from ddppo.rollout.overlapped import OverlappedCollector
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.rollout.variable import VariableCollector
-from ddppo.timing import Timer
 from ddppo.envs.base import AsyncVecEnv, worker_count
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
 from rollout_testutil import NeverStop
-from testutil import OneStorage
+from testutil import OneStorage, build_collector
 
 GRIDNAV = str(Path(__file__).resolve().parents[2] / "configs" / "gridnav.yaml")
 
@@ -40,7 +39,7 @@ def build():
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), 4, envs.observation_space, envs.action_space,
                                  policy.initial_memory(4), torch.device("cpu"))
-        return OneStorage(make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu"),
+        return OneStorage(build_collector(cfg, envs, policy, NeverStop(),
                               **normalization), storage), envs
 
     yield make
@@ -71,8 +70,9 @@ def test_the_factory_builds_the_strategy_the_config_names(build, cfg, workers, c
     (RolloutConfig(num_steps=4, overlap=True), 2), (RolloutConfig(num_steps=4, mode="variable"), 4),
 ], ids=["lockstep", "lockstep-workers", "overlapped", "variable"])
 def test_every_strategy_stores_the_rewards_its_scale_returns(build, cfg, workers):
-    """The collector's `reward_scale` (normalize.reward's scaler) sees every env's numpy rewards and done flags on
-    the host, with the envs' indices where a batch is some of them, and what it returns is what the storage keeps."""
+    """The scoring stage's scale (normalize.reward's scaler) sees every env's numpy rewards and done flags on the
+    host, with the envs' indices where a batch is some of them, and what it returns is what the scored rollout
+    holds."""
     seen = []
 
     def scale(reward, done, envs=None):
@@ -80,11 +80,10 @@ def test_every_strategy_stores_the_rewards_its_scale_returns(build, cfg, workers
         seen.extend(range(len(reward)) if envs is None else envs.tolist())
         return np.full(len(reward), 7.0, np.float32)
 
-    collector, envs = build(cfg, workers, reward_scale=scale)
-    collector.collect(1)
-    s = collector.storage
-    valid = s.valid[: s.step] > 0
-    assert valid.any() and torch.all(s.rewards[: s.step][valid] == 7.0)  # synthetic envs do not truncate here
+    collector, envs = build(cfg, workers, scale=scale)
+    rollout = collector.collect(1).rollout
+    valid = rollout.valid > 0
+    assert valid.any() and torch.all(rollout.rewards[valid] == 7.0)  # synthetic envs do not truncate here
     assert sorted(set(seen)) == [0, 1, 2, 3] and len(seen) == 4 * cfg.num_steps
 
 

@@ -9,12 +9,10 @@ from ddppo.config import PolicyConfig
 from ddppo.model import memory
 from ddppo.model.policy import Policy
 from ddppo.config import RolloutConfig
-from ddppo.rollout.factory import make_collector
 from ddppo.rollout.storage import RolloutStorage
-from ddppo.timing import Timer
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
-from testutil import OneStorage
+from testutil import OneStorage, build_collector
 
 N, T, CAP = 4, 6, 12
 # per-env step times spread by a log-normal factor (sigma 1.5) redrawn every 5-step episode
@@ -55,8 +53,7 @@ def make():
         storage = RolloutStorage(T if overlap else CAP, N, envs.observation_space, envs.action_space,
                                  policy.initial_memory(N), torch.device("cpu"))
         cfg = RolloutConfig(num_steps=T, mode="fixed" if overlap else "variable", overlap=overlap, batch_wait_s=0.0)
-        collector = OneStorage(make_collector(cfg, envs, policy, preemption or NeverStop(), Timer(), 0.9,
-                                   torch.device("cpu")), storage)
+        collector = OneStorage(build_collector(cfg, envs, policy, preemption or NeverStop()), storage)
         return collector, policy, storage
 
     yield build

@@ -14,14 +14,13 @@ from ddppo.model import memory
 from ddppo.model.policy import Policy
 from ddppo.ppo.batches import minibatches
 from ddppo.ppo.loss import ppo_loss
-from ddppo.rollout.factory import make_collector, storage_steps
+from ddppo.rollout.factory import storage_steps
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.rollout.variable import importance_weights
-from ddppo.timing import Timer
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
 from rollout_testutil import NeverStop
-from testutil import OneStorage
+from testutil import OneStorage, build_collector
 
 N, T = 4, 6
 
@@ -66,7 +65,7 @@ def make():
         policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
         storage = RolloutStorage(storage_steps(cfg), N, envs.observation_space, envs.action_space,
                                  policy.initial_memory(N), torch.device("cpu"))
-        return OneStorage(make_collector(cfg, envs, policy, NeverStop(), Timer(), 0.9, torch.device("cpu")), storage), policy
+        return OneStorage(build_collector(cfg, envs, policy, NeverStop()), storage), policy
 
     yield build
     for envs in made:
