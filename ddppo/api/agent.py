@@ -17,7 +17,7 @@ from ddppo.errors import CheckpointError
 from ddppo.eval.command import resolve_config
 from ddppo.eval.loading import build_policy, load_weights
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.precision import autocast, bf16_problem, resolve_precision, store_memory_in
 from ddppo.model.actions import env_actions
 from ddppo.rollout.acting import check_finite
@@ -44,7 +44,7 @@ class Agent:
     ```
 
     Attributes:
-        policy: the `ddppo.model.policy.Policy` (eval mode) the checkpoint was loaded into.
+        policy: the `ddppo.model.actor_critic.ActorCritic` (eval mode) the checkpoint was loaded into.
         config: the run's resolved config (`ddppo.config.Config`).
         observation_space: the gymnasium Dict space the policy reads (key -> Box, Discrete or MultiDiscrete).
         action_space: the gymnasium action space (Discrete: actions are indices 0..n-1; MultiDiscrete: an index
@@ -53,7 +53,7 @@ class Agent:
         env_steps: the env steps the checkpoint was trained for.
     """
 
-    def __init__(self, policy: Policy, config: Config, observation_space: gymnasium.spaces.Dict,
+    def __init__(self, policy: ActorCritic, config: Config, observation_space: gymnasium.spaces.Dict,
                  action_space: gymnasium.spaces.Space, checkpoint: Path, env_steps: int, device: torch.device):
         self.policy, self.config, self.device = policy, config, device
         self.observation_space, self.action_space = observation_space, action_space

@@ -12,14 +12,14 @@ import torch
 from ddppo import checkpoint as ckpt
 from ddppo.config import Config
 from ddppo.model.build import saved_policy
-from ddppo.model.policy import Policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.precision import store_memory_in
 
 EVAL_FIX = "evaluate it with the keys set back to the checkpoint's values"
 
 
 def build_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
-                 device: torch.device) -> Policy:
+                 device: torch.device) -> ActorCritic:
     """The policy a checkpoint trained with `cfg` holds, on `device`, in eval mode, its memory kept in the dtype of
     `cfg`'s run.precision."""
     policy = saved_policy(cfg, obs_space, action_space).to(device)
@@ -28,7 +28,7 @@ def build_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gy
     return policy
 
 
-def load_weights(policy: Policy, data: dict[str, Any], cfg: Config, what: str) -> None:
+def load_weights(policy: ActorCritic, data: dict[str, Any], cfg: Config, what: str) -> None:
     """Load checkpoint `data` (ckpt.load's) into `policy`; CheckpointError naming `what` and the keys that
     differ if it was trained with other shapes than `cfg` says."""
     ckpt.check_fits(data, cfg, policy.state_dict(), what, EVAL_FIX)
