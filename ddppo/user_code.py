@@ -9,11 +9,12 @@ beside the user. Processes started afterwards (env workers by forkserver or spaw
 Registries: a `Registry` is a config field's live set of choices (`field(metadata=doc(..., choices=POLICIES))`):
 the built-in names are declared here, so validation, `--explain` and the reference know them before any model
 code is imported; the builders are registered by decorators (`ddppo.model.build.register_policy`,
-`register_encoder`, `register_core`, `ddppo.advantage.register_estimator`). Each registry names its home, the module that
-registers the built-in builders: the first lookup of a built-in imports it, so a lower layer (the config checks
-asking an advantage estimator for its rules) finds them without importing a layer above. A value `module:name`
-imports `module` (from the working directory first) before `name` is looked up, so a stored config (a run
-directory's, a checkpoint's) finds the user's code again in `ddppo eval`, on resume and in `ddppo.api.Agent`.
+`register_encoder`, `register_core`, `ddppo.advantage.register_estimator`). Each registry names its home, the module
+that registers the built-in builders: the first lookup of a built-in imports it, so a lower layer (the config checks
+asking an advantage estimator for its rules, config/sizes.py asking a core for its sizes) finds them without
+importing a layer above. A value `module:name` imports `module` (from the working directory first) before `name` is
+looked up, so a stored config (a run directory's, a checkpoint's) finds the user's code again in `ddppo eval`, on
+resume and in `ddppo.api.Agent`.
 """
 
 from __future__ import annotations

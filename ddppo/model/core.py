@@ -43,10 +43,12 @@ class Core(nn.Module):
     @classmethod
     def sizes(cls, cfg: Config) -> CoreSize:
         """Its parameter count and one env's memory in bytes, for `ddppo config` and the memory check
-        (ddppo/config/sizes.py); default: measured on a core built on the meta device (no memory allocated)."""
-        with torch.device("meta"):
-            core = cls.build(cfg.policy, cfg.policy.hidden_size)
-            per_env = nbytes(core.initial_memory(1, "meta"))
+        (ddppo/config/sizes.py); default: measured on a core built on the meta device (no memory allocated), or on
+        the CPU where building it reads values (a meta tensor has none)."""
+        try:
+            core, per_env = _measured(cls, cfg, "meta")
+        except Exception:  # whatever a constructor does with a value-less tensor: build it for real
+            core, per_env = _measured(cls, cfg, "cpu")
         return CoreSize(sum(p.numel() for p in core.parameters()), per_env, f"{cfg.policy.rnn_type}'s initial_memory")
 
     def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
@@ -62,6 +64,13 @@ class Core(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: Memory, start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
         raise NotImplementedError
+
+
+def _measured(kind: type[Core], cfg: Config, device: str) -> tuple[Core, int]:
+    """The core `kind` builds for `cfg` on `device`, and one env's initial memory in bytes."""
+    with torch.device(device):
+        core = kind.build(cfg.policy, cfg.policy.hidden_size)
+        return core, nbytes(core.initial_memory(1, device))
 
 
 class NoCore(Core):

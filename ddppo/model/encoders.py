@@ -236,7 +236,8 @@ def _image_shape(space: gymnasium.spaces.Box, name: str) -> tuple[int, int, int]
 def make_encoder(space: gymnasium.spaces.Space, cfg: PolicyConfig) -> nn.Module:
     """One observation key's encoder, (B, ...) -> (B, hidden_size): a Discrete or MultiDiscrete space is embedded
     (`EmbeddingEncoder`); an image (3 dims) goes through `ImageInput` (to (B, C, H, W) in [0, 1]) into
-    policy.image_encoder; anything else into policy.vector_encoder (registered names: ddppo.user_code.ENCODERS, VECTOR_ENCODERS)."""
+    policy.image_encoder; anything else into policy.vector_encoder (registered names: ddppo.user_code.ENCODERS,
+    VECTOR_ENCODERS)."""
     if isinstance(space, gymnasium.spaces.Discrete):
         return EmbeddingEncoder([int(space.n)], cfg.hidden_size)
     if isinstance(space, gymnasium.spaces.MultiDiscrete):

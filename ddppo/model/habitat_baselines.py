@@ -16,9 +16,10 @@ The input is habitat-baselines' too: the image observations (channels concatenat
 are average-pooled by 2 before the ResNet; uint8 images are scaled by 1 / high, float images (depth) are
 used as they are; the goal is `pointgoal_with_gps_compass` (r, theta).
 
-ddppo's policy interface (ddppo/model/actor_critic.py) has no previous-action input, so the previous action travels in the policy's memory
-(ddppo/model/memory.py) beside the RNN's state: {"rnn": (N, rows, H), "prev_action": (N,)}; at an episode start
-the start token replaces it, exactly where habitat-baselines feeds its start token. The RNN rows are
+ddppo's policy interface (ddppo/model/actor_critic.py) has no previous-action input, so the previous action travels
+in the policy's memory (ddppo/model/memory.py) beside the RNN's state: {"rnn": (N, rows, H), "prev_action": (N,)};
+at an episode start the start token replaces it, exactly where habitat-baselines feeds its start token (`remember`
+sets it once the action is known). The RNN rows are
 habitat-baselines' hidden state (N, rows, H) as it is: LSTM h rows first, then c.
 """
 

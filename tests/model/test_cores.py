@@ -126,3 +126,21 @@ def test_every_policy_runs_the_interface_s_init(architecture):
     assert isinstance(policy, ActorCritic)
     assert {"action_kind", "hidden_size", "kept", "log_std"} <= set(vars(policy))
     assert policy.log_std is None and policy.kept == {}
+
+
+def test_a_core_that_reads_values_while_built_is_measured_on_the_cpu(own_registry):
+    """The default sizes build on the meta device; a constructor that reads a value (a meta tensor has none)
+    falls back to one real build."""
+
+    @own_registry.register("reads")
+    class ReadsValues(Core):
+        def __init__(self, width):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(width))
+            assert float(self.scale.sum()) == width  # .item() of a meta tensor raises
+
+        def initial_memory(self, num_envs, device="cpu"):
+            return {"h": torch.zeros(num_envs, 3, device=device)}
+
+    sizes = core_size(load_config(None, ["policy.hidden_size=8", "policy.rnn_type=reads"]))
+    assert (sizes.parameters, sizes.memory_bytes) == (8, 12)
