@@ -137,7 +137,7 @@ def test_a_core_that_reads_values_while_built_is_measured_on_the_cpu(own_registr
         def __init__(self, width):
             super().__init__()
             self.scale = nn.Parameter(torch.ones(width))
-            assert float(self.scale.sum()) == width  # .item() of a meta tensor raises
+            assert float(self.scale.detach().sum()) == width  # .item() of a meta tensor raises
 
         def initial_memory(self, num_envs, device="cpu"):
             return {"h": torch.zeros(num_envs, 3, device=device)}
