@@ -34,13 +34,17 @@ infrastructure   shared by every application; knows no training or evaluation lo
     field_metadata.py  the config's field metadata (`doc`) and its validation idiom: a leaf (it imports nothing of
                     the project) that the config and the environments' option sections (envs/) both import
     user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
-                    they register (policy architectures, encoders, advantage estimators) as config choices
+                    they register (policy architectures, encoders, memory cores, advantage estimators) as config choices
 normalization/  observation and reward normalisation, built once and handed to the policy and the collector:
             spaces.py (what `auto` resolves to), moments.py (running moments, the parallel-variance merge),
             observations.py (the statistics inside the policy), live.py (normalize.update=step on the acting
             path), rewards.py (the reward scaler), training.py (Normalization: built from the config and spaces,
             merged over the ranks once per update, its saved-state owners)
-model/      build.py (the architecture policy.architecture names), policy.py (encoders, recurrent core, heads),
+model/      build.py (the architecture policy.architecture names; the decorators registering your policies, encoders
+            and cores), actor_critic.py (the interface every policy offers: heads, action kinds, act / evaluate),
+            policy.py (ddppo's own network on that interface), encoders.py (an encoder per observation key, the
+            built-in ones registered, Trunk fusing them), core.py (the memory core's protocol, and none),
+            cores.py (the built-in cores under their policy.rnn_type names), recurrent.py (the GRU/LSTM core),
             resnet.py (GroupNorm ResNet encoder), habitat_baselines.py (habitat-baselines' PointNavResNetPolicy),
             habitat_baselines_simple.py (its PointNavBaselinePolicy: SimpleCNN + GRU),
             pooling.py (adaptive pooling with a deterministic CUDA path), memory.py (the policy's memory: GRU

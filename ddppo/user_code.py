@@ -1,5 +1,5 @@
 """The user's own code: modules imported from the working directory as `python -m` imports them, and the names
-they register (policy architectures, encoders) that config keys choose.
+they register (policy architectures, encoders, memory cores) that config keys choose.
 
 Working directory: `python -m ddppo` puts it first on sys.path; the `ddppo` console script, a torchrun rank
 started from it and a sweep's runs would not. `workdir_first` makes every command behave as `python -m` does, so
@@ -9,11 +9,12 @@ beside the user. Processes started afterwards (env workers by forkserver or spaw
 Registries: a `Registry` is a config field's live set of choices (`field(metadata=doc(..., choices=POLICIES))`):
 the built-in names are declared here, so validation, `--explain` and the reference know them before any model
 code is imported; the builders are registered by decorators (`ddppo.model.build.register_policy`,
-`register_encoder`, `ddppo.advantage.register_estimator`). Each registry names its home, the module that
-registers the built-in builders: the first lookup of a built-in imports it, so a lower layer (the config checks
-asking an advantage estimator for its rules) finds them without importing a layer above. A value `module:name`
-imports `module` (from the working directory first) before `name` is looked up, so a stored config (a run
-directory's, a checkpoint's) finds the user's code again in `ddppo eval`, on resume and in `ddppo.api.Agent`.
+`register_encoder`, `register_core`, `ddppo.advantage.register_estimator`). Each registry names its home, the module
+that registers the built-in builders: the first lookup of a built-in imports it, so a lower layer (the config checks
+asking an advantage estimator for its rules, config/sizes.py asking a core for its sizes) finds them without
+importing a layer above. A value `module:name` imports `module` (from the working directory first) before `name` is
+looked up, so a stored config (a run directory's, a checkpoint's) finds the user's code again in `ddppo eval`, on
+resume and in `ddppo.api.Agent`.
 """
 
 from __future__ import annotations
@@ -159,12 +160,16 @@ class EncoderRegistry(Registry):
         return functools.partial(importlib.import_module(self.LIBRARY_HOME).build, *found)
 
 
+# policy.rnn_type: the memory core between the encoders and the heads, a ddppo.model.core.Core subclass that also
+# states its sizes
+CORES = Registry("core", "policy.rnn_type", ("gru", "lstm", "transformer", "none"),
+                 "@ddppo.model.build.register_core(NAME)", home="ddppo.model.cores")
 # policy.image_encoder / policy.vector_encoder: the encoder of each image / vector observation key, each with its
 # own built-in choices; an encoder of your own (ddppo.model.build.register_encoder) is a choice of both
 ENCODERS = EncoderRegistry("image encoder", "policy.image_encoder", ("cnn", "nature", "grid", "resnet"),
-                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.encoders")
 VECTOR_ENCODERS = Registry("vector encoder", "policy.vector_encoder", ("mlp",),
-                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.policy")
+                           "@ddppo.model.build.register_encoder(NAME)", home="ddppo.model.encoders")
 # ppo.advantage: the advantage estimator, a class that also states its needs (critic, env groups, config rules)
 ADVANTAGES = Registry("advantage estimator", "ppo.advantage", ("gae", "grpo"),
                       "@ddppo.advantage.register_estimator(NAME)", home="ddppo.advantage")

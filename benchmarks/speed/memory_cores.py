@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ddppo.model.memory import nbytes, select
-from ddppo.model.policy import RecurrentCore
+from ddppo.model.recurrent import RecurrentCore
 from ddppo.model.transformer import TransformerCore
 from ddppo.files import atomic_write
 

@@ -1,6 +1,7 @@
 """The Python API: `Agent` (agent.py: a checkpoint's policy acting on your observations, as `ddppo eval` acts),
 `load_config` and `train` (training.py: what `ddppo train` runs), and the decorators that register your own
-policy and encoders by name (`register_policy`, `register_encoder`, from ddppo.model.build).
+policy, encoders and memory cores by name (`register_policy`, `register_encoder`, `register_core`, from
+ddppo.model.build).
 
     from ddppo.api import Agent, load_config, train
 
@@ -10,6 +11,6 @@ policy and encoders by name (`register_policy`, `register_encoder`, from ddppo.m
 
 from ddppo.api.agent import Agent
 from ddppo.api.training import load_config, train
-from ddppo.model.build import register_encoder, register_policy
+from ddppo.model.build import register_core, register_encoder, register_policy
 
-__all__ = ["Agent", "load_config", "register_encoder", "register_policy", "train"]
+__all__ = ["Agent", "load_config", "register_core", "register_encoder", "register_policy", "train"]

@@ -14,7 +14,7 @@ from ddppo import user_code
 from ddppo.config import Config
 from ddppo.eval.loading import act_on_arrays, acting_precision, build_policy, load_weights, open_checkpoint
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.precision import store_memory_in
 from ddppo.rollout.acting import check_finite
 from ddppo.envs.registry import make_vec_env
@@ -40,7 +40,7 @@ class Agent:
     ```
 
     Attributes:
-        policy: the `ddppo.model.policy.Policy` (eval mode) the checkpoint was loaded into.
+        policy: the `ddppo.model.actor_critic.ActorCritic` (eval mode) the checkpoint was loaded into.
         config: the run's resolved config (`ddppo.config.Config`).
         observation_space: the gymnasium Dict space the policy reads (key -> Box, Discrete or MultiDiscrete).
         action_space: the gymnasium action space (Discrete: actions are indices 0..n-1; MultiDiscrete: an index
@@ -49,7 +49,7 @@ class Agent:
         env_steps: the env steps the checkpoint was trained for.
     """
 
-    def __init__(self, policy: Policy, config: Config, observation_space: gymnasium.spaces.Dict,
+    def __init__(self, policy: ActorCritic, config: Config, observation_space: gymnasium.spaces.Dict,
                  action_space: gymnasium.spaces.Space, checkpoint: Path, env_steps: int, device: torch.device):
         self.policy, self.config, self.device = policy, config, device
         self.observation_space, self.action_space = observation_space, action_space

@@ -1,6 +1,7 @@
 """Sizes a config asks for that no machine can hold, refused before anything is allocated.
 
-`size_lines` prints the memory core's size and its memory per env and per rank under `ddppo config`.
+`size_lines` prints the memory core's size and its memory per env and per rank under `ddppo config`, as the core
+states them (`CoreSize`: each core's `sizes(cfg)`, ddppo/model/core.py).
 
 A lower bound from the config alone (what the observations add is known only once the envs are built): the
 rollout storage's per-step scalars and the policy's memory (acting, and the rollout's copy at its start), and the policy's core with its gradients and Adam's
@@ -8,6 +9,10 @@ two moments. Past the host's whole memory, the run could only die of an allocati
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
+
+from ddppo.user_code import CORES
 
 SCALARS_PER_STEP = 12  # reward, value, return, advantage, log-prob, action, masks, ...: 4-byte values per env-step
 FLOAT = 4
@@ -17,42 +22,27 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-def ffn_width(hidden: int) -> int:
-    """The transformer's SwiGLU width: two thirds of 4 x hidden (LLaMA's), rounded up to a multiple of 8."""
-    return 8 * ((8 * hidden // 3 + 7) // 8)
+class CoreSize(NamedTuple):
+    """What a memory core states of itself for a config (each core's `sizes(cfg)`, ddppo/model/core.py)."""
+
+    parameters: int  # the core's parameters, exactly
+    memory_bytes: int  # one env's memory (the policy's state between steps), in bytes
+    memory: str  # what that memory is, in the config's keys, for `ddppo config`
 
 
-LEARNED_POSITIONS = 1024  # policy.transformer.positions=learned: episode steps from this on share the last embedding
-
-
-def core_parameters(cfg) -> int:
-    """Parameters of the policy's memory core (policy.rnn_type), exactly: the encoders' depend on the observations."""
-    p, hidden = cfg.policy, cfg.policy.hidden_size
-    if p.rnn_type == "transformer":
-        t = p.transformer
-        per_layer = 4 * hidden * hidden + 3 * hidden * ffn_width(hidden) + 2 * hidden  # qkv, out, SwiGLU, 2 norms
-        return t.layers * per_layer + hidden + (LEARNED_POSITIONS * hidden if t.positions == "learned" else 0)
-    gates = {"gru": 3, "lstm": 4}.get(p.rnn_type, 0)
-    return p.rnn_layers * gates * (2 * hidden * hidden + 2 * hidden)
-
-
-def memory_bytes_per_env(cfg) -> int:
-    """One env's memory (the policy's state between steps): a GRU/LSTM state, or the transformer's KV cache,
-    layers x 2 x (context - 1) x hidden x 4 bytes (2 under run.precision=bf16: ddppo.model.precision.
-    store_memory_in), plus its two counters (len, pos)."""
-    p, hidden = cfg.policy, cfg.policy.hidden_size
-    if p.rnn_type == "transformer":
-        width = 2 if cfg.run.precision == "bf16" else FLOAT
-        return p.transformer.layers * 2 * (p.transformer.context - 1) * hidden * width + 16
-    return {"gru": 1, "lstm": 2}.get(p.rnn_type, 0) * p.rnn_layers * hidden * FLOAT
+def core_size(cfg) -> CoreSize:
+    """policy.rnn_type's core's own statement of its size (ddppo.user_code.CORES: the first lookup of a built-in
+    imports ddppo.model.cores, of `MODULE:NAME` the user's module)."""
+    return CORES.get(cfg.policy.rnn_type, "policy.rnn_type").sizes(cfg)
 
 
 def estimate_bytes(cfg) -> dict[str, int]:
     """Bytes the config needs at least, by the key that sets each part."""
     steps, envs, hidden = cfg.rollout.num_steps + 1, cfg.env.num_envs, cfg.policy.hidden_size
     # the per-step scalars, and the memory twice: the acting one and the rollout's copy at its start
-    storage = steps * envs * SCALARS_PER_STEP * FLOAT + 2 * envs * memory_bytes_per_env(cfg)
-    params = core_parameters(cfg) + cfg.policy.mlp_layers * hidden * hidden
+    core = core_size(cfg)
+    storage = steps * envs * SCALARS_PER_STEP * FLOAT + 2 * envs * core.memory_bytes
+    params = core.parameters + cfg.policy.mlp_layers * hidden * hidden
     return {"storage": storage, "policy": params * FLOAT * 4}  # weights, gradients, Adam's two moments
 
 
@@ -67,17 +57,12 @@ def size_lines(cfg) -> str:
         return f"# sizes: policy.architecture={p.architecture} defines its own core and memory\n"
     if p.rnn_type == "none":
         return "# sizes: no memory core (policy.rnn_type=none)\n"
-    if p.rnn_type == "transformer":
-        width = "2 bytes (bf16: run.precision)" if cfg.run.precision == "bf16" else "4 bytes"
-        what = f"KV cache: policy.transformer.layers x 2 x (context - 1) x policy.hidden_size x {width}"
-    else:
-        what = f"{p.rnn_type} state: policy.rnn_layers x policy.hidden_size x 4 bytes{' x 2' * (p.rnn_type == 'lstm')}"
-    core, per_env = core_parameters(cfg), memory_bytes_per_env(cfg)
+    core = core_size(cfg)
     return (f"# sizes (float32; the encoders' weights depend on the observations):\n"
-            f"#   core ({p.rnn_type}): {core:,} parameters, {_mib(core * FLOAT)} of weights\n"
-            f"#   memory per env: {per_env:,} bytes ({what})\n"
-            f"#   memory per rank: {_mib(per_env * cfg.env.num_envs)} (env.num_envs={cfg.env.num_envs}; the rollout "
-            f"keeps one more copy, at its start)\n")
+            f"#   core ({p.rnn_type}): {core.parameters:,} parameters, {_mib(core.parameters * FLOAT)} of weights\n"
+            f"#   memory per env: {core.memory_bytes:,} bytes ({core.memory})\n"
+            f"#   memory per rank: {_mib(core.memory_bytes * cfg.env.num_envs)} (env.num_envs={cfg.env.num_envs}; the "
+            f"rollout keeps one more copy, at its start)\n")
 
 
 def memory_problem(cfg, total_bytes: int) -> str | None:

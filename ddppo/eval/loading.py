@@ -19,8 +19,8 @@ from ddppo.config import Config, build_config, load_config, parse_overrides, to_
 from ddppo.errors import CheckpointError, ConfigError
 from ddppo.model.actions import env_actions
 from ddppo.model.build import saved_policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy
 from ddppo.model.precision import autocast, bf16_problem, resolve_precision, store_memory_in
 from ddppo.rundir import RunDir
 
@@ -83,7 +83,7 @@ def acting_precision(cfg: Config, device: torch.device) -> str:
 
 
 @torch.no_grad()
-def act_on_arrays(policy: Policy, batch: dict[str, np.ndarray], memory: Memory, start: torch.Tensor,
+def act_on_arrays(policy: ActorCritic, batch: dict[str, np.ndarray], memory: Memory, start: torch.Tensor,
                   action_space: gymnasium.spaces.Space, precision: str, deterministic: bool = True
                   ) -> tuple[np.ndarray, Memory]:
     """`policy`'s actions for a batch of host observations (N, ...) as the env takes them (Box actions clipped),
@@ -95,7 +95,7 @@ def act_on_arrays(policy: Policy, batch: dict[str, np.ndarray], memory: Memory, 
 
 
 def build_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
-                 device: torch.device) -> Policy:
+                 device: torch.device) -> ActorCritic:
     """The policy a checkpoint trained with `cfg` holds, on `device`, in eval mode, its memory kept in the dtype of
     `cfg`'s run.precision."""
     policy = saved_policy(cfg, obs_space, action_space).to(device)
@@ -104,7 +104,7 @@ def build_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gy
     return policy
 
 
-def load_weights(policy: Policy, data: dict[str, Any], cfg: Config, what: str) -> None:
+def load_weights(policy: ActorCritic, data: dict[str, Any], cfg: Config, what: str) -> None:
     """Load checkpoint `data` (ckpt.load's) into `policy`; CheckpointError naming `what` and the keys that
     differ if it was trained with other shapes than `cfg` says."""
     ckpt.check_fits(data, cfg, policy.state_dict(), what, EVAL_FIX)

@@ -79,10 +79,15 @@ class CategoricalActions(ActionKind):
     def sample(self, params: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         # the acting hot path: no Distribution object per step
         action = params.argmax(-1) if deterministic else torch.multinomial(params.exp(), 1).squeeze(-1)
-        return action, self.log_prob(params, action)
+        return action, self.gathered(params, action)
+
+    @staticmethod
+    def gathered(params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The log-probs of `actions`, read from the parameters (log-probs already)."""
+        return params.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return params.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return self.gathered(params, actions)
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
         clamped = params.clamp(min=torch.finfo(params.dtype).min)  # 0 * -inf would be NaN

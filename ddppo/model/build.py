@@ -1,11 +1,13 @@
-"""The policy `policy.architecture` names, and the decorators that register your own policies and encoders.
+"""The policy `policy.architecture` names, and the decorators that register your own policies, encoders and cores.
 
 A policy builder is called as `builder(obs_space, action_space, cfg, value_head, obs_norm, normalize_inputs)`
 (the observation space a gymnasium Dict, `cfg` the config's `policy` section, `obs_norm` the observation
-normaliser or None, `normalize_inputs` whether the policy applies it) and returns a `ddppo.model.policy.Policy`
-(subclass it: the trainer, `ddppo eval` and `ddppo.api.Agent` call its methods). An encoder builder is called as
-`builder(space, cfg)` for one observation key and returns a module mapping a batch (B, ...) of that key to
-(B, cfg.hidden_size). docs/guides/custom-policy.md has a worked example.
+normaliser or None, `normalize_inputs` whether the policy applies it) and returns a
+`ddppo.model.actor_critic.ActorCritic` (the interface the trainer, `ddppo eval` and `ddppo.api.Agent` call; ddppo's
+own network, `ddppo.model.policy.Policy`, is one). An encoder builder is called as `builder(space, cfg)` for one
+observation key and returns a module mapping a batch (B, ...) of that key to (B, cfg.hidden_size). A core is a
+`ddppo.model.core.Core` subclass (that module's docstring states the protocol). docs/guides/custom-policy.md and
+docs/guides/custom-core.md have worked examples.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any, Callable
 import gymnasium
 
 from ddppo.config import Config, PolicyConfig
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.policy import Policy
 from ddppo.normalization import ObsNormalizer, observation_normalizer
-from ddppo.user_code import ENCODERS, POLICIES, VECTOR_ENCODERS
+from ddppo.user_code import CORES, ENCODERS, POLICIES, VECTOR_ENCODERS
 
 
 def register_policy(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -36,6 +39,13 @@ def register_encoder(name: str) -> Callable[[Callable[..., Any]], Callable[..., 
         return vector(image(builder))
 
     return add
+
+
+def register_core(name: str) -> Callable[[type], type]:
+    """Decorator registering a memory core (a `ddppo.model.core.Core` subclass) under `name`, chosen by
+    `policy.rnn_type=MODULE:name` (MODULE imported from the working directory first, also by `ddppo eval` and on
+    resume)."""
+    return CORES.register(name)
 
 
 @register_policy("ddppo")
@@ -68,7 +78,7 @@ def habitat_baselines_simple_policy(obs_space: gymnasium.spaces.Dict, action_spa
 
 def make_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space, cfg: PolicyConfig,
                 value_head: bool = True, obs_norm: ObsNormalizer | None = None,
-                normalize_inputs: bool = True) -> Policy:
+                normalize_inputs: bool = True) -> ActorCritic:
     """The policy `cfg.architecture` names: ddppo's Policy, habitat-baselines' PointNavResNetPolicy
     (habitat_baselines) or PointNavBaselinePolicy (habitat_baselines_simple), or your own (`MODULE:NAME`,
     registered with `register_policy`). `obs_norm`: the observation normaliser the policy holds
@@ -79,7 +89,8 @@ def make_policy(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces
     return builder(obs_space, action_space, cfg, value_head, obs_norm, normalize_inputs)
 
 
-def saved_policy(cfg: Config, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space) -> Policy:
+def saved_policy(cfg: Config, obs_space: gymnasium.spaces.Dict,
+                 action_space: gymnasium.spaces.Space) -> ActorCritic:
     """The policy a checkpoint trained with `cfg` holds, ready for its `model` state: the architecture and, where
     normalize.obs resolves on, the observation normaliser whose saved statistics it then applies, frozen (only
     training updates them). What `ddppo eval` and the KL reference act with."""

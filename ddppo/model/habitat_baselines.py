@@ -16,9 +16,10 @@ The input is habitat-baselines' too: the image observations (channels concatenat
 are average-pooled by 2 before the ResNet; uint8 images are scaled by 1 / high, float images (depth) are
 used as they are; the goal is `pointgoal_with_gps_compass` (r, theta).
 
-ddppo's policy interface has no previous-action input, so the previous action travels in the policy's memory
-(ddppo/model/memory.py) beside the RNN's state: {"rnn": (N, rows, H), "prev_action": (N,)}; at an episode start
-the start token replaces it, exactly where habitat-baselines feeds its start token. The RNN rows are
+ddppo's policy interface (ddppo/model/actor_critic.py) has no previous-action input, so the previous action travels
+in the policy's memory (ddppo/model/memory.py) beside the RNN's state: {"rnn": (N, rows, H), "prev_action": (N,)};
+at an episode start the start token replaces it, exactly where habitat-baselines feeds its start token (`remember`
+sets it once the action is known). The RNN rows are
 habitat-baselines' hidden state (N, rows, H) as it is: LSTM h rows first, then c.
 """
 
@@ -30,13 +31,13 @@ import gymnasium
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.distributions import Categorical
 
 from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
-from ddppo.model.actions import CategoricalActions
+from ddppo.model.actions import ActionKind, CategoricalActions
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy, RecurrentCore
+from ddppo.model.recurrent import RecurrentCore
 
 GOAL_KEY = "pointgoal_with_gps_compass"
 EMBED = 32  # habitat-baselines' goal and previous-action embedding width
@@ -188,30 +189,47 @@ def check_spaces(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.space
         raise ConfigError("policy.architecture=habitat_baselines needs " + "; ".join(problems))
 
 
-def habitat_baselines_parts(policy: Policy, net: nn.Module, num_actions: int, cfg: PolicyConfig,
-                            value_head: bool) -> None:
+class TorchCategoricalActions(CategoricalActions):
+    """Categorical actions whose learning pass takes its log-probs and entropy from torch's `Categorical`, as
+    habitat-baselines' does (to the last bit); acting samples and reads the log-prob as ddppo's categorical does,
+    as habitat-baselines' acting does."""
+
+    log_prob = ActionKind.log_prob
+    entropy = ActionKind.entropy
+
+
+class HabitatBaselinesActorCritic(ActorCritic):
     """What both habitat-baselines policies are made of, under habitat-baselines' module names (so their
-    checkpoints load as they are): `net`, then the `action_distribution` and `critic` heads on its features.
-    They skip Policy.__init__, whose modules (encoders, fuse, actor) are ddppo's; this is their constructor."""
-    nn.Module.__init__(policy)
-    policy.action_kind, policy.hidden_size = CategoricalActions(num_actions), cfg.hidden_size
-    policy.net = net
-    policy.action_distribution = Head("linear", cfg.hidden_size, num_actions, 0.01)
-    policy.critic = Head("fc", cfg.hidden_size, 1, 1.0) if value_head else None
+    checkpoints load as they are): `net` (whose `state_encoder` is the recurrent core), then the
+    `action_distribution` and `critic` heads on its features. `ACTIONS`: the action kind, categorical."""
 
+    ACTIONS: type[CategoricalActions] = CategoricalActions
 
-class HabitatBaselinesPolicy(Policy):
-    """habitat-baselines' PointNavResNetPolicy behind ddppo's Policy interface (discrete actions)."""
-
-    def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
-                 cfg: PolicyConfig, value_head: bool = True):
-        check_spaces(obs_space, action_space, cfg)
-        habitat_baselines_parts(self, PointNavNet(obs_space, int(action_space.n), cfg), int(action_space.n), cfg,
-                                value_head)
+    def __init__(self, net: nn.Module, num_actions: int, cfg: PolicyConfig, value_head: bool):
+        super().__init__(self.ACTIONS(num_actions), cfg.hidden_size)
+        self.net = net
+        self.action_distribution = Head("linear", cfg.hidden_size, num_actions, 0.01)
+        self.critic = Head("fc", cfg.hidden_size, 1, 1.0) if value_head else None
 
     @property
     def core(self) -> RecurrentCore:
         return self.net.state_encoder
+
+    @property
+    def actor(self) -> nn.Linear:
+        """The logits layer, under the name the interface reads (a view; registered once, as theirs)."""
+        return self.action_distribution.linear
+
+
+class HabitatBaselinesPolicy(HabitatBaselinesActorCritic):
+    """habitat-baselines' PointNavResNetPolicy behind ddppo's actor-critic interface (discrete actions)."""
+
+    ACTIONS = TorchCategoricalActions
+
+    def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
+                 cfg: PolicyConfig, value_head: bool = True):
+        check_spaces(obs_space, action_space, cfg)
+        super().__init__(PointNavNet(obs_space, int(action_space.n), cfg), int(action_space.n), cfg, value_head)
 
     def initial_memory(self, num_envs: int, device: torch.device | str = "cpu") -> Memory:
         """The RNN's state and the previous action (as a float: habitat-baselines keeps it beside the state)."""
@@ -221,10 +239,11 @@ class HabitatBaselinesPolicy(Policy):
         """Before the memory protocol: the RNN rows, then a row whose first column held the previous action."""
         return {**self.core.legacy_memory(hidden[:-1]), "prev_action": hidden[-1, :, 0].clone()}
 
-    def _features(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
-                  actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
-        """obs (T, N, ...) -> features (T, N, H), the RNN's memory after. The previous action of step t is the
-        memory's for t = 0 and actions[t - 1] after it (a sequence needs `actions`)."""
+    def features(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+                 actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
+        """obs (T, N, ...) -> features (T, N, H), the RNN's memory after (the previous action as it came: `remember`
+        sets it). The previous action of step t is the memory's for t = 0 and actions[t - 1] after it (a sequence
+        needs `actions`)."""
         T, N = start.shape
         prev = memory["prev_action"].round().to(torch.long).unsqueeze(0)
         if T > 1:
@@ -233,45 +252,9 @@ class HabitatBaselinesPolicy(Policy):
             prev = torch.cat([prev, actions[:-1].to(torch.long).view(T - 1, N)])
         flat = {k: v.reshape(T * N, *v.shape[2:]) for k, v in obs.items()}
         x = self.net.inputs(flat, prev.reshape(-1), start.reshape(-1)).view(T, N, -1)
-        return self.core(x, {"rnn": memory["rnn"]}, start)
+        out, rnn = self.core(x, {"rnn": memory["rnn"]}, start)
+        return out, {**rnn, "prev_action": memory["prev_action"]}
 
-    def dist_params(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.log_softmax(self.action_distribution(features), -1)
-
-    def _value(self, features: torch.Tensor) -> torch.Tensor:
-        if self.critic is None:
-            return torch.zeros(features.shape[:-1], device=features.device)
-        return self.critic(features).squeeze(-1)
-
-    @staticmethod
-    def _with_action(rnn: Memory, action: torch.Tensor) -> Memory:
-        return {**rnn, "prev_action": action.to(rnn["rnn"].dtype)}
-
-    @torch.no_grad()
-    def act(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
-            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Memory]:
-        feats, rnn = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
-        feats = feats[0]
-        logp_all = self.dist_params(feats)
-        action = logp_all.argmax(-1) if deterministic else torch.multinomial(logp_all.exp(), 1).squeeze(-1)
-        logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        return action, logp, self._value(feats), self._with_action(rnn, action)
-
-    @torch.no_grad()
-    def value(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor) -> torch.Tensor:
-        feats, _ = self._features({k: v.unsqueeze(0) for k, v in obs.items()}, memory, start.unsqueeze(0))
-        return self._value(feats[0])
-
-    @torch.no_grad()
-    def sequence_params(self, obs: dict[str, torch.Tensor], memory: Memory,
-                        start: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
-        feats, rnn = self._features(obs, memory, start, actions)
-        last = actions[-1] if actions is not None else memory["prev_action"]
-        return self.dist_params(feats), self._with_action(rnn, last)
-
-    def evaluate_with_params(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
-                             actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        feats, _ = self._features(obs, memory, start, actions)
-        params = self.dist_params(feats)
-        dist = Categorical(logits=params)
-        return dist.log_prob(actions), dist.entropy(), self._value(feats), params
+    def remember(self, memory: Memory, actions: torch.Tensor) -> Memory:
+        """The action taken becomes the next step's previous action."""
+        return {**memory, "prev_action": actions.to(memory["rnn"].dtype)}

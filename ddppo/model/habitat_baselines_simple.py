@@ -25,9 +25,9 @@ from torch import nn
 
 from ddppo.config import PolicyConfig
 from ddppo.errors import ConfigError
-from ddppo.model.habitat_baselines import GOAL_KEY, habitat_baselines_parts
+from ddppo.model.habitat_baselines import GOAL_KEY, HabitatBaselinesActorCritic
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy, RecurrentCore
+from ddppo.model.recurrent import RecurrentCore
 
 IMAGE_KEYS = ("rgb", "depth")  # the only images SimpleCNN reads, in its channel order
 LAYERS = ((32, 8, 4), (64, 4, 2), (32, 3, 1))  # (channels, kernel, stride)
@@ -92,25 +92,16 @@ def check_spaces(obs_space: gymnasium.spaces.Dict, action_space: gymnasium.space
         raise ConfigError("policy.architecture=habitat_baselines_simple needs " + "; ".join(problems))
 
 
-class HabitatBaselinesSimplePolicy(Policy):
-    """habitat-baselines' PointNavBaselinePolicy behind ddppo's Policy interface (discrete actions)."""
+class HabitatBaselinesSimplePolicy(HabitatBaselinesActorCritic):
+    """habitat-baselines' PointNavBaselinePolicy behind ddppo's actor-critic interface (discrete actions)."""
 
     def __init__(self, obs_space: gymnasium.spaces.Dict, action_space: gymnasium.spaces.Space,
                  cfg: PolicyConfig, value_head: bool = True):
         check_spaces(obs_space, action_space, cfg)
-        habitat_baselines_parts(self, SimpleNet(obs_space, cfg.hidden_size), int(action_space.n), cfg, value_head)
+        super().__init__(SimpleNet(obs_space, cfg.hidden_size), int(action_space.n), cfg, value_head)
 
-    @property
-    def core(self) -> RecurrentCore:
-        return self.net.state_encoder
-
-    @property
-    def actor(self) -> nn.Linear:
-        """The logits layer, under the name ddppo's Policy reads (a view; registered once, as theirs)."""
-        return self.action_distribution.linear
-
-    def _features(self, obs: dict[str, torch.Tensor], memory: Memory,
-                  start: torch.Tensor) -> tuple[torch.Tensor, Memory]:
+    def features(self, obs: dict[str, torch.Tensor], memory: Memory, start: torch.Tensor,
+                 actions: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:
         T, N = start.shape
         flat = {k: obs[k].reshape(T * N, *obs[k].shape[2:]) for k in (*self.net.visual_encoder.keys, GOAL_KEY)}
         x = torch.cat([self.net.visual_encoder(flat), flat[GOAL_KEY].float()], 1).view(T, N, -1)

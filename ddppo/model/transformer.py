@@ -33,10 +33,17 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ddppo.config.sizes import LEARNED_POSITIONS, ffn_width
-from ddppo.errors import CheckpointError
+from ddppo.config import Config, PolicyConfig
+from ddppo.config.sizes import FLOAT, CoreSize
+from ddppo.model.core import Core
 
 ROTARY_BASE = 10000.0
+LEARNED_POSITIONS = 1024  # policy.transformer.positions=learned: episode steps from this on share the last embedding
+
+
+def ffn_width(hidden: int) -> int:
+    """The SwiGLU width: two thirds of 4 x hidden (LLaMA's), rounded up to a multiple of 8."""
+    return 8 * ((8 * hidden // 3 + 7) // 8)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -93,7 +100,7 @@ class Block(nn.Module):
         return x, k, v
 
 
-class TransformerCore(nn.Module):
+class TransformerCore(Core):
     """`out, memory = core(x, memory, start)`: x (T, N, D), start (T, N) (1.0 where x[t] begins an episode)
     -> out (T, N, D) and the memory after the T steps. Dropout (policy.transformer.dropout) applies only where
     gradients are taken (the learning pass), so acting, `ddppo eval` and the old log-probs stay deterministic."""
@@ -117,6 +124,24 @@ class TransformerCore(nn.Module):
         self.register_buffer("inv_freq", inv.float(), persistent=False)
         self.cache_dtype: torch.dtype | None = None  # the KV cache's dtype; None: the weights'
 
+    @classmethod
+    def build(cls, cfg: PolicyConfig, width: int) -> TransformerCore:
+        t = cfg.transformer
+        return cls(width, t.layers, t.heads, t.context, t.positions, t.dropout)
+
+    @classmethod
+    def sizes(cls, cfg: Config) -> CoreSize:
+        """Per layer: qkv and out projections, the SwiGLU's three, two norms; the final norm, learned positions. The
+        cache: layers x 2 x (context - 1) x hidden values, 2 bytes each under run.precision=bf16
+        (ddppo.model.precision.store_memory_in), plus its two counters (len, pos)."""
+        t, hidden = cfg.policy.transformer, cfg.policy.hidden_size
+        per_layer = 4 * hidden * hidden + 3 * hidden * ffn_width(hidden) + 2 * hidden
+        parameters = t.layers * per_layer + hidden + (LEARNED_POSITIONS * hidden if t.positions == "learned" else 0)
+        width = 2 if cfg.run.precision == "bf16" else FLOAT
+        what = ("KV cache: policy.transformer.layers x 2 x (context - 1) x policy.hidden_size x "
+                + ("2 bytes (bf16: run.precision)" if width == 2 else "4 bytes"))
+        return CoreSize(parameters, t.layers * 2 * (t.context - 1) * hidden * width + 16, what)
+
     # ------------------------------------------------------------------ memory
     def initial_memory(self, num_envs: int, device: torch.device | str = "cpu",
                        dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
@@ -128,12 +153,6 @@ class TransformerCore(nn.Module):
                 "v": torch.zeros(shape, device=device, dtype=dtype),
                 "len": torch.zeros(num_envs, device=device, dtype=torch.int64),
                 "pos": torch.zeros(num_envs, device=device, dtype=torch.int64)}
-
-    def legacy_memory(self, hidden: torch.Tensor) -> dict[str, torch.Tensor]:
-        """No checkpoint from before the memory protocol holds a transformer's cache (it had one tensor per env)."""
-        raise CheckpointError("this checkpoint saved its recurrent state as one tensor, from before "
-                              "policy.rnn_type=transformer existed: it cannot hold a transformer's KV cache; resume it "
-                              "with the policy.rnn_type it was trained with")
 
     # ----------------------------------------------------------------- forward
     def _layout(self, start: torch.Tensor, length: torch.Tensor, pos: torch.Tensor):

@@ -55,7 +55,7 @@ from ddppo.distributed import TRAIN, DistContext
 from ddppo import timing
 from ddppo.distributed.buckets import GradientReducer
 from ddppo.ppo.loss import SCALAR_NAMES, ppo_loss
-from ddppo.model.policy import Policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.precision import autocast, to_fp32
 from ddppo.ppo.batches import MiniBatch, Order, minibatches
 from ddppo.rollout.rollout import Rollout
@@ -203,7 +203,7 @@ def make_adam(params: list, lr: float, eps: float) -> torch.optim.Adam:
 
 
 class PPOUpdater:
-    def __init__(self, policy: Policy, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
+    def __init__(self, policy: ActorCritic, cfg: PPOConfig, ctx: DistContext, bucket_mb: float = 25.0,
                  sample_weighting: str = "per_minibatch", *, advantage: Estimator, precision: str = "fp32",
                  group: str = TRAIN):
         if sample_weighting not in SAMPLE_WEIGHTINGS:

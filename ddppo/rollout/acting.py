@@ -26,7 +26,7 @@ from ddppo.model.actions import env_actions
 from ddppo.model.kept import FEATURES, kept_dtype
 from ddppo.model import memory as mem
 from ddppo.model.memory import Memory
-from ddppo.model.policy import Policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.model.precision import autocast, to_fp32
 from ddppo.normalization.live import LiveObsNormalizer
 from ddppo.rollout.staging import HostStaging
@@ -73,7 +73,7 @@ class Actor:
     envs' arrays until `detach()` (the envs may reuse them on their next step).
     """
 
-    def __init__(self, envs: VecEnv, policy: Policy, device: torch.device, timer: Timer | None = None,
+    def __init__(self, envs: VecEnv, policy: ActorCritic, device: torch.device, timer: Timer | None = None,
                  label: str = "", obs_transform: LiveObsNormalizer | None = None, precision: str = "fp32"):
         self.envs, self.policy, self.device = envs, policy, device
         self.precision = precision  # run.precision of every policy forward made through this actor

@@ -40,13 +40,13 @@ import numpy as np
 import torch
 
 from ddppo import timing
-from ddppo.model.policy import Policy
+from ddppo.model.actor_critic import ActorCritic
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
 from ddppo.train.learning import Outcome, UpdatePhases
 
 
-def acting_copy(policy: Policy) -> Policy:
+def acting_copy(policy: ActorCritic) -> ActorCritic:
     """A copy of `policy` that acts while the learner updates `policy` (no gradients; refreshed by `refresh`,
     whose in-place copies keep the layout). deepcopy copies an LSTM/GRU's weights one by one and never calls
     `flatten_parameters`: on CUDA cuDNN would warn that they are not one contiguous chunk and repack them on every
@@ -119,7 +119,7 @@ class OverlapLearning:
     at the start and after a resume, so the first step collects one rollout first).
     """
 
-    def __init__(self, phases: UpdatePhases, policy: Policy, acting: Policy, learning: RolloutStorage,
+    def __init__(self, phases: UpdatePhases, policy: ActorCritic, acting: ActorCritic, learning: RolloutStorage,
                  collecting: RolloutStorage, device: torch.device, seed: int):
         self.phases, self.policy, self.acting = phases, policy, acting
         self.learning, self.collecting = learning, collecting

@@ -52,10 +52,10 @@ def test_config_prints_the_cache_size_as_a_yaml_comment(capsys):
 def test_config_sizes_of_a_recurrent_core(kind):
     import torch
 
-    from ddppo.config.sizes import core_parameters, memory_bytes_per_env
-    from ddppo.model.policy import RecurrentCore
+    from ddppo.config.sizes import core_size
+    from ddppo.model.recurrent import RecurrentCore
 
     cfg = load_config(None, [f"policy.rnn_type={kind}", "policy.rnn_layers=2", "policy.hidden_size=24"])
     core = RecurrentCore(kind, 24, 2)
-    assert core_parameters(cfg) == sum(p.numel() for p in core.parameters())
-    assert memory_bytes_per_env(cfg) == core.state_layers * 24 * torch.float32.itemsize
+    assert core_size(cfg).parameters == sum(p.numel() for p in core.parameters())
+    assert core_size(cfg).memory_bytes == core.state_layers * 24 * torch.float32.itemsize

@@ -11,7 +11,7 @@ import pytest
 from testutil import REPO
 
 EXAMPLES = REPO / "docs" / "examples"
-GUIDES = ["custom-environment.md", "custom-policy.md", "python-api.md", "objectives.md"]
+GUIDES = ["custom-environment.md", "custom-policy.md", "custom-core.md", "python-api.md", "objectives.md"]
 BLOCK = re.compile(r'^```python title="([\w.]+)"\n(.*?)^```$', re.S | re.M)
 
 

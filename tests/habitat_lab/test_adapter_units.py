@@ -143,7 +143,8 @@ def test_missing_habitat_lab_is_one_clear_error(monkeypatch):
 
 def test_policy_embeds_a_discrete_observation():
     from ddppo.config import PolicyConfig
-    from ddppo.model.policy import EmbeddingEncoder, Policy
+    from ddppo.model.encoders import EmbeddingEncoder
+    from ddppo.model.policy import Policy
 
     space, _ = convert_observation_space(nav_obs_space())
     policy = Policy(space, Discrete(4), PolicyConfig(hidden_size=16, rnn_type="gru", rnn_layers=1))

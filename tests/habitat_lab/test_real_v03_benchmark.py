@@ -88,7 +88,7 @@ def stop_gaps(checkpoint, overrides: list[str]) -> list[list[float]]:
         while len(gaps) <= VAL_EPISODES:
             tensors = {k: torch.as_tensor(v).to(torch.uint8 if v.dtype == np.uint8 else torch.float32)
                        for k, v in obs.items()}
-            feats, hidden = policy._features({k: v[None] for k, v in tensors.items()}, hidden, start[None])
+            feats, hidden = policy.features({k: v[None] for k, v in tensors.items()}, hidden, start[None])
             logits = policy.actor(feats[0])[0]
             gaps[-1].append(float(logits[0] - logits[1:].max()))
             res = env.step(np.array([1 + int(logits[1:].argmax())]))

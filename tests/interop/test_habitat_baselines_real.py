@@ -102,7 +102,7 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesPolicy) -> dict[str, floa
             feats, h_hb_new = hb.net(o, h_hb, prev, masks)[:2]  # 0.3.x adds an aux-loss state
             logits_hb = hb.action_distribution(feats).logits
             value_hb = hb.critic(feats).squeeze(-1)
-            feats_ours, _ = ours._features({k: v.unsqueeze(0) for k, v in o.items()}, hidden, start[t:t + 1])
+            feats_ours, _ = ours.features({k: v.unsqueeze(0) for k, v in o.items()}, hidden, start[t:t + 1])
             logp_all = ours.dist_params(feats_ours[0])
             action, logp, value, hidden = ours.act(o, hidden, start[t], deterministic=True)
             assert torch.equal(action, logits_hb.argmax(-1)), f"step {t}: actions differ"

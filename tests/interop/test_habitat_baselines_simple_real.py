@@ -62,7 +62,7 @@ def compare(hb: torch.nn.Module, ours: HabitatBaselinesSimplePolicy) -> dict[str
             feats, h_hb = hb.net(o, h_hb, prev, (start[t] == 0).view(N, 1))[:2]
             logp_hb = torch.log_softmax(hb.action_distribution(feats).logits, -1)
             value_hb = hb.critic(feats).squeeze(-1)
-            feats_ours = ours._features({k: v[None] for k, v in o.items()}, hidden, start[t:t + 1])[0][0]
+            feats_ours = ours.features({k: v[None] for k, v in o.items()}, hidden, start[t:t + 1])[0][0]
             action, _, value, hidden = ours.act(o, hidden, start[t], deterministic=True)
             assert torch.equal(action, logp_hb.argmax(-1)), f"step {t}: actions differ"
             diffs["logp"] = max(diffs["logp"], float((ours.dist_params(feats_ours) - logp_hb).abs().max()))

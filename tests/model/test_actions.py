@@ -111,7 +111,7 @@ def test_policy_acts_and_evaluates_what_it_acted(space):
     assert policy.actor.weight.grad is not None and policy.actor.weight.grad.abs().sum() > 0
     det, *_ = policy.act(obs, h, torch.ones(5), deterministic=True)
     assert torch.equal(det, policy.action_kind.mode(policy.dist_params(
-        policy._features({k: v[None] for k, v in obs.items()}, h, torch.ones(1, 5))[0][0])))
+        policy.features({k: v[None] for k, v in obs.items()}, h, torch.ones(1, 5))[0][0])))
 
 
 def test_multidiscrete_observation_embeds_each_dim_with_rows_of_its_own():

@@ -120,7 +120,7 @@ def test_activation_tanh_bounds_every_hidden_feature_of_actor_and_critic():
     for activation, check in (("tanh", lambda f: f.abs().max() < 1 and (f < 0).any()),
                               ("relu", lambda f: f.min() >= 0 and f.max() > 1)):
         p = policy("separate", activation=activation)
-        feats, _ = p._features(big, p.initial_memory(7), torch.zeros(1, 7))
+        feats, _ = p.features(big, p.initial_memory(7), torch.zeros(1, 7))
         assert feats.shape[-1] == 32 and check(feats), activation
         assert sum(isinstance(m, torch.nn.Tanh) for m in p.modules()) == (10 if activation == "tanh" else 0)  # 2 keys x 2 layers + fuse, twice
 
@@ -152,10 +152,10 @@ def test_gaussian_act_samples_and_scores_exactly_as_torch_normal():
     obs = {k: torch.randn(6, *s.shape, generator=torch.Generator().manual_seed(2)) for k, s in VEC.spaces.items()}
     torch.manual_seed(5)
     action, logp, value, _ = p.act(obs, p.initial_memory(6), torch.zeros(6))
-    feats, _ = p._features({k: v.unsqueeze(0) for k, v in obs.items()}, p.initial_memory(6), torch.zeros(1, 6))
+    feats, _ = p.features({k: v.unsqueeze(0) for k, v in obs.items()}, p.initial_memory(6), torch.zeros(1, 6))
     dist = p.params_to_distribution(p.dist_params(feats[0]))
     torch.manual_seed(5)
     assert torch.equal(action, dist.sample())
-    assert torch.equal(logp, dist.log_prob(action)) and torch.equal(value, p._value(feats[0]))  # Independent: summed
+    assert torch.equal(logp, dist.log_prob(action)) and torch.equal(value, p.value_of(feats[0]))  # Independent: summed
     mean_action, _, _, _ = p.act(obs, p.initial_memory(6), torch.zeros(6), deterministic=True)
     assert torch.equal(mean_action, dist.mean)

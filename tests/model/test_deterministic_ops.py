@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddppo.model.policy import RecurrentCore
+from ddppo.model.recurrent import RecurrentCore
 
 
 @pytest.fixture

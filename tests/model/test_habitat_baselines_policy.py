@@ -141,8 +141,8 @@ def test_steps_match_the_whole_sequence_with_resets():
     other["prev_action"] = (other["prev_action"] + 1) % 4
     o = {k: v[-1] for k, v in obs.items()}
     with torch.no_grad():
-        p1 = policy.dist_params(policy._features({k: v[None] for k, v in o.items()}, hidden, torch.zeros(1, N))[0])
-        p2 = policy.dist_params(policy._features({k: v[None] for k, v in o.items()}, other, torch.zeros(1, N))[0])
+        p1 = policy.dist_params(policy.features({k: v[None] for k, v in o.items()}, hidden, torch.zeros(1, N))[0])
+        p2 = policy.dist_params(policy.features({k: v[None] for k, v in o.items()}, other, torch.zeros(1, N))[0])
     assert not torch.allclose(p1, p2)
 
 

@@ -12,7 +12,8 @@ import torch
 
 import pixelenv
 from ddppo.config import PolicyConfig
-from ddppo.model.policy import ImageInput, Policy
+from ddppo.model.encoders import ImageInput
+from ddppo.model.policy import Policy
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.registry import make_vec_env
 from ddppo.envs.base import EnvSpec
@@ -79,7 +80,7 @@ def test_image_scale_comes_from_the_space_bounds(low, high, dtype, expect):
 
 def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
     from ddppo.errors import ConfigError
-    from ddppo.model.policy import NatureCNN
+    from ddppo.model.encoders import NatureCNN
 
     space = gymnasium.spaces.Dict({"state": gymnasium.spaces.Box(0, 255, (84, 84, 4), np.uint8)})
     policy = Policy(space, gymnasium.spaces.Discrete(4), PolicyConfig(image_encoder="nature", hidden_size=512,
@@ -98,7 +99,7 @@ def test_nature_cnn_is_the_dqn_papers_and_refuses_small_images():
 
 def test_grid_cnn_is_rl_starter_files_and_refuses_small_images():
     from ddppo.errors import ConfigError
-    from ddppo.model.policy import GridCNN
+    from ddppo.model.encoders import GridCNN
 
     space = gymnasium.spaces.Dict({"image": gymnasium.spaces.Box(0, 255, (7, 7, 3), np.uint8),
                                    "direction": gymnasium.spaces.Discrete(4)})

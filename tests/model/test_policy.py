@@ -190,8 +190,8 @@ def test_gaussian_head_logp_and_entropy_by_hand():
     acts = random_actions(BOX, 2, 3, gen)
     lp, ent, _ = p.evaluate(obs, p.initial_memory(3), torch.ones(2, 3), acts)
     with torch.no_grad():
-        feats, _ = p._features(obs, p.initial_memory(3), torch.ones(2, 3))
-        mean = p.actor(p._actor_features(feats))  # the actor half (auto: a critic of its own)
+        feats, _ = p.features(obs, p.initial_memory(3), torch.ones(2, 3))
+        mean = p.actor(p.actor_input(feats))  # the actor half (auto: a critic of its own)
     std = torch.exp(torch.tensor(-0.5))
     expected = (-((acts - mean) ** 2) / (2 * std**2) - torch.log(std) - 0.5 * np.log(2 * np.pi)).sum(-1)
     torch.testing.assert_close(lp, expected, rtol=1e-5, atol=1e-5)
@@ -207,12 +207,12 @@ def test_deterministic_act():
     x = {k: v[0] for k, v in random_obs(VEC_SPACE, 1, 4, gen).items()}
     h = p.initial_memory(4)
     a, *_ = p.act(x, h, torch.ones(4), deterministic=True)
-    feats, _ = p._features({k: v[None] for k, v in x.items()}, h, torch.ones(1, 4))
+    feats, _ = p.features({k: v[None] for k, v in x.items()}, h, torch.ones(1, 4))
     assert torch.equal(a, p.actor(feats[0]).argmax(-1))
     pb = make(action_space=BOX, rnn_type="none")
     a, *_ = pb.act(x, h, torch.ones(4), deterministic=True)
-    feats, _ = pb._features({k: v[None] for k, v in x.items()}, h, torch.ones(1, 4))
-    torch.testing.assert_close(a, pb.actor(pb._actor_features(feats[0])))
+    feats, _ = pb.features({k: v[None] for k, v in x.items()}, h, torch.ones(1, 4))
+    torch.testing.assert_close(a, pb.actor(pb.actor_input(feats[0])))
 
 
 def test_unsupported_action_space_rejected():

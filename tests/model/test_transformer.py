@@ -243,16 +243,16 @@ def test_a_non_finite_step_stays_in_its_episode():
 def test_config_sizes_are_the_core_s(overrides):
     """`ddppo config`'s figures (ddppo.config.sizes, from the config alone) are the built core's."""
     from ddppo.config import load_config
-    from ddppo.config.sizes import core_parameters, memory_bytes_per_env
+    from ddppo.config.sizes import core_size
     from ddppo.model.precision import store_memory_in
 
     cfg = load_config(None, ["policy.rnn_type=transformer", *overrides])
     t = cfg.policy.transformer
     core = TransformerCore(cfg.policy.hidden_size, t.layers, t.heads, t.context, t.positions)
-    assert core_parameters(cfg) == sum(p.numel() for p in core.parameters())
+    assert core_size(cfg).parameters == sum(p.numel() for p in core.parameters())
     store_memory_in(core, cfg.run.precision)
     memory = core.initial_memory(1)
-    assert memory_bytes_per_env(cfg) == sum(v.numel() * v.element_size() for v in memory.values())
+    assert core_size(cfg).memory_bytes == sum(v.numel() * v.element_size() for v in memory.values())
 
 
 def test_bf16_autocast_keeps_the_cache_in_the_weights_dtype():
@@ -329,7 +329,7 @@ def test_policy_builds_the_configured_transformer():
     assert isinstance(p.core, TransformerCore) and len(p.core.blocks) == 3 and p.core.position is not None
     memory = p.initial_memory(2)
     assert memory["k"].shape == (2, 3, 4, 6, 4) and set(memory) == {"k", "v", "len", "pos"}
-    with pytest.raises(Exception, match="rnn_type=transformer"):
+    with pytest.raises(Exception, match="cannot hold this core's memory"):
         p.legacy_memory(torch.zeros(1, 2, 16))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from ddppo.field_metadata import doc
-from ddppo.user_code import ENCODERS, POLICIES, VECTOR_ENCODERS
+from ddppo.user_code import CORES, ENCODERS, POLICIES, VECTOR_ENCODERS
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,11 @@ class PolicyConfig:
                                          "fusion layer (tanh is CleanRL's and SB3's default for MLP policies); image "
                                          "encoders keep ReLU", shape=True, choices=("relu", "tanh")))
     rnn_type: str = field(default="gru",
-                          metadata=doc("gru | lstm | transformer (causal attention over the episode's last "
-                                       "policy.transformer.context steps, a per-env KV cache) | none", shape=True,
-                                       choices=("gru", "lstm", "transformer", "none")))
+                          metadata=doc("the memory core: gru | lstm | transformer (causal attention over the episode's "
+                                       "last policy.transformer.context steps, a per-env KV cache) | none | "
+                                       "MODULE:NAME (your own, a ddppo.model.core.Core registered with "
+                                       "ddppo.model.build.register_core in MODULE, imported from the working "
+                                       "directory first: docs/guides/custom-core.md)", shape=True, choices=CORES))
     rnn_layers: int = field(default=1, metadata=doc("stacked recurrent layers (gru, lstm)", shape=True, gt=0))
     transformer: TransformerConfig = field(default_factory=TransformerConfig,
                                            metadata=doc("the transformer core (rnn_type=transformer)"))
