@@ -253,7 +253,7 @@ def test_the_layer_check_can_fail():
 
 def test_imports_are_resolved_to_modules():
     graph = project_graph()
-    assert "ddppo.model.policy" in graph["ddppo.rollout.acting"]
+    assert "ddppo.model.actor_critic" in graph["ddppo.rollout.acting"]
     assert "ddppo.checkpoint" in graph["ddppo.eval.runner"]  # `from ddppo import checkpoint as ckpt`
 
 
