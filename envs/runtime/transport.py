@@ -82,8 +82,9 @@ def post(row: np.ndarray, word: int, value: int, asleep: int, bell: int, spin_s:
 class TrainerEnd:
     """The trainer's side of every worker's control row: `post` a step, `wait` for steps to finish."""
 
-    def __init__(self, rows: np.ndarray, to_workers: Sequence[int], from_workers: Sequence[int], spin_s: float):
-        self.rows, self.spin_s = rows, spin_s
+    def __init__(self, rows: np.ndarray, to_workers: Sequence[int], from_workers: Sequence[int], spin_s: float,
+                 backstop_s: float = BACKSTOP_S):
+        self.rows, self.spin_s, self._backstop_s = rows, spin_s, backstop_s
         self._to, self._from = list(to_workers), list(from_workers)  # pipe ends: ring a worker, be rung
         for fd in self._from:
             os.set_blocking(fd, False)
@@ -124,7 +125,7 @@ class TrainerEnd:
                 if self._collect(pending, pending, done, want):
                     self.rows[:, TRAINER_ASLEEP] = 0
                     break
-            ready = {fd for fd, _ in poller.poll(min(remaining, BACKSTOP_S) * 1000)}
+            ready = {fd for fd, _ in poller.poll(min(remaining, self._backstop_s) * 1000)}
             self.rows[:, TRAINER_ASLEEP] = 0
             rung = [w for w in pending if self._from[w] in ready]
             for w in rung:
@@ -147,8 +148,9 @@ class TrainerEnd:
 class WorkerEnd:
     """A worker's side of its control row: wait for the next step (or a command on the pipe), publish a result."""
 
-    def __init__(self, row: np.ndarray, from_trainer: int, to_trainer: int, conn: Any, spin_s: float):
-        self.row, self.spin_s = row, spin_s
+    def __init__(self, row: np.ndarray, from_trainer: int, to_trainer: int, conn: Any, spin_s: float,
+                 backstop_s: float = BACKSTOP_S):
+        self.row, self.spin_s, self._backstop_s = row, spin_s, backstop_s
         self._from, self._to = from_trainer, to_trainer
         os.set_blocking(from_trainer, False)
         os.set_blocking(to_trainer, False)
@@ -173,7 +175,7 @@ class WorkerEnd:
                 if self.row[CMD] != self._seen:
                     self.row[WORKER_ASLEEP] = 0
                     return self._take()
-            ready = {fd for fd, _ in self._poller.poll(BACKSTOP_S * 1000)}
+            ready = {fd for fd, _ in self._poller.poll(self._backstop_s * 1000)}
             self.row[WORKER_ASLEEP] = 0
             if self._from in ready:
                 drain(self._from)
