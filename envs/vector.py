@@ -39,22 +39,22 @@ import multiprocessing as mp
 import multiprocessing.connection
 import signal
 import time
-import traceback
 import weakref
 from multiprocessing import shared_memory
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from ddppo.envs.base import (EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, WorkerStep, declared_metrics,
-                             declared_scenes, env_scenes, exception_summary, fresh_reset, place_by_cost, restores_state)
-from ddppo.envs.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
-from ddppo.envs.runtime.transport import ROW_WORDS, TrainerEnd, WorkerEnd, control_rows, default_spin_s
-from ddppo.envs.worker_output import OutputRelay, redirect_output_to
+from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, WorkerStep
+from ddppo.envs.helper_signals import blocked_job_signals, start_sheltered_helpers
+from ddppo.envs.runtime.transport import ROW_WORDS, TrainerEnd, control_rows, default_spin_s
+from ddppo.envs.runtime.worker import shared_views, worker_main
+from ddppo.envs.worker_output import OutputRelay
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["ddppo.envs.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry"]
+_PRELOAD = ["ddppo.envs.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry",
+            "ddppo.envs.runtime.worker"]
 
 
 def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
@@ -100,7 +100,7 @@ class SubprocVecEnv:
             out_read, out_write = ctx.Pipe(duplex=False)
             bell_in, ring_worker = ctx.Pipe(duplex=False)  # raw wake-up bytes (ddppo.envs.runtime.transport)
             rung, ring_trainer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker_main, name=f"env-worker-{w}",
+            proc = ctx.Process(target=worker_main, name=f"env-worker-{w}",
                                args=(child, out_write, (bell_in, ring_trainer), build, name, dict(options),
                                      worker_spec(spec, w, num_workers)))
             with blocked_job_signals():  # a worker ignores them from its start, whatever the start method
@@ -267,11 +267,11 @@ class SubprocVecEnv:
             offset += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
         control = offset  # the control rows (ddppo.envs.runtime.transport), one cache line per worker
         self._res.shm = shared_memory.SharedMemory(create=True, size=control + 8 * ROW_WORDS * self.num_workers)
-        self._views = _views(self._res.shm, layout, 0, n)
+        self._views = shared_views(self._res.shm, layout, 0, n)
         rows = control_rows(self._res.shm.buf, control, self.num_workers)
         rows[:] = 0
-        self._link = TrainerEnd(rows, [b[0].fileno() for b in self._res.bells], [b[1].fileno() for b in self._res.bells],
-                                self._spin_s)
+        bells = self._res.bells
+        self._link = TrainerEnd(rows, [b[0].fileno() for b in bells], [b[1].fileno() for b in bells], self._spin_s)
         for w, (lo, hi) in enumerate(self._bounds):
             self._send(w, "attach", (self._res.shm.name, layout, lo, hi, control, w, self._spin_s))
         self._gather("attach", self._timeout_s)
@@ -407,96 +407,6 @@ class _Resources:
         self.procs, self.conns, self.bells, self.shm = [], [], [], None
 
 
-def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
-    """Numpy views of rows lo:hi of every field: {"obs": {key: arr}, "final_obs": {...}, "reward": arr, ...}."""
-    views: dict[str, Any] = {"obs": {}, "final_obs": {}}
-    for key, shape, dtype, offset in layout:
-        array = np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)[lo:hi]
-        group, _, sub = key.partition("/")
-        if sub:
-            views[group][sub] = array
-        else:
-            views[group] = array
-    return views
-
-
-def _worker_main(conn, output, bells, build, name: str, options: dict, spec: EnvSpec) -> None:
-    """Worker process: build the env with `build` (the registry's make_vec_env, passed in so this module
-    does not import the registry that imports it), then serve steps (through shared memory, once attached) and
-    commands (over `conn`) until "close" or the parent goes away. `bells`: the pipe ends it is woken on and
-    wakes the trainer with (ddppo.envs.runtime.transport)."""
-    ignore_job_signals()  # the trainer owns them (ddppo.envs.helper_signals)
-    redirect_output_to(output)
-
-    env, shm, views, link = None, None, None, None
-    try:
-        try:
-            env = build(name, options, spec)
-            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env), declared_metrics(env),
-                               declared_scenes(env), env_scenes(env))))
-        except BaseException as exc:
-            conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
-            return
-        while True:
-            try:
-                cmd, arg = ("step", views["actions"].copy()) if link is not None and link.next() else conn.recv()
-            except (EOFError, OSError):  # the parent is gone
-                return
-            if cmd == "close":
-                return
-            try:
-                if cmd == "attach":
-                    shm_name, layout, lo, hi, control, w, spin_s = arg
-                    shm = shared_memory.SharedMemory(name=shm_name)
-                    views = _views(shm, layout, lo, hi)
-                    link = WorkerEnd(control_rows(shm.buf, control, w + 1)[w], bells[0].fileno(), bells[1].fileno(),
-                                     conn, spin_s)
-                    reply = None
-                elif cmd == "reset":
-                    _write(views["obs"], env.reset() if arg is None else fresh_reset(env, arg))
-                    reply = env_scenes(env)
-                elif cmd == "step":
-                    result = env.step(arg)
-                    _write(views["obs"], result.obs)
-                    done = np.asarray(result.terminated) | np.asarray(result.truncated)
-                    if done.any():  # final observations are read only where an episode ended
-                        for k, v in views["final_obs"].items():
-                            v[done] = np.asarray(result.final_obs[k])[done]
-                    views["reward"][:] = result.reward
-                    views["terminated"][:] = result.terminated
-                    views["truncated"][:] = result.truncated
-                    views["started"][:] = result.episode_start  # Atari: a lost life ends no game
-                    link.publish(bool(result.episodes))  # the summaries follow on the pipe
-                    if result.episodes:
-                        conn.send(("ok", result.episodes))
-                    continue
-                elif cmd == "place_by_cost":
-                    reply = place_by_cost(env, arg)
-                elif cmd == "state_dict":
-                    reply = env.state_dict()
-                elif cmd == "load_state_dict":
-                    try:
-                        env.load_state_dict(arg)
-                    except EnvError as exc:  # a state that does not fit this env: refused, the worker still usable
-                        conn.send(("refused", str(exc).splitlines()[0]))
-                        continue
-                    reply = env_scenes(env)
-                else:
-                    raise EnvError(f"unknown env worker command {cmd!r}")
-                conn.send(("ok", reply))
-            except Exception as exc:
-                if cmd == "step":
-                    link.publish(True)  # the error follows on the pipe
-                conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
-    finally:
-        views, link = None, None
-        if env is not None:
-            env.close()
-        if shm is not None:
-            shm.close()
-        conn.close()
-
-
 def _final_rows(final_obs: dict[str, np.ndarray], done: np.ndarray) -> Obs:
     """Final observations for the caller: copied rows where an episode ended, unspecified (uninitialised) elsewhere."""
     out = {k: np.empty_like(a) for k, a in final_obs.items()}
@@ -504,8 +414,3 @@ def _final_rows(final_obs: dict[str, np.ndarray], done: np.ndarray) -> Obs:
         for k, a in final_obs.items():
             out[k][done] = a[done]
     return out
-
-
-def _write(dest: dict[str, np.ndarray], obs: Obs) -> None:
-    for k, v in dest.items():
-        v[:] = obs[k]

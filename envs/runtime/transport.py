@@ -119,14 +119,15 @@ class TrainerEnd:
             for w in pending:
                 poller.register(self._from[w], _IN)
                 poller.register(sentinels[w], _IN)
-            if self.spin_s:
-                self.rows[pending, TRAINER_ASLEEP] = 1
-                fence()
-                if self._collect(pending, pending, done, want):
-                    self.rows[:, TRAINER_ASLEEP] = 0
-                    break
-            ready = {fd for fd, _ in poller.poll(min(remaining, self._backstop_s) * 1000)}
-            self.rows[:, TRAINER_ASLEEP] = 0
+            try:
+                if self.spin_s:
+                    self.rows[pending, TRAINER_ASLEEP] = 1
+                    fence()
+                    if self._collect(pending, pending, done, want):
+                        break
+                ready = {fd for fd, _ in poller.poll(min(remaining, self._backstop_s) * 1000)}
+            finally:  # also when a signal handler raises in the poll
+                self.rows[:, TRAINER_ASLEEP] = 0
             rung = [w for w in pending if self._from[w] in ready]
             for w in rung:
                 drain(self._from[w])
