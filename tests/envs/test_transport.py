@@ -14,7 +14,7 @@ from ddppo.envs.runtime.transport import (CMD, DONE, ROW_WORDS, WORKER_ASLEEP, T
                                           drain, ring)
 from ddppo.envs.vector import SubprocVecEnv, worker_spec
 
-MODES = [pytest.param(default_spin_s() or 1e-4, id="spin"), pytest.param(0.0, id="block")]
+MODES = [pytest.param(default_spin_s() or 5e-5, id="spin"), pytest.param(0.0, id="block")]
 
 
 class Link:
