@@ -213,6 +213,9 @@ MARKS = {
     "envs/test_worker_output.py": MP,
     "envs/test_families.py::test_a_family_package_validates_its_keys_and_trains": MP,
     "envs/test_families.py::test_a_family_whose_entry_point_fails_is_one_line_naming_it": MP,
+    "envs/test_transport.py::test_workers_step_box_actions_like_in_process_envs": MP,
+    "envs/test_transport.py::test_idle_workers_sleep_instead_of_spinning": MP,
+    "benchmarks/speed/test_transport_rtt.py": MP,
     "envs/test_gym_env.py::test_async_vector_env_drops_keys_and_survives_asking_for_scenes": MP,
     "model/test_compiled.py::test_a_compiled_run_trains_and_gives_the_eager_log_probs": MP,  # inductor runs g++
     "reliability/test_bad_input.py": MP,

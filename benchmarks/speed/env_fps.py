@@ -1,11 +1,13 @@
 """Raw env stepping speed (env-steps/s, random actions, no policy) for a few batch sizes, gridnav also with its
 camera (env.gridnav.camera) beside its range scan.
 
-    ddppo bench env-fps [--seconds 1.0] [--workers 2] [--gym ID [--drop-keys KEY ...]]
+    ddppo bench env-fps [--seconds 1.0] [--workers 2] [--gym ID [--drop-keys KEY ...]] [--transport]
 
 `--gym ID` (env.name=gym:ID, e.g. minigrid:MiniGrid-DoorKey-5x5-v0 with --drop-keys mission) measures that env
 alone, 16 envs in the trainer process, in 1 worker and in --workers workers: what stepping envs in worker
-processes costs and gains for it (a worker's step is a round trip through a pipe, two process wake-ups).
+processes costs and gains for it. `--transport` measures only the round trip of one worker step with an env that
+does nothing (median and 90th percentile), beside a bare multiprocessing Pipe's and a spun-on shared counter's
+(ddppo.benchmarks.speed.transport_rtt).
 Prints figures only; performance is never asserted in tests.
 """
 
@@ -52,7 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gym", metavar="ID", help="only this gymnasium env (env.name=gym:ID), 16 envs in the "
                                                     "trainer process, in 1 worker and in --workers workers")
     parser.add_argument("--drop-keys", nargs="+", default=[], metavar="KEY", help="with --gym: env.gym.drop_keys")
+    parser.add_argument("--transport", action="store_true", help="only the round trip of one env worker step, "
+                                                                 "beside a bare Pipe's and a spun-on counter's")
     args = parser.parse_args(argv)
+    if args.transport:
+        from ddppo.benchmarks.speed.transport_rtt import round_trips
+
+        print(f"{'round trip between two processes':<44} {'p50 us':>8} {'p90 us':>8}")
+        for what, p50, p90 in round_trips():
+            print(f"{what:<44} {p50:>8.1f} {p90:>8.1f}", flush=True)
+        return 0
     gym_options = {"drop_keys": args.drop_keys} if args.drop_keys else {}
     rows = [(f"gym:{args.gym}", gym_options, [16], workers) for workers in (0, 1, args.workers)] if args.gym else [
         ("gridnav", {}, [1, 16, 64, 256], 0),

@@ -5,8 +5,11 @@ Each worker builds its own in-process VecEnv through the registry (with a
 derived seed, its share of the envs and `worker_index`/`worker_count` set in
 its EnvSpec) and writes observations, final observations, rewards, done flags
 and episode-start flags (they differ for Atari: a lost life is done, but the game
-goes on) straight into shared memory; actions, commands and episode summaries
-travel over pipes.
+goes on) straight into shared memory. A step's actions come through shared memory
+too, started and finished through counters the other side spins on briefly before
+it blocks (ddppo.envs.runtime.transport: no pickling, no system call while both
+keep up); finished episodes' summaries, errors and the rare commands (reset, state,
+close) travel over a pipe.
 
 Robustness: workers, their forkserver and the resource tracker ignore SIGINT,
 SIGTERM and SIGUSR1, also when sent to the whole job (ddppo.envs.runtime.helper_signals; the
@@ -36,21 +39,22 @@ import multiprocessing as mp
 import multiprocessing.connection
 import signal
 import time
-import traceback
 import weakref
 from multiprocessing import shared_memory
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from ddppo.envs.base import (EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, WorkerStep, declared_metrics,
-                             declared_scenes, env_scenes, exception_summary, fresh_reset, place_by_cost, restores_state)
-from ddppo.envs.runtime.helper_signals import blocked_job_signals, ignore_job_signals, start_sheltered_helpers
-from ddppo.envs.runtime.worker_output import OutputRelay, redirect_output_to
+from ddppo.envs.base import EnvError, EnvSpec, EpisodeInfo, Obs, StepResult, VecEnv, WorkerStep
+from ddppo.envs.runtime.helper_signals import blocked_job_signals, start_sheltered_helpers
+from ddppo.envs.runtime.transport import ROW_WORDS, TrainerEnd, control_rows, default_spin_s
+from ddppo.envs.runtime.worker import shared_views, worker_main
+from ddppo.envs.runtime.worker_output import OutputRelay
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["ddppo.envs.runtime.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry"]
+_PRELOAD = ["ddppo.envs.runtime.forkserver_init", "numpy", "gymnasium", "ddppo.envs.base", "ddppo.envs.registry",
+            "ddppo.envs.runtime.worker"]
 
 
 def worker_spec(spec: EnvSpec, worker_index: int, num_workers: int) -> EnvSpec:
@@ -71,7 +75,10 @@ class SubprocVecEnv:
     """Implements ddppo.envs.base.VecEnv with `num_workers` subprocesses (see the module docstring)."""
 
     def __init__(self, name: str, options: Mapping[str, Any], spec: EnvSpec, num_workers: int,
-                 build: Callable[[str, Mapping[str, Any], EnvSpec], VecEnv], start_method: str = "forkserver"):
+                 build: Callable[[str, Mapping[str, Any], EnvSpec], VecEnv], start_method: str = "forkserver",
+                 spin_s: float | None = None):
+        """`spin_s`: how long a side waiting for the other spins before it blocks (None: the machine's default,
+        ddppo.envs.runtime.transport.default_spin_s; 0: block at once, every hand-over through the kernel)."""
         if not 0 < num_workers <= spec.num_envs:
             raise EnvError(f"env.num_workers={num_workers} must be in [1, num_envs={spec.num_envs}]")
         self.num_envs = spec.num_envs
@@ -79,6 +86,7 @@ class SubprocVecEnv:
         self._timeout_s = float(spec.worker_timeout_s)
         self._broken: str | None = None
         self._in_flight: set[int] = set()
+        self._spin_s = default_spin_s() if spin_s is None else float(spin_s)
         counts = _split(spec.num_envs, num_workers)
         self._bounds = [(sum(counts[:w]), sum(counts[:w + 1])) for w in range(num_workers)]
         ctx = mp.get_context(start_method)
@@ -90,12 +98,16 @@ class SubprocVecEnv:
         for w in range(num_workers):
             parent, child = ctx.Pipe()
             out_read, out_write = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker_main, name=f"env-worker-{w}",
-                               args=(child, out_write, build, name, dict(options), worker_spec(spec, w, num_workers)))
+            bell_in, ring_worker = ctx.Pipe(duplex=False)  # raw wake-up bytes (ddppo.envs.runtime.transport)
+            rung, ring_trainer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=worker_main, name=f"env-worker-{w}",
+                               args=(child, out_write, (bell_in, ring_trainer), build, name, dict(options),
+                                     worker_spec(spec, w, num_workers)))
             with blocked_job_signals():  # a worker ignores them from its start, whatever the start method
                 proc.start()
-            child.close()
-            out_write.close()
+            for end in (child, out_write, bell_in, ring_trainer):
+                end.close()
+            self._res.bells.append((ring_worker, rung))
             self._res.output.add(out_read, f"env-worker-{w}")
             self._res.conns.append(parent)
             self._res.procs.append(proc)
@@ -129,7 +141,7 @@ class SubprocVecEnv:
         actions = np.asarray(actions)
         for w, (lo, hi) in enumerate(self._bounds):
             self.send(w, actions[lo:hi])
-        replies = self._poll(list(range(self.num_workers)), "step", self._timeout_s, self.num_workers)
+        replies = self._wait_steps(list(range(self.num_workers)), self._timeout_s, self.num_workers)
         self._in_flight.clear()
         v = self._views
         done = v["terminated"] | v["truncated"]
@@ -170,7 +182,16 @@ class SubprocVecEnv:
         """Start a step of worker `w`'s envs with `actions` (its rows only); returns at once."""
         if w in self._in_flight:
             raise EnvError(f"env worker {w} is still stepping; recv its result before sending it another step")
-        self._send(w, "step", np.asarray(actions))
+        if self._broken:
+            raise EnvError(f"env workers are unusable after an earlier error: {self._broken}")
+        lo, hi = self._bounds[w]
+        dest = self._views["actions"][lo:hi]
+        actions = np.asarray(actions)
+        if actions.size != dest.size:
+            raise EnvError(f"env worker {w} steps {hi - lo} envs with actions of shape {dest.shape[1:]}; "
+                           f"it was sent actions of shape {actions.shape}")
+        dest[...] = actions.reshape(dest.shape)
+        self._link.post(w)
         self._in_flight.add(w)
 
     def recv(self, min_ready: int = 1, wait_s: float = 0.0, workers: Iterable[int] | None = None) -> list[WorkerStep]:
@@ -180,11 +201,11 @@ class SubprocVecEnv:
         pool = self._in_flight if workers is None else self._in_flight & set(workers)
         if not pool:
             raise EnvError("recv with no env worker stepping: send a step first")
-        replies = self._poll(sorted(pool), "step", self._timeout_s, 1)
+        replies = self._wait_steps(sorted(pool), self._timeout_s, 1)
         want = min(min_ready, len(pool))
         if len(replies) < want and wait_s > 0:
             rest = sorted(pool - set(replies))
-            replies.update(self._poll(rest, "step", wait_s, want - len(replies), timeout_ok=True))
+            replies.update(self._wait_steps(rest, wait_s, want - len(replies), timeout_ok=True))
         out = []
         for w in sorted(replies):
             self._in_flight.discard(w)
@@ -198,7 +219,7 @@ class SubprocVecEnv:
         return out
 
     def close(self) -> None:
-        self._views = {}
+        self._views, self._link = {}, None  # views into the shared block: it is freed with the last of them
         self._finalizer()
 
     def place_by_cost(self, costs: dict[str, float]) -> bool:
@@ -231,20 +252,28 @@ class SubprocVecEnv:
 
     # ---- plumbing -------------------------------------------------------------------------
     def _attach(self) -> None:
-        """Allocate one shared block for all batched outputs and give each worker its rows."""
-        n = self.num_envs
+        """Allocate one shared block for all batched outputs, the actions and the control rows, and give each
+        worker its rows."""
+        n, space = self.num_envs, self.action_space
+        if space.shape is None or space.dtype is None:
+            raise EnvError(f"env workers need an action space of fixed shape and dtype; this env's is {space}")
         fields = [(f"obs/{k}", (n, *s.shape), s.dtype) for k, s in self.observation_space.spaces.items()]
         fields += [(f"final_obs/{k}", (n, *s.shape), s.dtype) for k, s in self.observation_space.spaces.items()]
         fields += [("reward", (n,), np.float32), ("terminated", (n,), bool), ("truncated", (n,), bool),
-                   ("started", (n,), bool)]
+                   ("started", (n,), bool), ("actions", (n, *space.shape), space.dtype)]
         layout, offset = [], 0
         for key, shape, dtype in fields:
             layout.append((key, shape, np.dtype(dtype).str, offset))
             offset += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
-        self._res.shm = shared_memory.SharedMemory(create=True, size=max(offset, 64))
-        self._views = _views(self._res.shm, layout, 0, n)
+        control = offset  # the control rows (ddppo.envs.runtime.transport), one cache line per worker
+        self._res.shm = shared_memory.SharedMemory(create=True, size=control + 8 * ROW_WORDS * self.num_workers)
+        self._views = shared_views(self._res.shm, layout, 0, n)
+        rows = control_rows(self._res.shm.buf, control, self.num_workers)
+        rows[:] = 0
+        bells = self._res.bells
+        self._link = TrainerEnd(rows, [b[0].fileno() for b in bells], [b[1].fileno() for b in bells], self._spin_s)
         for w, (lo, hi) in enumerate(self._bounds):
-            self._send(w, "attach", (self._res.shm.name, layout, lo, hi))
+            self._send(w, "attach", (self._res.shm.name, layout, lo, hi, control, w, self._spin_s))
         self._gather("attach", self._timeout_s)
 
     def _broadcast(self, cmd: str, arg: Any = None) -> list[Any]:
@@ -255,6 +284,8 @@ class SubprocVecEnv:
     def _send(self, w: int, cmd: str, arg: Any = None) -> None:
         if self._broken:
             raise EnvError(f"env workers are unusable after an earlier error: {self._broken}")
+        if self._in_flight:
+            raise EnvError(f"env workers {sorted(self._in_flight)} are still stepping; recv before {cmd!r}")
         try:
             self._res.conns[w].send((cmd, arg))
         except (BrokenPipeError, ConnectionResetError, OSError) as exc:
@@ -263,10 +294,25 @@ class SubprocVecEnv:
 
     def _gather(self, cmd: str, timeout_s: float) -> list[Any]:
         """One reply per worker, in worker order; raises EnvError on an error, a death or a timeout."""
-        if self._in_flight:
-            raise EnvError(f"env workers {sorted(self._in_flight)} are still stepping; recv before {cmd!r}")
         replies = self._poll(list(range(len(self._res.conns))), cmd, timeout_s, len(self._res.conns))
         return [replies[w] for w in range(len(self._res.conns))]
+
+    def _wait_steps(self, workers: list[int], timeout_s: float, want: int,
+                    timeout_ok: bool = False) -> dict[int, list[EpisodeInfo]]:
+        """The finished episodes of `workers`' steps, once `want` have finished (or, with `timeout_ok`, those
+        finished within `timeout_s`); raises EnvError on an error, a death or (without `timeout_ok`) a timeout."""
+        done, dead = self._link.wait(workers, want, timeout_s, [p.sentinel for p in self._res.procs])
+        if dead:
+            self._res.procs[dead[0]].join(1.0)
+            self._fail(f"env worker {dead[0]} died during 'step'; {self._exit_text(dead[0])}")
+        if len(done) < want and not timeout_ok:
+            self._fail(f"env worker(s) {sorted(set(workers) - set(done))} did not answer 'step' within "
+                       f"{timeout_s:g} s (hung or too slow; see EnvSpec.worker_timeout_s)")
+        replies: dict[int, list[EpisodeInfo]] = {w: [] for w in done}
+        told = [w for w in done if self._link.has_message(w)]  # episodes finished, or an error
+        if told:
+            replies.update(self._poll(told, "step", self._timeout_s, len(told)))
+        return replies
 
     def _poll(self, workers: list[int], cmd: str, timeout_s: float, want: int,
               timeout_ok: bool = False) -> dict[int, Any]:
@@ -327,6 +373,7 @@ class _Resources:
     def __init__(self):
         self.procs: list[Any] = []
         self.conns: list[Any] = []
+        self.bells: list[tuple[Any, Any]] = []  # per worker: (the pipe end that wakes it, the end it wakes us on)
         self.shm: shared_memory.SharedMemory | None = None
         self.output = OutputRelay()  # the workers' stdout/stderr, whole lines at a time
         self.join_s = 5.0  # how long close() waits for workers to exit before killing them
@@ -345,7 +392,7 @@ class _Resources:
                 log.warning("env worker %s (pid %s) did not exit; terminating it", proc.name, proc.pid)
                 proc.kill()
                 proc.join(2.0)
-        for conn in self.conns:
+        for conn in [*self.conns, *(end for pair in self.bells for end in pair)]:
             conn.close()
         self.output.join(2.0)  # the workers' last lines (a crash report, say) before anything else is printed
         if self.shm is not None:
@@ -357,88 +404,7 @@ class _Resources:
                 self.shm.unlink()
             except FileNotFoundError:
                 pass
-        self.procs, self.conns, self.shm = [], [], None
-
-
-def _views(shm, layout, lo: int, hi: int) -> dict[str, Any]:
-    """Numpy views of rows lo:hi of every field: {"obs": {key: arr}, "final_obs": {...}, "reward": arr, ...}."""
-    views: dict[str, Any] = {"obs": {}, "final_obs": {}}
-    for key, shape, dtype, offset in layout:
-        array = np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)[lo:hi]
-        group, _, sub = key.partition("/")
-        if sub:
-            views[group][sub] = array
-        else:
-            views[group] = array
-    return views
-
-
-def _worker_main(conn, output, build, name: str, options: dict, spec: EnvSpec) -> None:
-    """Worker process: build the env with `build` (the registry's make_vec_env, passed in so this module
-    does not import the registry that imports it), then serve commands until "close" or the parent goes away."""
-    ignore_job_signals()  # the trainer owns them (ddppo.envs.runtime.helper_signals)
-    redirect_output_to(output)
-
-    env, shm, views = None, None, None
-    try:
-        try:
-            env = build(name, options, spec)
-            conn.send(("ok", (env.observation_space, env.action_space, restores_state(env), declared_metrics(env),
-                               declared_scenes(env), env_scenes(env))))
-        except BaseException as exc:
-            conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
-            return
-        while True:
-            try:
-                cmd, arg = conn.recv()
-            except (EOFError, OSError):  # the parent is gone
-                return
-            if cmd == "close":
-                return
-            try:
-                if cmd == "attach":
-                    shm_name, layout, lo, hi = arg
-                    shm = shared_memory.SharedMemory(name=shm_name)
-                    views = _views(shm, layout, lo, hi)
-                    reply = None
-                elif cmd == "reset":
-                    _write(views["obs"], env.reset() if arg is None else fresh_reset(env, arg))
-                    reply = env_scenes(env)
-                elif cmd == "step":
-                    result = env.step(arg)
-                    _write(views["obs"], result.obs)
-                    done = np.asarray(result.terminated) | np.asarray(result.truncated)
-                    if done.any():  # final observations are read only where an episode ended
-                        for k, v in views["final_obs"].items():
-                            v[done] = np.asarray(result.final_obs[k])[done]
-                    views["reward"][:] = result.reward
-                    views["terminated"][:] = result.terminated
-                    views["truncated"][:] = result.truncated
-                    views["started"][:] = result.episode_start  # Atari: a lost life ends no game
-                    reply = result.episodes
-                elif cmd == "place_by_cost":
-                    reply = place_by_cost(env, arg)
-                elif cmd == "state_dict":
-                    reply = env.state_dict()
-                elif cmd == "load_state_dict":
-                    try:
-                        env.load_state_dict(arg)
-                    except EnvError as exc:  # a state that does not fit this env: refused, the worker still usable
-                        conn.send(("refused", str(exc).splitlines()[0]))
-                        continue
-                    reply = env_scenes(env)
-                else:
-                    raise EnvError(f"unknown env worker command {cmd!r}")
-                conn.send(("ok", reply))
-            except Exception as exc:
-                conn.send(("error", f"{exception_summary(exc)}\n{traceback.format_exc()}"))
-    finally:
-        views = None
-        if env is not None:
-            env.close()
-        if shm is not None:
-            shm.close()
-        conn.close()
+        self.procs, self.conns, self.bells, self.shm = [], [], [], None
 
 
 def _final_rows(final_obs: dict[str, np.ndarray], done: np.ndarray) -> Obs:
@@ -448,8 +414,3 @@ def _final_rows(final_obs: dict[str, np.ndarray], done: np.ndarray) -> Obs:
         for k, a in final_obs.items():
             out[k][done] = a[done]
     return out
-
-
-def _write(dest: dict[str, np.ndarray], obs: Obs) -> None:
-    for k, v in dest.items():
-        v[:] = obs[k]
