@@ -63,7 +63,8 @@ train/      the training application: builder.py (every part assembled once from
             steps, window, KL coefficient: a saved-state owner of its own), phases.py (one update's phases:
             collect, agree, learn, hand over), learning.py (serial learning and the protocol strategies follow),
             overlap_learning.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
-            startup.py (run-directory start-up: stored config, claim, config.yaml), stats.py, scene_costs.py
+            startup.py (run-directory start-up: stored config, claim, config.yaml), objective.py (what the
+            learner optimises: a reward model's parts, GRPO's normalised returns), stats.py, scene_costs.py
             (measured scene costs kept in the run dir), bottleneck.py (report), metrics.py (sinks), wandb_sink.py
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             loading.py (a checkpoint's policy as eval acts with it; ddppo.api.Agent loads through it too),

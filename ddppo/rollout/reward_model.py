@@ -88,6 +88,7 @@ class RewardModel:
         self.episode_step = np.zeros(num_envs, np.int64)  # steps each env's current episode has taken
         self.calls = 0  # batched calls made (every one over all the envs that stepped, or ended, together)
         self.scored = 0  # observations scored
+        self.tally = np.zeros(3)  # (steps, env reward sum, model reward sum) combined since `take_tally`
 
     def restart(self) -> None:
         """Every env starts a new episode."""
@@ -107,7 +108,14 @@ class RewardModel:
             obs = _produced(res)
             model[pick] = self._score({k: v[pick] for k, v in obs.items()}, np.asarray(actions)[pick], steps[pick],
                                       done[pick], rows[pick])
+        self.tally += (len(env_reward), float(np.sum(env_reward)), float(model.sum()))
         return (self.cfg.env_weight * env_reward + self.cfg.model_weight * model).astype(np.float32)
+
+    def take_tally(self) -> np.ndarray:
+        """(steps, env reward sum, model reward sum) combined since the last call (train/objective.py reads it
+        once per rollout); the tally restarts."""
+        out, self.tally = self.tally, np.zeros(3)
+        return out
 
     @torch.no_grad()
     def _score(self, obs: dict[str, np.ndarray], actions: np.ndarray, steps: np.ndarray, done: np.ndarray,

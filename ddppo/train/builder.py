@@ -62,6 +62,7 @@ from ddppo.timing import Timer
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.learning import SerialLearning
 from ddppo.train.loop import TrainingLoop
+from ddppo.train.objective import Objective
 from ddppo.train.metrics import MetricsWriter
 from ddppo.train.overlap_learning import OverlapLearning, acting_copy
 from ddppo.train.phases import Phases
@@ -171,8 +172,10 @@ class Trainer:
                                         metric_names=self.metric_names, reward_scale=norm.rewards,
                                         obs_transform=norm.obs_transform, scene_names=self.scene_names,
                                         reward_model=self.reward_model, precision=cfg.run.precision)
+        objective = Objective(self.reward_model, cfg.ppo.advantage == "grpo", cfg.reward.env_weight,
+                              cfg.reward.model_weight)
         self.phases = Phases(cfg, ctx, self.collector, self.advantage, norm, self.updater, self.reference,
-                             self.progress, self.timer)
+                             self.progress, self.timer, objective)
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)

@@ -22,6 +22,7 @@ from ddppo import signals, timing
 from ddppo.config import Config
 from ddppo.distributed import DistContext
 from ddppo.timing import Timer
+from ddppo.train.objective import objective_line
 from ddppo.train.stats import Reduced, StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Outcome(Protocol):
     lr: float
     beta: float  # the KL coefficient the update used
     timings: dict[str, float]  # the update's phase timings
+    objective: dict  # what it optimised: train/objective.py's sums on this rank
 
 
 class Learning(Protocol):
@@ -162,7 +164,7 @@ class TrainingLoop:
         for watch in self.watchers:
             watch(update, out)
         local = StepStats(out.collected, out.result, self._local_stop_flags(), time.perf_counter() - t0,
-                          out.timings, *memory_usage(ctx.device))
+                          out.timings, *memory_usage(ctx.device), objective=out.objective)
         reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
         progress.advance(update, reduced.env_steps_this_update, reduced.skipped_steps)
         if self.scene_costs is not None:
@@ -265,6 +267,7 @@ class TrainingLoop:
                                  "loss/lr": lr}
         out.update(windowed)
         out["train/episodes"] = float(r.episode_counts[0])
+        out.update(r.objective)
         out.update({f"loss/{k}": v for k, v in r.losses.items()})
         out.update(r.perf)
         out.update(r.preempt)
@@ -288,5 +291,6 @@ def progress_line(env_steps: int, total: int, fps: float, scalars: dict[str, flo
     for tag, label in (("train/reward", "reward"), ("train/success", "success"), ("train/spl", "spl")):
         if tag in scalars and math.isfinite(scalars[tag]):
             parts.append(f"{label} {scalars[tag]:.3f}")
+    parts += objective_line(scalars)
     parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
     return " | ".join(parts)
