@@ -72,14 +72,15 @@ eval/       the evaluation application: command.py (which checkpoints, outputs),
 export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
             ckpt.N.pth)
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), gpus.py (GPUs per
-            parallel local run), summary.py, cli.py
+            parallel local run), curves.py (runs' learning curves: common grid, mean and interval, `ddppo plot`),
+            summary.py, cli.py
 api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
             (load_config, train: what `ddppo train` runs)
 imitation/  imitation (`ddppo record`, `ddppo imitate`): dataset.py (demonstration shards, journals and the manifest;
             checks), record.py (the env's expert or a policy, every rank its share, resume), demonstrations.py (a
             rank's episodes, held-out split, padded batches, inflection weights), imitate.py (behaviour cloning with
             training's parts), cli.py
-cli.py      `ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`
+cli.py      `ddppo train|config|eval|plot|sweep|bench|export|rundir|record|imitate`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
 ddppo.envs (envs/: environments; imports nothing of ddppo but the data package ddppo.configs), ddppo.benchmarks
