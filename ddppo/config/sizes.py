@@ -73,7 +73,9 @@ def size_lines(cfg) -> str:
     else:
         what = f"{p.rnn_type} state: policy.rnn_layers x policy.hidden_size x 4 bytes{' x 2' * (p.rnn_type == 'lstm')}"
     core, per_env = core_parameters(cfg), memory_bytes_per_env(cfg)
-    return (f"# sizes (float32; the encoders' weights depend on the observations):\n"
+    kind = ("float32" if cfg.run.precision != "bf16" else
+            "weights in float32, run under bf16 autocast (run.precision=bf16); memory as each line says")
+    return (f"# sizes ({kind}; the encoders' weights depend on the observations):\n"
             f"#   core ({p.rnn_type}): {core:,} parameters, {_mib(core * FLOAT)} of weights\n"
             f"#   memory per env: {per_env:,} bytes ({what})\n"
             f"#   memory per rank: {_mib(per_env * cfg.env.num_envs)} (env.num_envs={cfg.env.num_envs}; the rollout "

@@ -202,6 +202,9 @@ class TrainingLoop:
         log.info("policy.architecture=%s, %s parameters; torch threads per rank: %d intra-op, %d inter-op",
                  cfg.policy.architecture, f"{self.num_parameters:,}", torch.get_num_threads(),
                  torch.get_num_interop_threads())
+        line = budget_line(cfg.run.total_env_steps, cfg.env.num_envs * cfg.rollout.num_steps * ctx.world_size)
+        if line:
+            log.info("%s", line)
 
     def _progress_line(self, scalars: dict[str, float]) -> str:
         return progress_line(self.progress.env_steps, self.cfg.run.total_env_steps, scalars["perf/fps"], scalars)
@@ -285,12 +288,27 @@ def format_duration(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def budget_line(total: int, per_update: int) -> str | None:
+    """Where the run will stop when the budget is not a whole number of updates (None where it is)."""
+    if per_update <= 0 or total % per_update == 0:
+        return None
+    updates = -(-total // per_update)
+    return (f"run.total_env_steps={total:,} is not a whole number of updates of {per_update:,} env steps "
+            f"(env.num_envs x rollout.num_steps x ranks): the run ends after {updates:,} updates, at about "
+            f"{updates * per_update:,} steps (fewer where ranks are preempted)")
+
+
 def progress_line(env_steps: int, total: int, fps: float, scalars: dict[str, float]) -> str:
-    """One console line: steps / total, windowed fps, reward, success, ETA."""
-    parts = [f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)", f"fps {fps:,.0f}"]
+    """One console line: steps / total, windowed fps, reward, success, ETA. Past the budget (the last update
+    collects a whole rollout) it says the budget was reached, not a share over 100% and an unknown ETA."""
+    reached = env_steps >= total
+    steps = (f"steps {env_steps:,} (run.total_env_steps={total:,} reached)" if reached
+             else f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)")
+    parts = [steps, f"fps {fps:,.0f}"]
     for tag, label in (("train/reward", "reward"), ("train/success", "success"), ("train/spl", "spl")):
         if tag in scalars and math.isfinite(scalars[tag]):
             parts.append(f"{label} {scalars[tag]:.3f}")
     parts += objective_line(scalars)
-    parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
+    if not reached:
+        parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
     return " | ".join(parts)

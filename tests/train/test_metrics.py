@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from ddppo.rundir import RunDir
 from ddppo.timing import Timer
-from ddppo.train.loop import format_duration, progress_line
+from ddppo.train.loop import budget_line, format_duration, progress_line
 from ddppo.train.metrics import MetricsWriter
 
 
@@ -170,3 +170,17 @@ def test_progress_line_and_durations():
     assert format_duration(3725) == "1:02:05"
     assert format_duration(float("inf")) == "?"
     assert "eta ?" in progress_line(0, 10, 0.0, {})
+
+
+def test_past_the_budget_the_line_says_it_was_reached_not_a_share_over_100_percent():
+    """The last update collects a whole rollout, so a run ends past a budget that is not a whole number of
+    updates: the line says so (no `100.4%`, no `eta ?`), and the start says where the run will end."""
+    line = progress_line(100_352, 100_000, 900.0, {"train/reward": 1.0})
+    assert line.startswith("steps 100,352 (run.total_env_steps=100,000 reached) | fps 900")
+    assert "%" not in line and "eta" not in line
+    assert "99.8%" in progress_line(99_840, 100_000, 900.0, {})
+    assert budget_line(100_000, 2048) == (
+        "run.total_env_steps=100,000 is not a whole number of updates of 2,048 env steps (env.num_envs x "
+        "rollout.num_steps x ranks): the run ends after 49 updates, at about 100,352 steps (fewer where ranks are "
+        "preempted)")
+    assert budget_line(8192, 2048) is None
