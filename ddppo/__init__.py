@@ -74,8 +74,9 @@ export/     the export application (`ddppo export`): cli.py, habitat_baselines.p
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), gpus.py (GPUs per
             parallel local run), curves.py (runs' learning curves: common grid, mean and interval, `ddppo plot`),
             summary.py, cli.py
-api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
-            (load_config, train: what `ddppo train` runs)
+api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), evaluation.py
+            (evaluate: an Agent in a gymnasium env, `ddppo eval`'s statistics), training.py (load_config, train:
+            what `ddppo train` runs)
 imitation/  imitation (`ddppo record`, `ddppo imitate`): dataset.py (demonstration shards, journals and the manifest;
             checks), record.py (the env's expert or a policy, every rank its share, resume), demonstrations.py (a
             rank's episodes, held-out split, padded batches, inflection weights), imitate.py (behaviour cloning with
