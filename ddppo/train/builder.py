@@ -62,8 +62,8 @@ from ddppo.timing import Timer
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.learning import SerialLearning
 from ddppo.train.loop import TrainingLoop
+from ddppo.train.metrics import MetricsWriter, fixed_tags
 from ddppo.train.objective import Objective
-from ddppo.train.metrics import MetricsWriter
 from ddppo.train.overlap_learning import OverlapLearning, acting_copy
 from ddppo.train.phases import Phases
 from ddppo.train.progress import Progress
@@ -190,7 +190,8 @@ class Trainer:
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
                                     self.progress.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None,
-                                    resume_record=self.progress.metrics_record)
+                                    resume_record=self.progress.metrics_record,
+                                    fixed=fixed_tags(cfg, ctx.world_size))
         scene_costs = SceneCosts(self.scene_names, RunDir(cfg.run.dir), ctx.is_main)
         self.loop = TrainingLoop(cfg, ctx, self.learning, self.progress, self.checkpoints, self.writer, self.timer,
                                  functools.partial(diagnose, overlapped=overlap),

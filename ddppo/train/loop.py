@@ -300,8 +300,8 @@ def budget_line(total: int, per_update: int) -> str | None:
 
 def progress_line(env_steps: int, total: int, fps: float, scalars: dict[str, float]) -> str:
     """One console line: steps / total, windowed fps, reward, success, ETA. Past the budget (the last update
-    collects a whole rollout) it says the budget was reached, not a share over 100% and an unknown ETA."""
-    reached = env_steps >= total
+    collects a whole rollout) it says the budget was reached, not a share over 100% and an ETA."""
+    reached = env_steps > total  # at exactly the budget: 100.0% and an eta of 0
     steps = (f"steps {env_steps:,} (run.total_env_steps={total:,} reached)" if reached
              else f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)")
     parts = [steps, f"fps {fps:,.0f}"]
