@@ -75,7 +75,8 @@ train/      the training application: builder.py (every part assembled once from
             steps, window, KL coefficient: a saved-state owner of its own), phases.py (one update's phases:
             collect, agree, learn, hand over), learning.py (serial learning and the protocol strategies follow),
             overlap_learning.py (rollout.overlap_learning: learner thread, acting copy, double buffer),
-            startup.py (run-directory start-up: stored config, claim, config.yaml), stats.py, scene_costs.py
+            startup.py (run-directory start-up: stored config, claim, config.yaml), objective.py (what the
+            learner optimises: a reward model's parts, GRPO's normalised returns), stats.py, scene_costs.py
             (measured scene costs kept in the run dir), bottleneck.py (report), metrics.py (sinks), wandb_sink.py
 eval/       the evaluation application: command.py (which checkpoints, outputs), runner.py (episodes),
             loading.py (a checkpoint's policy as eval acts with it; ddppo.api.Agent and `ddppo record --policy`
@@ -84,14 +85,16 @@ eval/       the evaluation application: command.py (which checkpoints, outputs),
 export/     the export application (`ddppo export`): cli.py, habitat_baselines.py (a run as habitat-baselines'
             ckpt.N.pth)
 sweep/      spec.py, runs.py (the sweep dir, run status), launch.py (local/SLURM launchers), gpus.py (GPUs per
-            parallel local run), summary.py, cli.py
+            parallel local run), curves.py (runs' learning curves: common grid, mean and interval, `ddppo plot`),
+            summary.py, cli.py
 imitation/  imitation (`ddppo record`, `ddppo imitate`): dataset.py (demonstration shards, journals and the manifest;
             checks), record.py (the env's expert or a policy, every rank its share, resume), demonstrations.py (a
             rank's episodes, held-out split, padded batches, inflection weights), imitate.py (behaviour cloning with
             training's parts), cli.py
-api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), training.py
-            (load_config, train: what `ddppo train` runs)
-cli.py      `ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`
+api/        the Python API: agent.py (Agent: a checkpoint's policy acting on your observations), evaluation.py
+            (evaluate: an Agent in a gymnasium env, `ddppo eval`'s statistics), training.py (load_config, train:
+            what `ddppo train` runs)
+cli.py      `ddppo train|config|eval|plot|sweep|bench|export|rundir|record|imitate`
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
 ddppo.envs (envs/: environments, its runtime/ apart from its families, one package each; imports nothing of ddppo but

@@ -1,5 +1,5 @@
-"""`ddppo train|config|eval|sweep|bench|export|rundir|record|imitate`: a thin entry point (the sweep, export and
-imitation parsers are added from their packages' cli modules; bench lives outside the library, in `benchmarks/`,
+"""`ddppo train|config|eval|plot|sweep|bench|export|rundir|record|imitate`: a thin entry point (the sweep, export
+and imitation parsers are added from their packages' cli modules; bench lives outside the library, in `benchmarks/`,
 and registers itself through the `ddppo.commands` entry point).
 
 Signal handlers are installed before anything heavy is imported, so a SLURM
@@ -71,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="", metavar="DIR", help="output directory (default RUN_DIR/eval)")
     ev.add_argument("--force", action="store_true", help="evaluate again checkpoints that already have results")
     ev.add_argument("--poll", type=float, default=30.0, metavar="S", help="--watch: seconds between looks")
+    plot = sub.add_parser("plot", help="runs' learning curves (return, success, losses, fps) as one PNG; several "
+                                       "runs: their mean and 95%% interval",
+                          description="Plot RUN_DIRs' metrics.jsonl against env steps (ddppo/sweep/curves.py). "
+                                      "Several runs are taken as seeds of one configuration: the line is their mean, "
+                                      "the band its 95%% interval (Student's t), each run a thin grey line.")
+    plot.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (their run.dir)")
+    plot.add_argument("--out", default="curves.png", metavar="PNG", help="the picture to write (default curves.png)")
+    plot.add_argument("--metric", action="append", default=[], metavar="TAG",
+                      help="a metrics.jsonl tag to draw, repeatable (default: train/reward, train/success, "
+                           "loss/policy, loss/value, loss/entropy, perf/fps: those the runs logged)")
     export_cli.add_parser(sub)
     imitation_cli.add_parsers(sub)
     rundir = sub.add_parser("rundir", help="the run directory's claim: free one whose holder is gone")
@@ -156,6 +166,17 @@ def cmd_rundir(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ddppo.sweep.curves import PLOT_METRICS, plot_runs
+
+    out = Path(args.out)
+    drawn = plot_runs(args.runs, out, args.metric or PLOT_METRICS)
+    sys.stdout.write(f"wrote {out} ({', '.join(drawn)})\n")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from ddppo.eval.command import EvalRequest, main as eval_main
 
@@ -187,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddppo.errors import EXIT_USER_ERROR, user_error_kinds, user_error_label
 
     handlers = {"train": cmd_train, "config": cmd_config, "sweep": sweep_cli.run, "eval": cmd_eval,
-                "export": export_cli.run, "rundir": cmd_rundir,
+                "export": export_cli.run, "rundir": cmd_rundir, "plot": cmd_plot,
                 "record": lambda a: imitation_cli.run_record(a, _setup_logging),
                 "imitate": lambda a: imitation_cli.run_imitate(a, _setup_logging),
                 **{name: cmd.run for name, cmd in plugin_commands().items()}}

@@ -42,6 +42,11 @@ def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
     return {}
 
 
+def _unescape(text: str) -> str:
+    """A help or description as argparse prints it (`%%` is its escaped percent sign)."""
+    return text.replace("%%", "%")
+
+
 def _argument(action: argparse.Action) -> str:
     if action.option_strings:
         name = ", ".join(action.option_strings)
@@ -69,11 +74,11 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
     out = [HEAD]
     helps = _helps(parser)
     for name, sub in _subcommands(parser).items():
-        out.append(f"\n## `ddppo {name}`\n\n{_cell(helps.get(name, ''))}\n")
+        out.append(f"\n## `ddppo {name}`\n\n{_cell(_unescape(helps.get(name, '')))}\n")
         if sub.description and sub.formatter_class is argparse.RawDescriptionHelpFormatter:
             out.append("```text\n" + sub.description.rstrip() + "\n```\n")
         elif sub.description:
-            out.append(_cell(sub.description) + "\n")
+            out.append(_cell(_unescape(sub.description)) + "\n")
         out.extend(_arguments(sub))
         if sub.epilog:
             out.append("\n" + "\n".join(f"- {_cell(item.strip())}" for item in sub.epilog.split("; ")))

@@ -11,3 +11,7 @@ simulators and generators habitat/ and habitat_lab/ build on.
 The option sections declare their fields with ddppo/field_metadata.py (`doc`, `section_problems`), the config's
 one validation idiom: a leaf module (it imports nothing of the project) that both ddppo.config and envs import.
 """
+
+from ddppo.envs.gym_ids import register as _register_gym_ids
+
+_register_gym_ids()  # gridnav's gymnasium ids (envs/gym_ids.py): lazy entry points, nothing built here

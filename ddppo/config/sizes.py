@@ -58,7 +58,9 @@ def size_lines(cfg) -> str:
     if p.rnn_type == "none":
         return "# sizes: no memory core (policy.rnn_type=none)\n"
     core = core_size(cfg)
-    return (f"# sizes (float32; the encoders' weights depend on the observations):\n"
+    kind = ("float32" if cfg.run.precision != "bf16" else
+            "weights in float32, run under bf16 autocast (run.precision=bf16); memory as each line says")
+    return (f"# sizes ({kind}; the encoders' weights depend on the observations):\n"
             f"#   core ({p.rnn_type}): {core.parameters:,} parameters, {_mib(core.parameters * FLOAT)} of weights\n"
             f"#   memory per env: {core.memory_bytes:,} bytes ({core.memory})\n"
             f"#   memory per rank: {_mib(core.memory_bytes * cfg.env.num_envs)} (env.num_envs={cfg.env.num_envs}; the "

@@ -149,7 +149,8 @@ def format_result(result: dict[str, Any], json_path: Path) -> str:
     """The console summary of one checkpoint."""
     how = "greedy" if result["deterministic"] else "sampled"
     name = result.get("name", f"ckpt-{result['update']}")  # results written before names were stored
-    lines = [f"{name} ({result['env_steps']:,} env steps): {result['num_episodes']} episodes, "
+    steps = f"{result['env_steps']:,} {result.get('steps_kind', 'env steps')}"  # demonstration steps: a BC run's
+    lines = [f"{name} ({steps}): {result['num_episodes']} episodes, "
              f"{how} actions, {result['wall_time_s']:.1f} s"]
     for name, s in result["metrics"].items():
         lo, hi = s["ci95"]

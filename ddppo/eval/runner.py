@@ -137,6 +137,7 @@ class Evaluator:
         if data is None:
             return None
         update, env_steps = int(data["counters"]["update"]), int(data["counters"]["env_steps"])
+        steps_kind = "demonstration steps" if self.cfg.imitation.data else "env steps"  # `ddppo imitate`'s counter
         name = result_name(path, data)
         started = time.monotonic()
         recorder = None
@@ -145,7 +146,7 @@ class Evaluator:
                 log.warning("--video: %s has no top-down view; its videos show image observations and metrics only",
                             self.cfg.env.name)
             stem = RunDir.eval_video_stem(self.out_dir, name)
-            title = f"{self.cfg.env.name}  {name} ({env_steps:,} env steps)"
+            title = f"{self.cfg.env.name}  {name} ({env_steps:,} {steps_kind})"
             keys = [k for k in self.envs.observation_space.spaces]
             recorder = EpisodeRecorder(self.probe, keys, self._video_slots(video), stem, self.cfg.eval.video_fps, title)
         try:
@@ -162,6 +163,7 @@ class Evaluator:
             videos.append({**v, "path": os.path.relpath(v["path"], self.out_dir)})
         result = {
             "checkpoint": str(path.resolve()), "name": name, "update": update, "env_steps": env_steps,
+            "steps_kind": steps_kind,
             "env": self.cfg.env.name, "mode": self.mode, "world_size": self.ctx.world_size,
             "deterministic": self.cfg.eval.deterministic, "settings": self.settings,
             "num_episodes": len(episodes), "metrics": summarize_episodes(episodes),

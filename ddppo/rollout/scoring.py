@@ -112,6 +112,7 @@ class Scoring:
         self.env_weight, self.model_weight = env_weight, model_weight  # reward.env_weight, reward.model_weight
         self._steps: list[_Observed] = []  # kept only where a scorer or a scale makes the rewards on the host
         self._bootstraps: list[tuple[np.ndarray | int, np.ndarray, torch.Tensor]] = []  # (slots, envs, gamma x V)
+        self.tally = np.zeros(3)  # (steps, env reward sum, model reward sum) combined since `take_tally`
 
     def begin(self) -> None:
         self._steps, self._bootstraps = [], []
@@ -151,11 +152,19 @@ class Scoring:
             rewards[at] += value
         return rollout.replace(rewards=rewards)
 
+    def take_tally(self) -> np.ndarray:
+        """(steps, env reward sum, model reward sum) combined since the last call (train/objective.py reads it
+        once per rollout, after `finish`); the tally restarts."""
+        out, self.tally = self.tally, np.zeros(3)
+        return out
+
     def _rewards(self, s: _Observed) -> np.ndarray:
         """One observed step's rewards: combined with the model's, then scaled (host, float32)."""
         reward = s.reward
         if s.scores is not None:
-            reward = (self.env_weight * reward + self.model_weight * s.scores.result()).astype(np.float32)
+            model = s.scores.result()
+            self.tally += (len(reward), float(np.sum(reward)), float(np.sum(model)))
+            reward = (self.env_weight * reward + self.model_weight * model).astype(np.float32)
         if self.scale is not None:
             reward = self.scale(reward, s.done) if s.envs is None else self.scale(reward, s.done, s.envs)
         return reward

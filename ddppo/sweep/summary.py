@@ -6,7 +6,8 @@ Definitions (what the numbers are):
 - mean and std are over the runs of a variant that have a value; std is the sample std (ddof=1), empty for
   one run; runs still in progress count with their latest values (the status column says so);
 - learning curves: each run's metric against env_steps, linearly interpolated onto a common grid that spans
-  the steps every run of the variant has reached; the line is the mean over the runs, the band mean +- std.
+  the steps every run of the variant has reached (sweep/curves.py); the line is the mean over the runs, the band
+  mean +- std.
 
 Per-scene columns are added when the runs report scenes (train/scene/*, ddppo/rollout/scenes.py): the
 spread over scenes (train/scene_success_min, train/scene_weight_share_min / _max), and each scene's success and
@@ -30,13 +31,13 @@ import numpy as np
 
 from ddppo.files import atomic_write
 from ddppo.sweep import runs as disk
+from ddppo.sweep.curves import SHORT_SERIES, curve, curve_stats, metric_range, save_png
 from ddppo.errors import SweepError
 
 DEFAULT_METRICS = ("train/reward", "train/success", "train/spl")
 SCENE_SPREAD = ("train/scene_success_min", "train/scene_success_max", "train/scene_weight_share_min",
                 "train/scene_weight_share_max")
 SCENE_COLUMN_LIMIT = 4
-CURVE_POINTS = 200
 
 
 @dataclass
@@ -75,12 +76,6 @@ def final_value(records: list[dict], metric: str) -> float | None:
     return None
 
 
-def _curve(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    points = [(r["env_steps"], r[metric]) for r in records
-              if isinstance(r.get(metric), (int, float)) and math.isfinite(r[metric])]
-    return np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
-
-
 def collect(sweep_dir: Path, metrics: Sequence[str]) -> tuple[dict, list[RunResult], list[str]]:
     """(manifest, every run's result, the metrics reported: `metrics`, then the per-scene columns the runs
     report, scene_columns) from the sweep dir, each run's metrics.jsonl read once."""
@@ -99,7 +94,7 @@ def collect(sweep_dir: Path, metrics: Sequence[str]) -> tuple[dict, list[RunResu
             status=disk.run_status(sweep_dir, entry["name"], run_dir, queue, records),
             env_steps=records[-1]["env_steps"] if records else None,
             final={m: final_value(records, m) for m in metrics},
-            curves={m: _curve(records, m) for m in metrics}))
+            curves={m: curve(records, m) for m in metrics}))
     return manifest, results, metrics
 
 
@@ -184,34 +179,6 @@ def write_csv(rows: Sequence[VariantRow], results: Sequence[RunResult], metrics:
     return [variants, per_run]
 
 
-# Rates live in [0, 1]: their +/- std bands are clipped there (a band below 0 success means nothing).
-RATE_SUFFIXES = ("success", "spl", "soft_spl")
-SHORT_SERIES = 12  # curves of at most this many logged points are drawn at those points, with markers
-
-
-def metric_range(metric: str) -> tuple[float, float]:
-    return (0.0, 1.0) if metric.rpartition("/")[2] in RATE_SUFFIXES else (-math.inf, math.inf)
-
-
-def curve_stats(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...] | None:
-    """(x, mean, std) over runs on a common env-step grid, over the steps every run has reached (a run
-    still in progress shortens its variant's curve; its table row still shows its latest values). Short
-    series keep their own logged steps as the grid (see SHORT_SERIES)."""
-    curves = [(x, y) for x, y in curves if len(x)]
-    if not curves:
-        return None
-    lo, hi = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
-    if hi < lo:
-        return None
-    if max(len(x) for x, _ in curves) <= SHORT_SERIES:
-        grid = np.unique(np.concatenate([x[(x >= lo) & (x <= hi)] for x, _ in curves]))
-    else:
-        grid = np.linspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
-    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-    std = ys.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros(len(grid))
-    return grid, ys.mean(axis=0), std
-
-
 def _draw(ax, rows: Sequence[VariantRow], metric: str, colors: dict[str, str]) -> None:
     for row in rows:
         stats = curve_stats([r.curves[metric] for r in row.runs])
@@ -228,12 +195,6 @@ def _draw(ax, rows: Sequence[VariantRow], metric: str, colors: dict[str, str]) -
     ax.set_ylabel(metric)
     ax.set_title(metric)
     ax.grid(alpha=0.3)
-
-
-def _save(fig, path: Path) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, dpi=110, format="png")
-    atomic_write(path, buf.getvalue())
 
 
 def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, title: str) -> list[Path]:
@@ -256,7 +217,7 @@ def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, titl
             ax.text(0.5, 0.5, "no run logged this metric", ha="center", va="center", transform=ax.transAxes)
         path = out_dir / f"{metric.replace('/', '_')}.png"
         fig.tight_layout()
-        _save(fig, path)
+        save_png(fig, path)
         plt.close(fig)
         files.append(path)
     cols = min(3, len(metrics))
@@ -273,7 +234,7 @@ def plot(rows: Sequence[VariantRow], metrics: Sequence[str], out_dir: Path, titl
     fig.suptitle(f"{title} (mean ± std over seeds)")
     fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(labels) / 2), 1, 0.96))
     path = out_dir / "curves.png"
-    _save(fig, path)
+    save_png(fig, path)
     plt.close(fig)
     return [path, *files]
 

@@ -35,11 +35,13 @@ KNOBS = {
     "reward-model-bound": "score fewer observations (reward.mode=terminal), shrink the reward model, run it on a "
                           "GPU, or raise env.num_envs (bigger scoring batches)",
     "learner-bound": "lower ppo.epochs, or use fewer, larger minibatches (lower ppo.num_mini_batch); "
-                     "a GPU helps most; with envs in workers rollout.overlap_learning=true hides it behind collection",
+                     "a GPU helps most",
     "communication-bound": "lower ppo.num_mini_batch (fewer all-reduces per update) or ppo.epochs; "
                            "check the interconnect (NCCL on GPUs)",
     "memory pressure": "lower env.num_envs or rollout.num_steps (rollout storage), or policy size",
 }
+# said of learner-bound only where learning is not already overlapped with collection
+OVERLAP_HINT = "; with envs in workers rollout.overlap_learning=true hides it behind collection"
 
 
 @dataclasses.dataclass
@@ -86,4 +88,5 @@ def diagnose(window: list[Mapping[str, float]], memory_fraction: float = 0.0,
     candidates = {"straggler-bound": wait, "environment-bound": env, "policy-bound": policy,
                   "reward-model-bound": reward, "learner-bound": learn, "communication-bound": comm}
     name = max(candidates, key=candidates.get)
-    return Diagnosis(name, candidates[name], KNOBS[name], shares)
+    knob = KNOBS[name] + (OVERLAP_HINT if name == "learner-bound" and not overlapped else "")
+    return Diagnosis(name, candidates[name], knob, shares)

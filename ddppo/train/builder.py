@@ -67,7 +67,8 @@ from ddppo.timing import Timer
 from ddppo.train.bottleneck import diagnose
 from ddppo.train.learning import SerialLearning
 from ddppo.train.loop import TrainingLoop
-from ddppo.train.metrics import MetricsWriter
+from ddppo.train.metrics import MetricsWriter, fixed_tags
+from ddppo.train.objective import Objective
 from ddppo.train.overlap_learning import OverlapLearning, acting_copy
 from ddppo.train.phases import Phases
 from ddppo.train.progress import Progress
@@ -177,8 +178,10 @@ class Trainer:
                       norm.obs_transform, cfg.run.precision)
         self.collector = make_collector(cfg.rollout, actor, Preemption(cfg.preemption, ctx, cfg.rollout.num_steps, TRAIN),
                                         self.scoring, episode_observers(self.envs, self.metric_names, self.scene_names))
+        objective = Objective(self.scoring, cfg.ppo.advantage == "grpo", cfg.reward.env_weight,
+                              cfg.reward.model_weight)
         self.phases = Phases(cfg, ctx, self.collector, self.scoring, self.advantage, norm, self.updater,
-                             self.reference, self.progress, self.timer)
+                             self.reference, self.progress, self.timer, objective)
         self.learning = (OverlapLearning(self.phases, self.policy, acting, storage, self.new_storage(), ctx.device,
                                          ctx.seed) if overlap else SerialLearning(self.phases, storage))
         self.checkpoints = self._checkpoint_manager(saved_episodes=not overlap)
@@ -193,7 +196,8 @@ class Trainer:
         self.writer = MetricsWriter(cfg.run.dir, ctx.is_main, cfg.log.tensorboard, self.progress.update,
                                     self.progress.env_steps,
                                     wandb=WandbSink(cfg) if ctx.is_main and cfg.log.wandb.enabled else None,
-                                    resume_record=self.progress.metrics_record)
+                                    resume_record=self.progress.metrics_record,
+                                    fixed=fixed_tags(cfg, ctx.world_size))
         scene_costs = SceneCosts(self.scene_names, RunDir(cfg.run.dir), ctx.is_main)
         self.loop = TrainingLoop(cfg, ctx, self.learning, self.progress, self.checkpoints, self.writer, self.timer,
                                  functools.partial(diagnose, overlapped=overlap),

@@ -30,6 +30,7 @@ class Collected(NamedTuple):
 
     result: CollectResult
     advantages: Advantages
+    objective: dict = {}  # what learning on it optimises: train/objective.py's sums on this rank
 
 
 class UpdatePhases(Protocol):
@@ -60,6 +61,7 @@ class Outcome(NamedTuple):
     lr: float
     beta: float  # the KL coefficient the update used
     timings: dict[str, float]  # the update's phase timings
+    objective: dict = {}  # what it optimised (train/objective.py's sums on this rank)
 
 
 class SerialLearning:
@@ -75,7 +77,7 @@ class SerialLearning:
         p.agree(batch)
         result, lr, beta = p.learn(batch, p.timer)
         p.hand_over()
-        return Outcome(batch.result, batch.advantages, result, lr, beta, p.timer.pop())
+        return Outcome(batch.result, batch.advantages, result, lr, beta, p.timer.pop(), batch.objective)
 
     def close(self) -> None:
         """Nothing runs between steps."""

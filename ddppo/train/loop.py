@@ -22,6 +22,7 @@ from ddppo import signals, timing
 from ddppo.config import Config
 from ddppo.distributed import DistContext
 from ddppo.timing import Timer
+from ddppo.train.objective import objective_line
 from ddppo.train.stats import Reduced, StepStats, memory_usage, reduce_stats
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Outcome(Protocol):
     lr: float
     beta: float  # the KL coefficient the update used
     timings: dict[str, float]  # the update's phase timings
+    objective: dict  # what it optimised: train/objective.py's sums on this rank
 
 
 class Learning(Protocol):
@@ -162,7 +164,7 @@ class TrainingLoop:
         for watch in self.watchers:
             watch(update, out)
         local = StepStats(out.collected, out.result, self._local_stop_flags(), time.perf_counter() - t0,
-                          out.timings, *memory_usage(ctx.device))
+                          out.timings, *memory_usage(ctx.device), objective=out.objective)
         reduced = reduce_stats(ctx, local, cfg.ppo.epochs, cfg.env.num_envs, cfg.rollout.num_steps)
         progress.advance(update, reduced.env_steps_this_update, reduced.skipped_steps)
         if self.scene_costs is not None:
@@ -200,6 +202,9 @@ class TrainingLoop:
         log.info("policy.architecture=%s, %s parameters; torch threads per rank: %d intra-op, %d inter-op",
                  cfg.policy.architecture, f"{self.num_parameters:,}", torch.get_num_threads(),
                  torch.get_num_interop_threads())
+        line = budget_line(cfg.run.total_env_steps, cfg.env.num_envs * cfg.rollout.num_steps * ctx.world_size)
+        if line:
+            log.info("%s", line)
 
     def _progress_line(self, scalars: dict[str, float]) -> str:
         return progress_line(self.progress.env_steps, self.cfg.run.total_env_steps, scalars["perf/fps"], scalars)
@@ -265,6 +270,7 @@ class TrainingLoop:
                                  "loss/lr": lr}
         out.update(windowed)
         out["train/episodes"] = float(r.episode_counts[0])
+        out.update(r.objective)
         out.update({f"loss/{k}": v for k, v in r.losses.items()})
         out.update(r.perf)
         out.update(r.preempt)
@@ -282,11 +288,27 @@ def format_duration(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def budget_line(total: int, per_update: int) -> str | None:
+    """Where the run will stop when the budget is not a whole number of updates (None where it is)."""
+    if per_update <= 0 or total % per_update == 0:
+        return None
+    updates = -(-total // per_update)
+    return (f"run.total_env_steps={total:,} is not a whole number of updates of {per_update:,} env steps "
+            f"(env.num_envs x rollout.num_steps x ranks): the run ends after {updates:,} updates, at about "
+            f"{updates * per_update:,} steps (fewer where ranks are preempted)")
+
+
 def progress_line(env_steps: int, total: int, fps: float, scalars: dict[str, float]) -> str:
-    """One console line: steps / total, windowed fps, reward, success, ETA."""
-    parts = [f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)", f"fps {fps:,.0f}"]
+    """One console line: steps / total, windowed fps, reward, success, ETA. Past the budget (the last update
+    collects a whole rollout) it says the budget was reached, not a share over 100% and an ETA."""
+    reached = env_steps > total  # at exactly the budget: 100.0% and an eta of 0
+    steps = (f"steps {env_steps:,} (run.total_env_steps={total:,} reached)" if reached
+             else f"steps {env_steps:,}/{total:,} ({100 * env_steps / total:.1f}%)")
+    parts = [steps, f"fps {fps:,.0f}"]
     for tag, label in (("train/reward", "reward"), ("train/success", "success"), ("train/spl", "spl")):
         if tag in scalars and math.isfinite(scalars[tag]):
             parts.append(f"{label} {scalars[tag]:.3f}")
-    parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
+    parts += objective_line(scalars)
+    if not reached:
+        parts.append(f"eta {format_duration((total - env_steps) / fps if fps > 0 else float('inf'))}")
     return " | ".join(parts)

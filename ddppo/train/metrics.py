@@ -11,6 +11,11 @@ which the training progress saves), so none is lost. `wall_time` is the Unix tim
 taken back (the file is cut to its length before), kept in memory and appended
 again at every later update, so the file never holds a torn line, loses nothing
 written before, and catches up with no gap once there is space again.
+
+A tag the run's config can never move is not written (`fixed_tags`): the KL reference's term and forward time
+without a KL reference, the reward model's time without one, the learner wait without overlapped learning, and
+preemption's counts and the per-env step spread where no rank can be preempted (one rank, or preemption off, in
+fixed mode). Every other tag is written at every update, a NaN as null.
 """
 
 from __future__ import annotations
@@ -29,14 +34,36 @@ from ddppo.rundir import RunDir
 log = logging.getLogger(__name__)
 
 
+def _timed(phase: str) -> tuple[str, ...]:
+    return (f"perf/{phase}_s", f"perf/{phase}_s_min", f"perf/{phase}_s_max")
+
+
+def fixed_tags(cfg: Any, world_size: int) -> frozenset[str]:
+    """The tags `cfg` on `world_size` ranks can never move (module docstring), left out of every sink."""
+    fixed: list[str] = []
+    if not cfg.ppo.kl_ref.checkpoint:
+        fixed += ["loss/kl_ref", *_timed("reference_forward")]
+    if not cfg.reward.model:
+        fixed += _timed("reward_model")
+    if not cfg.rollout.overlap_learning:
+        fixed += _timed("learner_wait")
+    if cfg.rollout.mode == "fixed" and (world_size == 1 or not cfg.preemption.enabled):
+        fixed += ["preempt/num_preempted", "preempt/rank_weight_max", "preempt/steps_fraction_min",
+                  "preempt/steps_fraction_mean", "perf/rollout_env_steps_min", "perf/rollout_env_steps_mean",
+                  "perf/rollout_env_steps_max"]
+    return frozenset(fixed)
+
+
 class MetricsWriter:
     """Rank 0's sinks. `enabled=False` gives the null writer used on every other rank."""
 
     def __init__(self, run_dir: str | Path, enabled: bool, tensorboard: bool, resume_update: int = 0,
-                 resume_env_steps: int = 0, wandb: Any = None, resume_record: str | None = None):
+                 resume_env_steps: int = 0, wandb: Any = None, resume_record: str | None = None,
+                 fixed: frozenset[str] = frozenset()):
         """`wandb`: an open ddppo.train.wandb_sink.WandbSink (rank 0, log.wandb.enabled), closed with this.
-        `resume_record`: the line of update `resume_update` that the checkpoint resumed from holds."""
-        self.enabled = enabled
+        `resume_record`: the line of update `resume_update` that the checkpoint resumed from holds. `fixed`: tags
+        the config can never move, not written (`fixed_tags`)."""
+        self.enabled, self.fixed = enabled, fixed
         self.tb = None
         self.fd: int | None = None
         self.unwritten: deque[tuple[int, bytes]] = deque()  # (update, line) not yet appended
@@ -58,6 +85,7 @@ class MetricsWriter:
         """Log one update; the metrics.jsonl line (None on ranks other than 0), for the checkpoint to keep."""
         if not self.enabled:
             return None
+        scalars = {k: v for k, v in scalars.items() if k not in self.fixed}
         clean = {k: (v if math.isfinite(v) else None) for k, v in scalars.items()}
         record = json.dumps({"update": update, "env_steps": env_steps, "wall_time": time.time(), **clean})
         self.unwritten.append((update, (record + "\n").encode()))

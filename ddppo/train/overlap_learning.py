@@ -174,7 +174,7 @@ class OverlapLearning:
         timings = p.timer.pop()
         for k, v in learn_timings.items():
             timings[k] = timings.get(k, 0.0) + v
-        return Outcome(batch.result, batch.advantages, result, lr, beta, timings)
+        return Outcome(batch.result, batch.advantages, result, lr, beta, timings, batch.objective)
 
     def close(self) -> None:
         """Wait for a learner call still running (an error on the main thread), dropping its outcome: the

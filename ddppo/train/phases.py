@@ -3,7 +3,8 @@ the scoring stage, the advantage estimator, the normalisation, the PPO updater a
 
     collect    one rollout into a storage's buffers, returned as a value, scored (rollout/scoring.py: a new rollout
                with the rewards learned on), then its advantages (local: timed as `advantage`, whichever
-               estimator), returned as new tensors: a `Collected`
+               estimator), returned as new tensors, and what learning on it optimises (train/objective.py): a
+               `Collected`
     agree      the end-of-rollout sync (straggler wait), then the normalisation statistics' merge (collectives)
     learn      the PPO update on a `Collected` (its collectives: advantage statistics, gradient all-reduces)
     hand_over  the observation statistics merged at `agree` take effect for the next rollout
@@ -30,16 +31,19 @@ from ddppo.rollout.scoring import Scoring
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.timing import Timer
 from ddppo.train.learning import Collected
+from ddppo.train.objective import NO_OBJECTIVE, Objective
 from ddppo.train.progress import Progress
 
 
 class Phases:
     def __init__(self, cfg: Config, ctx: DistContext, collector: RolloutCollector, scoring: Scoring,
                  advantage: Estimator, normalization: Normalization, updater: PPOUpdater,
-                 reference: ReferencePolicy | None, progress: Progress, timer: Timer):
+                 reference: ReferencePolicy | None, progress: Progress, timer: Timer,
+                 objective: Objective = NO_OBJECTIVE):
         self.cfg, self.ctx, self.collector, self.scoring, self.advantage = cfg, ctx, collector, scoring, advantage
         self.normalization, self.updater, self.reference = normalization, updater, reference
         self.progress, self.timer = progress, timer
+        self.objective = objective  # measures what learning on each rollout optimises (train/objective.py)
 
     def collect(self, update: int, storage: RolloutStorage) -> Collected:
         """One rollout into `storage`'s buffers, scored, and its advantages (the estimator ppo.advantage chose:
@@ -48,7 +52,7 @@ class Phases:
         collected = dataclasses.replace(collected, rollout=self.scoring.finish(collected.rollout))
         with self.timer(timing.ADVANTAGE):
             advantages = self.advantage.compute(collected.rollout)
-        return Collected(collected, advantages)
+        return Collected(collected, advantages, self.objective.measure(collected.rollout, advantages))
 
     def agree(self, batch: Collected) -> None:
         with self.timer(timing.STRAGGLER_WAIT):

@@ -25,6 +25,7 @@ from ddppo.ppo.update import EPOCH_KEYS, UPDATE_KEYS, UpdateResult
 from ddppo.rollout.collector import DIAG_KEYS, CollectResult
 from ddppo.rollout.episode_metrics import EPISODE_KEYS, metric_names
 from ddppo.rollout.scenes import SCENE_COLUMNS, scene_names, scene_scalars
+from ddppo.train.objective import reduce_sums
 
 from ddppo.timing import PHASES, STRAGGLER_WAIT
 
@@ -60,6 +61,7 @@ class StepStats:
     timings: dict[str, float]
     rss_gb: float = 0.0  # resident memory of this rank
     memory_fraction: float = 0.0  # the tighter of host RSS / RAM and CUDA max allocated / device memory
+    objective: dict = dataclasses.field(default_factory=dict)  # train/objective.py's sums: the same tags everywhere
 
 
 @dataclasses.dataclass
@@ -76,6 +78,7 @@ class Reduced:
     perf: dict[str, float]
     preempt: dict[str, float]
     scenes: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, len(SCENE_COLUMNS))))  # summed
+    objective: dict = dataclasses.field(default_factory=dict)  # what is optimised (train/objective.py), reduced
 
 
 def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
@@ -87,14 +90,15 @@ def pack(s: StepStats, keys: tuple[str, ...]) -> torch.Tensor:
     losses = [s.result.stats.get(k, float("nan")) for k in keys]
     phases = [s.timings.get(p, 0.0) for p in PHASES]
     scenes = list(np.asarray(s.collected.scenes, np.float64).reshape(-1))
+    objective = [x for pair in s.objective.values() for x in pair]
     return torch.tensor(head + list(s.collected.episode_sums) + list(s.collected.episode_counts) + scenes + losses
-                        + phases, dtype=torch.float64)
+                        + phases + objective, dtype=torch.float64)
 
 
 def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: int,
-           n_ep: int = len(EPISODE_KEYS), n_scenes: int = 0) -> Reduced:
+           n_ep: int = len(EPISODE_KEYS), n_scenes: int = 0, objective: tuple[str, ...] = ()) -> Reduced:
     """The reduced stats of the (world_size, K) table; `n_ep`: how many episode metrics each row carries,
-    `n_scenes`: how many scenes."""
+    `n_scenes`: how many scenes, `objective`: the tags of train/objective.py's sums, at the end of each row."""
     n_loss = len(keys)
     head = table[:, : len(_HEAD)]
     col = len(_HEAD)
@@ -105,7 +109,8 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
     scenes = table[:, col: col + n_sc].sum(0).reshape(n_scenes, len(SCENE_COLUMNS))
     col += n_sc
     loss_table = table[:, col: col + n_loss]
-    phase_table = table[:, col + n_loss:]
+    phase_table = table[:, col + n_loss: col + n_loss + len(PHASES)]
+    optimised = reduce_sums(objective, table[:, col + n_loss + len(PHASES):]) if objective else {}
     # every column reduced at once (one numpy call per reduction, not per key: 110 keys at 20 epochs): NaN-ignoring
     # mean / min / max over ranks, NaN where no rank has a finite value
     present = ~np.isnan(loss_table)
@@ -139,7 +144,7 @@ def unpack(table: np.ndarray, keys: tuple[str, ...], num_envs: int, num_steps: i
     for f in _col(head, "stop_flags").astype(np.int64):
         flags |= int(f)
     return Reduced(ep_sums, ep_counts, int(_col(head, "env_steps").sum()), float(_col(head, "update_time").max()),
-                   int(_col(head, "skipped").max()), flags, losses, perf, preempt, scenes)
+                   int(_col(head, "skipped").max()), flags, losses, perf, preempt, scenes, optimised)
 
 
 def memory_usage(device: torch.device) -> tuple[float, float]:
@@ -157,7 +162,7 @@ def memory_usage(device: torch.device) -> tuple[float, float]:
 def reduce_stats(ctx: DistContext, local: StepStats, epochs: int, num_envs: int, num_steps: int) -> Reduced:
     keys = loss_keys(epochs)
     return unpack(ctx.all_gather_stats(pack(local, keys)).numpy(), keys, num_envs, num_steps,
-                  len(local.collected.episode_sums), int(np.shape(local.collected.scenes)[0]))
+                  len(local.collected.episode_sums), int(np.shape(local.collected.scenes)[0]), tuple(local.objective))
 
 
 def agree_metric_names(ctx: DistContext, local: tuple[str, ...]) -> tuple[str, ...]:

@@ -224,3 +224,14 @@ def test_a_signal_stops_saves_and_sigusr1_requeues(tmp_path: Path, demos: Path, 
     assert [r["update"] for r in metrics(tmp_path / "bc")] == [1]
     assert (tmp_path / "bc" / "checkpoints" / "ckpt-1.pt").exists()
     assert len(calls) == requeued
+
+
+def test_evaluating_a_clone_counts_demonstration_steps_not_env_steps(tmp_path: Path, demos: Path, capsys):
+    """A BC checkpoint's step counter is the demonstration steps it learned on: `ddppo eval` says so."""
+    from ddppo.cli import main
+
+    run_bc(tmp_path / "bc", demos, "imitation.updates=2")
+    assert main(["eval", str(tmp_path / "bc"), "eval.num_episodes=2", "log.tensorboard=false"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ckpt-2 ("))
+    steps = metrics(tmp_path / "bc")[-1]["env_steps"]
+    assert line.startswith(f"ckpt-2 ({steps:,} demonstration steps): 2 episodes"), line

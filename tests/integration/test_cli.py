@@ -102,9 +102,14 @@ def test_train_resume_and_config_changes(tmp_path, cli, tiny):
         assert {"update", "env_steps", "wall_time", "fps"} <= r.keys()
         for key in ("perf/fps", "loss/policy", "loss/value", "loss/entropy", "loss/approx_kl",
                     "loss/clip_fraction", "loss/explained_variance", "loss/grad_norm", "perf/env_step_s",
-                    "perf/policy_forward_s", "perf/learn_forward_backward_s", "preempt/steps_fraction_min",
+                    "perf/policy_forward_s", "perf/learn_forward_backward_s", "preempt/straggler_wait_s_max",
                     "train/episodes"):
             assert key in r, key
+        # what this config can never move is not written (one rank: no preemption; no KL reference, no reward
+        # model, no overlapped learning)
+        for key in ("preempt/steps_fraction_min", "preempt/num_preempted", "perf/rollout_env_steps_mean",
+                    "loss/kl_ref", "perf/reference_forward_s", "perf/reward_model_s", "perf/learner_wait_s_max"):
+            assert key not in r, key
         assert r["fps"] > 0 and math.isfinite(r["loss/policy"]) and r["loss/entropy"] > 0
     # episodes end early with a random policy (STOP is one of 4 actions), so train/* appears at once
     assert {"train/reward", "train/episode_length", "train/success", "train/spl"} <= rows[0].keys()

@@ -5,6 +5,7 @@ and refuses a resume with other ones; a model returning NaN ends the run with on
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -54,15 +55,24 @@ def test_a_reward_model_from_your_module_scores_every_step_and_its_weights_are_c
     torch.save({"scale": torch.tensor(2.0)}, weights)
     run_dir = tmp_path / "run"
     res = run(["train", GRIDNAV, *SMALL, f"run.dir={run_dir}", "reward.model=rm_mod:Closer",
-               f"reward.weights={weights}", "reward.env_weight=0"], tmp_path)
+               f"reward.weights={weights}", "reward.env_weight=0", "reward.model_weight=0.5"], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     calls = [int(n) for n in (tmp_path / "calls.txt").read_text().split()]
     assert calls == [4] * 16  # 2 updates x 8 steps, each one batched call over the rank's 4 envs
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all(r["perf/reward_model_s"] > 0 for r in rows)
+    # what is optimised is logged: the model's part (-2 x distance: negative), the env's, and their weighted sum
+    # with reward.env_weight=0 and model_weight=0.5 (the progress line of the last update says the same)
+    for r in rows:
+        assert r["train/reward_model_step"] < 0 and math.isfinite(r["train/reward_env_step"])
+        assert r["train/reward_learned_step"] == pytest.approx(0.5 * r["train/reward_model_step"])
+    last = rows[-1]
+    assert (f"learned reward/step {last['train/reward_learned_step']:.4f} (env {last['train/reward_env_step']:.4f}, "
+            f"model {last['train/reward_model_step']:.4f})") in res.stderr, res.stderr[-2000:]
     torch.save({"scale": torch.tensor(3.0)}, weights)  # the same file, other contents
     again = run(["train", GRIDNAV, *SMALL, f"run.dir={run_dir}", "reward.model=rm_mod:Closer",
-                 f"reward.weights={weights}", "reward.env_weight=0", "run.total_env_steps=128"], tmp_path)
+                 f"reward.weights={weights}", "reward.env_weight=0", "reward.model_weight=0.5",
+                 "run.total_env_steps=128"], tmp_path)
     assert again.returncode == 2
     line = again.stderr.strip().splitlines()[-1]
     assert "reward.weights=" in line and "is not the file this run was trained with" in line, again.stderr[-2000:]

@@ -73,6 +73,9 @@ def test_rewards_are_combined_then_scaled_in_the_order_observed_and_placed_at_th
     assert scorer.submitted == [[0, 1], [1], [0]]
     assert scale.calls == [([20.5, 41.0], [False, False], None), ([41.5], [True], [1]), ([22.0], [True], [0])]
     assert rewards.tolist() == [[120.5, 141.0], [322.0, 241.5], [0.0, 0.0]]  # a slot never stored: 0 (masked)
+    # what train/objective.py reads: (steps, env reward sum, model reward sum) as combined, before the scaling
+    assert scoring.take_tally().tolist() == [4.0, 1 + 2 + 3 + 4, 10 + 20 + 20 + 10]
+    assert scoring.take_tally().tolist() == [0.0, 0.0, 0.0]  # read once per rollout: the tally restarts
 
 
 def test_a_scorer_that_answers_late_gives_the_same_rewards():

@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from ddppo.files import write_json
-from ddppo.sweep.summary import curve_stats, format_stat, summarize
+from ddppo.sweep.curves import curve_stats
+from ddppo.sweep.summary import format_stat, summarize
 
 # matplotlib's first import in a fresh environment runs fc-list to build its font cache: done here, at import,
 # not inside a test, where the fast tier's guard takes it for a process the test started

@@ -89,3 +89,6 @@ def test_overlapped_learning_counts_only_the_wait_for_the_learner():
     exposed = {**perf(1.0, env=0.3, policy=0.1, learn=0.9), "perf/learner_wait_s": 0.5}
     d = diagnose([exposed] * 3, overlapped=True)
     assert d.name == "learner-bound" and d.share == pytest.approx(0.5)
+    # the knob offered is one that is not already turned: overlap_learning is on, so it is not advised
+    assert "overlap_learning" not in d.line() and "ppo.epochs" in d.line()
+    assert "rollout.overlap_learning=true" in diagnose([exposed] * 3).line()  # serial: it is

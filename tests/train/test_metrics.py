@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from ddppo.rundir import RunDir
 from ddppo.timing import Timer
-from ddppo.train.loop import format_duration, progress_line
+from ddppo.train.loop import budget_line, format_duration, progress_line
 from ddppo.train.metrics import MetricsWriter
 
 
@@ -170,3 +170,40 @@ def test_progress_line_and_durations():
     assert format_duration(3725) == "1:02:05"
     assert format_duration(float("inf")) == "?"
     assert "eta ?" in progress_line(0, 10, 0.0, {})
+
+
+def test_past_the_budget_the_line_says_it_was_reached_not_a_share_over_100_percent():
+    """The last update collects a whole rollout, so a run ends past a budget that is not a whole number of
+    updates: the line says so (no `100.4%`, no `eta ?`), and the start says where the run will end."""
+    line = progress_line(100_352, 100_000, 900.0, {"train/reward": 1.0})
+    assert line.startswith("steps 100,352 (run.total_env_steps=100,000 reached) | fps 900")
+    assert "%" not in line and "eta" not in line
+    assert "99.8%" in progress_line(99_840, 100_000, 900.0, {})
+    assert "(100.0%)" in progress_line(100_000, 100_000, 900.0, {})  # exactly the budget: no overshoot
+    assert budget_line(100_000, 2048) == (
+        "run.total_env_steps=100,000 is not a whole number of updates of 2,048 env steps (env.num_envs x "
+        "rollout.num_steps x ranks): the run ends after 49 updates, at about 100,352 steps (fewer where ranks are "
+        "preempted)")
+    assert budget_line(8192, 2048) is None
+
+
+def test_tags_the_config_can_never_move_are_not_written(tmp_path):
+    import json
+
+    from ddppo.config import load_config
+    from ddppo.train.metrics import MetricsWriter, fixed_tags
+
+    plain = fixed_tags(load_config("gridnav", []), world_size=1)
+    assert {"loss/kl_ref", "perf/reward_model_s_max", "perf/learner_wait_s", "preempt/num_preempted",
+            "perf/rollout_env_steps_min", "perf/reference_forward_s_min"} <= plain
+    assert "preempt/straggler_wait_s_max" not in plain and "loss/skipped_steps" not in plain  # these can move
+    moving = fixed_tags(load_config("gridnav", ["reward.model=m:M", "ppo.kl_ref.checkpoint=ref.pt",
+                                                "rollout.overlap_learning=true"]), world_size=2)
+    assert moving == frozenset()  # two ranks preempt; a model, a reference and overlapped learning are timed
+    variable = fixed_tags(load_config("gridnav", ["rollout.mode=variable", "env.num_workers=2"]), world_size=1)
+    assert "perf/rollout_env_steps_min" not in variable  # envs collect unequal shares
+    writer = MetricsWriter(tmp_path, True, False, fixed=plain)
+    writer.write(1, 64, {"loss/kl_ref": 0.0, "preempt/num_preempted": 0.0, "loss/policy": 0.5})
+    writer.close()
+    record = json.loads((tmp_path / "metrics.jsonl").read_text())
+    assert {k for k in record if "/" in k} == {"loss/policy"}
