@@ -12,6 +12,6 @@ The option sections declare their fields with ddppo/field_metadata.py (`doc`, `s
 one validation idiom: a leaf module (it imports nothing of the project) that both ddppo.config and envs import.
 """
 
-from ddppo.envs.gym_ids import register as _register_gym_ids
+from ddppo.envs.gridnav.gym_ids import register as _register_gym_ids
 
-_register_gym_ids()  # gridnav's gymnasium ids (envs/gym_ids.py): lazy entry points, nothing built here
+_register_gym_ids()  # gridnav's gymnasium ids (envs/gridnav/gym_ids.py): lazy entry points, nothing built here

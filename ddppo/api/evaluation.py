@@ -16,7 +16,7 @@ def evaluate(agent: Any, env: Any, episodes: int = 10, deterministic: bool = Tru
 
     An episode's metrics: its return and length; success where the last step's info has `success` or
     `is_success` (SB3's name); and whatever the last info's `metrics` dict holds (ddppo's gridnav gymnasium ids,
-    ddppo.envs.gym_ids: success, spl, distance_to_goal, collisions), as ddppo's envs report them.
+    ddppo.envs.gridnav.gym_ids: success, spl, distance_to_goal, collisions), as ddppo's envs report them.
     """
     if episodes < 1:
         raise ValueError(f"episodes={episodes} must be >= 1")

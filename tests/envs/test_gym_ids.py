@@ -1,4 +1,4 @@
-"""gridnav as gymnasium ids (envs/gym_ids.py): registered by importing ddppo.envs, each variant with its shipped
+"""gridnav as gymnasium ids (envs/gridnav/gym_ids.py): registered by importing ddppo.envs, each variant with its shipped
 config's options, one env playing exactly the batched env's episodes, the ended episode's metrics in info."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 import ddppo.envs  # noqa: F401  (registers the ids)
 from ddppo.envs.base import EnvSpec
-from ddppo.envs.gridnav import GridNav
-from ddppo.envs.gym_ids import VARIANTS, GridNavEnv, shipped_options
-from ddppo.envs.options import GridNavOptions
+from ddppo.envs.gridnav.env import GridNav
+from ddppo.envs.gridnav.gym_ids import VARIANTS, GridNavEnv, shipped_options
+from ddppo.envs.gridnav.options import GridNavOptions
 
 
 def test_every_variant_is_made_by_its_id_with_its_shipped_options():

@@ -9,7 +9,7 @@
 option cannot pass through `gymnasium.make`: `max_episode_steps` is make's own (a TimeLimit wrapper, whose cut
 episodes end without gridnav's metrics); for gridnav's own limit build `GridNavEnv(max_episode_steps=N)`.
 
-One env under gymnasium's API (ddppo itself steps gridnav batched, envs/gridnav.py): a step that ends an episode
+One env under gymnasium's API (ddppo itself steps gridnav batched, envs/gridnav/env.py): a step that ends an episode
 returns its last observation and, in `info["metrics"]`, the episode's metrics as `ddppo eval` reads them
 (return, length, success, spl, ...); `reset(seed=...)` starts a fresh episode.
 """
@@ -31,7 +31,7 @@ def register() -> None:
     """Register every variant's id with gymnasium (once; the env itself is imported only when made)."""
     for env_id, config in VARIANTS.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point="ddppo.envs.gym_ids:GridNavEnv", kwargs={"config": config})
+            gymnasium.register(env_id, entry_point="ddppo.envs.gridnav.gym_ids:GridNavEnv", kwargs={"config": config})
 
 
 def shipped_options(config: str) -> dict[str, Any]:
@@ -53,8 +53,8 @@ class GridNavEnv(gymnasium.Env):
 
     def __init__(self, config: str = "gridnav", seed: int = 0, **options: Any):
         from ddppo.envs.base import EnvSpec
-        from ddppo.envs.gridnav import GridNav
-        from ddppo.envs.options import GridNavOptions
+        from ddppo.envs.gridnav.env import GridNav
+        from ddppo.envs.gridnav.options import GridNavOptions
 
         names = {f.name for f in dataclasses.fields(GridNavOptions)}
         unknown = sorted(set(options) - names)
