@@ -18,7 +18,7 @@ import numpy as np
 
 from ddppo.errors import ConfigError
 from ddppo.eval.stats import t_quantile
-from ddppo.rundir import atomic_write
+from ddppo.files import atomic_write
 from ddppo.sweep import runs as disk
 
 CURVE_POINTS = 200

@@ -176,8 +176,8 @@ class Trainer:
                                cfg.reward.model_weight)
         actor = Actor(self.envs, acting, ctx.device, self.timer, f"env.name={cfg.env.name} (rank {ctx.rank})",
                       norm.obs_transform, cfg.run.precision)
-        self.collector = make_collector(cfg.rollout, actor, Preemption(cfg.preemption, ctx, cfg.rollout.num_steps, TRAIN),
-                                        self.scoring, episode_observers(self.envs, self.metric_names, self.scene_names))
+        preemption = Preemption(cfg.preemption, ctx, cfg.rollout.num_steps, TRAIN)
+        self.collector = make_collector(cfg.rollout, actor, preemption, self.scoring, episode_observers(self.envs, self.metric_names, self.scene_names))
         objective = Objective(self.scoring, cfg.ppo.advantage == "grpo", cfg.reward.env_weight,
                               cfg.reward.model_weight)
         self.phases = Phases(cfg, ctx, self.collector, self.scoring, self.advantage, norm, self.updater,

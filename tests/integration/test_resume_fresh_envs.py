@@ -49,8 +49,6 @@ def test_gym_resume_acts_on_fresh_marked_episodes_not_the_saved_observation(tmp_
         assert trainer.train() == 0
         assert torch.equal(trainer.learning.storage.episode_start[0], torch.ones(4))
     assert [r["update"] for r in _rows(run)] == [1, 2, 3]
-    for r in _rows(run):  # what is optimised: returns normalised in groups of 4 (population std: |z| <= sqrt(3))
-        assert 0.0 < r["train/grpo_return_abs"] <= 3 ** 0.5 + 1e-6 and 0.0 <= r["train/grpo_return_zero_share"] <= 1.0
 
 
 @pytest.mark.parametrize("workers", [0, 2])
