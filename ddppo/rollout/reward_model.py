@@ -4,10 +4,10 @@
               policy.architecture=MODULE:NAME is), built with reward.kwargs, its weights from reward.weights
               (a state dict, loaded with weights_only), in eval mode, no gradients, on the rank's device
     scored    during collection, as each step's results come back: one batched call over the envs that stepped
-              (never one env at a time), under no_grad, in run.precision, on what the step produced: the
-              observation after the step (an ended episode's final observation, not the next episode's first);
-              reward.mode=terminal scores only the envs whose episode ended this step, once each, on its final
-              observation
+              (never one env at a time; an idle row, a grouped env waiting for its group, is not scored and gets
+              0), under no_grad, in run.precision, on what the step produced: the observation after the step (an
+              ended episode's final observation, not the next episode's first); reward.mode=terminal scores only
+              the envs whose episode ended this step, once each, on its final observation
     combined  by the scoring stage (rollout/scoring.py): reward = reward.env_weight x env reward +
               reward.model_weight x model reward, on the host, before the reward scaling (normalize.reward) and a
               truncation's bootstrap, so GAE and GRPO see it as an env reward
@@ -16,7 +16,8 @@
 
 The model is called as `model(obs, actions=..., episode_step=..., done=...)`: `obs` the observation dict, each
 key (n, ...) as the env gives it (uint8 images stay uint8); `actions` (n, ...) the actions taken; `episode_step`
-(n,) long, the step of the episode the scored observation ends (1 for the first step's result); `done` (n,) bool.
+(n,) long, the step of the episode the scored observation ends (1 for the first step's result; idle steps are not
+counted, and the count restarts where the env says an episode starts, `StepResult.episode_start`); `done` (n,) bool.
 Its time is its own phase, `perf/reward_model_s`. Which model and weights a run was trained with is saved in its
 checkpoints (the "reward_model" namespace, with the weights file's sha256): a resume with other weights is refused.
 """
@@ -95,16 +96,19 @@ class RewardModel:
         self.episode_step[:] = 0
 
     def submit(self, step: ScoredStep) -> Ready:
-        """The model's reward for each row of `step` (0 where reward.mode=terminal scores nothing), scored now;
-        the episode step counters advance."""
+        """The model's reward for each row of `step` (0 where reward.mode=terminal scores nothing, and on an idle
+        row: a grouped env that waited, whose step was a no-op), scored now. The episode step counters advance on
+        the rows that stepped and restart where an episode starts (`StepResult.episode_start`: a GRPO group
+        restarts its waiting members on idle rows, without a done; an Atari life lost is a done, not a start)."""
         res = step.result
         n = len(res.reward)
         rows = np.arange(n) if step.envs is None else np.asarray(step.envs)
-        self.episode_step[rows] += 1
+        stepped = np.ones(n, bool) if res.idle is None else ~np.asarray(res.idle, bool)
+        self.episode_step[rows[stepped]] += 1
         steps, done = self.episode_step[rows].copy(), res.done
-        self.episode_step[rows[done]] = 0
+        self.episode_step[rows[np.asarray(res.episode_start, bool)]] = 0
         model = np.zeros(n, np.float32)
-        pick = np.flatnonzero(done) if self.cfg.mode == "terminal" else np.arange(n)
+        pick = np.flatnonzero(stepped & done if self.cfg.mode == "terminal" else stepped)
         if pick.size:
             obs = _produced(res)
             actions = step.actions() if callable(step.actions) else step.actions

@@ -45,7 +45,9 @@ Critic = Callable[[np.ndarray], torch.Tensor]  # rows of a step -> V(their final
 class ScoredStep:
     """Rows of one step as the collector stored them (row i is env `envs[i]`; `envs` None: every env in order)."""
 
-    result: StepResult  # the envs' answer (the arrays may be reused by the envs' next step: read them now)
+    # the envs' answer (the arrays may be reused by the envs' next step: read them now); its `idle` marks the rows
+    # that did not step (grouped episodes), its `episode_start` the rows whose observation starts an episode
+    result: StepResult
     slots: int | np.ndarray  # the storage slot (time index) of each row: one for all, or (n,)
     actions: np.ndarray | Callable[[], np.ndarray]  # the actions taken, or a function giving them (a model reads)
     envs: np.ndarray | None = None
@@ -99,6 +101,7 @@ class _Observed(NamedTuple):
     slots: int | np.ndarray
     envs: np.ndarray | None
     scores: Scores | None
+    stepped: int  # rows that stepped (not idle: a grouped env waiting for its group), the tally's steps
 
 
 class Scoring:
@@ -125,7 +128,8 @@ class Scoring:
         res = step.result
         if self.scorer is not None or self.scale is not None:
             scores = self.scorer.submit(step) if self.scorer is not None else None
-            self._steps.append(_Observed(res.reward.copy(), res.done, step.slots, step.envs, scores))
+            stepped = len(res.reward) if res.idle is None else int(np.count_nonzero(~np.asarray(res.idle, bool)))
+            self._steps.append(_Observed(res.reward.copy(), res.done, step.slots, step.envs, scores, stepped))
         if critic is None or not res.truncated.any():
             return
         rows = np.flatnonzero(res.truncated & ~res.terminated)
@@ -163,7 +167,7 @@ class Scoring:
         reward = s.reward
         if s.scores is not None:
             model = s.scores.result()
-            self.tally += (len(reward), float(np.sum(reward)), float(np.sum(model)))
+            self.tally += (s.stepped, float(np.sum(reward)), float(np.sum(model)))
             reward = (self.env_weight * reward + self.model_weight * model).astype(np.float32)
         if self.scale is not None:
             reward = self.scale(reward, s.done) if s.envs is None else self.scale(reward, s.done, s.envs)

@@ -34,15 +34,16 @@ class Recorder(torch.nn.Module):
         return obs["x"][:, 0] + 100.0 * done.float()
 
 
-def result(x, final, terminated, truncated=None):
+def result(x, final, terminated, truncated=None, idle=None, started=None):
     n = len(x)
+    flag = (lambda f: None if f is None else np.asarray(f, bool))
     return StepResult({"x": np.asarray(x, np.float32).reshape(n, 1)}, np.ones(n, np.float32),
                       np.asarray(terminated, bool), np.zeros(n, bool) if truncated is None else np.asarray(truncated),
-                      {"x": np.asarray(final, np.float32).reshape(n, 1)}, [])
+                      {"x": np.asarray(final, np.float32).reshape(n, 1)}, [], idle=flag(idle), started=flag(started))
 
 
-def model(module, **cfg):
-    return RewardModel(RewardConfig(model="m:M", **cfg), 3, torch.device("cpu"), Timer(), module=module)
+def model(module, num_envs=3, **cfg):
+    return RewardModel(RewardConfig(model="m:M", **cfg), num_envs, torch.device("cpu"), Timer(), module=module)
 
 
 def score(rm, res, actions, env_index=None):
@@ -79,6 +80,95 @@ def test_a_subset_of_envs_keeps_each_envs_own_episode_step():
     score(rm, result([1, 2], [0, 0], [False, False]), np.zeros(2), env_index=np.array([2, 0]))
     score(rm, result([1], [0], [False]), np.zeros(1), env_index=np.array([2]))
     assert rec.calls[1]["step"].tolist() == [2] and rm.episode_step.tolist() == [1, 0, 2]
+
+
+def test_a_grpo_group_restarts_without_a_done_and_its_idle_members_are_neither_counted_nor_scored():
+    """Envs 0 and 1 share one grouped episode (GRPO): env 0 ends first and waits, idle, until env 1 ends; then the
+    group starts a new episode together: env 0's start comes on an idle row, without a done."""
+    rec = Recorder()
+    rm = model(rec, num_envs=2)
+    no, both = [False, False], [True, True]
+    steps = [  # (x, final, terminated, idle, started)
+        ([1, 2], [0, 0], no, no, no),
+        ([3, 4], [5, 0], [True, False], no, no),  # env 0 ends at its step 2: scored on its final observation
+        ([5, 6], [0, 0], no, [True, False], no),  # env 0 waits: a no-op step, not scored
+        ([7, 8], [0, 9], [False, True], [True, False], both),  # env 1 ends: the group restarts (env 0 idle, no done)
+        ([1, 2], [0, 0], no, no, no),  # the new episode's first step, in both envs
+    ]
+    for x, final, terminated, idle, started in steps:
+        score(rm, result(x, final, terminated, idle=idle, started=started), np.zeros(2))
+    assert [c["step"].tolist() for c in rec.calls] == [[1, 1], [2, 2], [3], [4], [1, 1]]
+    assert [c["x"][:, 0].tolist() for c in rec.calls] == [[1, 2], [5, 4], [6], [9], [1, 2]]
+    assert [c["done"].tolist() for c in rec.calls] == [[False] * 2, [True, False], [False], [True], [False] * 2]
+    assert rm.calls == 5 and rm.scored == 8  # the 2 idle rows cost nothing
+    assert rm.episode_step.tolist() == [1, 1]
+
+
+def test_idle_rows_get_no_model_reward_and_a_step_of_idle_rows_makes_no_call():
+    rec = Recorder()
+    rm = model(rec, num_envs=2, mode="step")
+    assert score(rm, result([1, 2], [0, 0], [False, False], idle=[True, True]), np.zeros(2)).tolist() == [0, 0]
+    assert rec.calls == [] and rm.calls == 0 and rm.scored == 0 and rm.episode_step.tolist() == [0, 0]
+    out = score(rm, result([1, 2], [0, 7], [False, True], idle=[True, False]), np.zeros(2))
+    assert out.tolist() == [0.0, 107.0] and rm.scored == 1
+    terminal = model(Recorder(), num_envs=2, mode="terminal")
+    score(terminal, result([1, 2], [0, 7], [False, True], idle=[True, False]), np.zeros(2))
+    assert terminal.scored == 1 and terminal.module.calls[0]["step"].tolist() == [1]
+
+
+def test_the_step_count_restarts_where_an_episode_starts_not_where_a_life_ends():
+    """An env may end a learning episode and go on (Atari: a lost life is a termination, the game goes on:
+    StepResult.started False): the model's episode step is the game's."""
+    rec = Recorder()
+    rm = model(rec, num_envs=2)
+    score(rm, result([1, 2], [3, 4], [True, True], started=[False, True]), np.zeros(2))
+    score(rm, result([1, 2], [0, 0], [False, False], started=[False, False]), np.zeros(2))
+    assert [c["step"].tolist() for c in rec.calls] == [[1, 1], [2, 1]]
+
+
+def test_grouped_gridnav_episodes_are_scored_at_their_own_steps():
+    """The real grouped env (gridnav, GRPO's groups): every scored done row's step is the episode's length, and
+    only the envs that stepped are scored."""
+    import dataclasses
+
+    from ddppo.envs.base import EnvSpec
+    from ddppo.envs.gridnav.options import GridNavOptions
+    from ddppo.envs.registry import make_vec_env
+
+    n = 8
+    options = dataclasses.asdict(GridNavOptions(max_episode_steps=12))
+    envs = make_vec_env("gridnav", options, EnvSpec(num_envs=n, seed=5, group_size=4))
+    envs.reset()
+    class Steps(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def forward(self, obs, actions, episode_step, done):
+            self.calls.append({"step": episode_step.clone(), "done": done.clone()})
+            return torch.zeros(len(done))
+
+    rec = Steps()
+    rm = RewardModel(RewardConfig(model="m:M"), n, torch.device("cpu"), Timer(), module=rec)
+    rng = np.random.default_rng(0)
+    ended, idle_rows = 0, 0
+    for _ in range(80):
+        res = envs.step(rng.integers(4, size=n))
+        calls = len(rec.calls)
+        rm.submit(ScoredStep(res, 0, np.zeros(n)))
+        stepped = np.flatnonzero(~res.idle)
+        idle_rows += n - stepped.size
+        if not stepped.size:
+            assert len(rec.calls) == calls
+            continue
+        got = rec.calls[-1]
+        assert got["done"].tolist() == res.done[stepped].tolist()  # the stepped rows, in order
+        lengths = {e.env_index: int(e.metrics["length"]) for e in res.episodes}
+        for row, env in enumerate(stepped):
+            if res.done[env]:
+                assert int(got["step"][row]) == lengths[env]
+                ended += 1
+    assert ended >= 8 and idle_rows > 0  # the sequence ended episodes at different steps within groups
 
 
 @pytest.mark.parametrize("out, message", [

@@ -78,6 +78,18 @@ def test_rewards_are_combined_then_scaled_in_the_order_observed_and_placed_at_th
     assert scoring.take_tally().tolist() == [0.0, 0.0, 0.0]  # read once per rollout: the tally restarts
 
 
+def test_the_tally_counts_only_the_rows_that_stepped():
+    """An idle row (a grouped env waiting for its group: a no-op step, masked out of the loss) is no collected
+    step: train/reward_*_step are means over the steps that were."""
+    scoring = Scoring(0.9, None, Fixed())
+    waiting = result([0, 2])
+    waiting.idle = np.array([True, False])
+    scoring.observe(ScoredStep(waiting, 0, np.zeros(2)), None)
+    scoring.observe(ScoredStep(result([1, 1]), 1, np.zeros(2)), None)
+    scoring.finish(rollout(2, 2))
+    assert scoring.take_tally().tolist()[0] == 3.0
+
+
 def test_a_scorer_that_answers_late_gives_the_same_rewards():
     def scored(scorer):
         scoring = Scoring(0.9, Scale(), scorer, env_weight=0.5, model_weight=2.0)
