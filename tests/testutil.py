@@ -261,7 +261,8 @@ MARKS = {
                                         "only_where_it_was_collected"),
         "rollout/test_variable.py": ("test_budget_and_recurrent_state_per_env_across_segments",
                                      "test_double_buffered_preemption_stops_every_env_at_the_same_step",
-                                     "test_steps_in_flight_survive_a_checkpoint"),
+                                     "test_steps_in_flight_survive_a_checkpoint",
+                                     "test_steps_in_flight_resume_in_the_runs_memory_dtype"),
         "habitat/test_env.py": ("test_subprocess_workers",),
         "envs/test_scenes.py": ("test_subprocess_workers_pass_on_each_episodes_next_scene_and_keep_env_scenes",),
         "habitat/test_sim_lifetime.py": ("test_open_simulators_are_closed_in_order_at_interpreter_exit",),
@@ -331,9 +332,10 @@ def env_value_probe(num_params: int) -> Any:
 
 
 def build_collector(cfg: Any, envs: Any, policy: Any, preemption: Any, gamma: float = 0.9, scale: Any = None,
-                    observers: Any = None) -> Any:
-    """`make_collector` as the builder calls it, on the CPU: acting through an Actor, a scoring stage of `gamma`
-    (with `scale`, normalize.reward's scaler, or a stand-in), the envs' own episode observers or `observers`."""
+                    observers: Any = None, precision: str = "fp32") -> Any:
+    """`make_collector` as the builder calls it, on the CPU: acting through an Actor (in run.precision `precision`),
+    a scoring stage of `gamma` (with `scale`, normalize.reward's scaler, or a stand-in), the envs' own episode
+    observers or `observers`."""
     import torch
 
     from ddppo.rollout.acting import Actor
@@ -341,8 +343,8 @@ def build_collector(cfg: Any, envs: Any, policy: Any, preemption: Any, gamma: fl
     from ddppo.rollout.scoring import Scoring
     from ddppo.timing import Timer
 
-    return make_collector(cfg, Actor(envs, policy, torch.device("cpu"), Timer()), preemption, Scoring(gamma, scale),
-                          observers)
+    return make_collector(cfg, Actor(envs, policy, torch.device("cpu"), Timer(), precision=precision), preemption,
+                          Scoring(gamma, scale), observers)
 
 
 class OneStorage:

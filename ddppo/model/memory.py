@@ -51,6 +51,12 @@ def cast_like(memory: Memory, like: Memory) -> Memory:
     return {k: v.to(like[k].dtype) for k, v in memory.items()}
 
 
+def restored(state: Any, like: Memory, device: torch.device | str) -> Memory:
+    """A saved memory (`saved`'s form) as this run holds it: copies on `device`, each tensor in the dtype of `like`'s
+    (this run's memory), so a bf16 run's KV cache resumed under fp32, or the reverse, takes this run's dtypes."""
+    return cast_like(to(state, device, copy=True), like)
+
+
 def zeros(memory: Memory, num_envs: int) -> Memory:
     """Zeros shaped like `memory` for `num_envs` envs."""
     return {k: v.new_zeros((num_envs, *v.shape[1:])) for k, v in memory.items()}

@@ -65,7 +65,7 @@ class ReferencePolicy:
         misfit = mem.misfit(self.memory, state)
         if misfit is not None:
             raise ValueError(f"the reference policy's saved memory does not fit: {misfit}")
-        self.memory = mem.to(state, self.device, copy=True)
+        self.memory = mem.restored(state, self.memory, self.device)  # in this run's dtypes (run.precision)
 
     def check_kept(self, policy: torch.nn.Module) -> None:
         """ConfigError unless this reference reads the frozen features `policy`'s rollouts keep in place of images

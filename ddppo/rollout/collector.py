@@ -183,7 +183,7 @@ class RolloutCollector:
         self.actor.obs = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in state["obs"].items()}
         self.actor.start = torch.as_tensor(state["start"]).to(self.device, copy=True)
         # in this run's memory dtypes (a bf16 run's KV cache resumed under fp32, or the reverse)
-        self.actor.memory = mem.cast_like(mem.to(state["memory"], self.device, copy=True), self.actor.memory)
+        self.actor.memory = mem.restored(state["memory"], self.actor.memory, self.device)
 
     def resume(self, state: dict[str, Any] | None, update: int) -> bool:
         """Resume from this rank's saved state (None: there is none that applies, e.g. another world

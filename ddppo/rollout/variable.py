@@ -158,8 +158,8 @@ class VariableCollector(WorkerCollector):
         if "hidden" in pending:  # saved before the memory protocol: one tensor
             pending["memory"] = self.policy.legacy_memory(torch.as_tensor(pending.pop("hidden")))
         self.pending = {k: torch.as_tensor(v).to(self.device, copy=True) for k, v in pending.items() if k != "memory"}
-        if "memory" in pending:
-            self.pending["memory"] = mem.to(pending["memory"], self.device, copy=True)
+        if "memory" in pending:  # in this run's memory dtypes, as the current memory (run.precision may have changed)
+            self.pending["memory"] = mem.restored(pending["memory"], self.actor.memory, self.device)
         self.unstored = [WorkerStep(u["worker"], u["lo"], u["hi"], _result_from_state(u)) for u in state["unstored"]]
 
 

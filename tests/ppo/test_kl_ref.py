@@ -70,3 +70,17 @@ def test_adaptive_beta_rises_falls_and_holds(tmp_path):
 def test_fixed_beta_never_moves(tmp_path):
     ref = _reference(tmp_path, beta=0.3, adaptive=False)
     assert ref.adapt(0.3, 10.0) == 0.3 and ref.adapt(0.3, 0.0) == 0.3
+
+
+@pytest.mark.parametrize("saved, run", [(torch.bfloat16, torch.float32), (torch.float32, torch.bfloat16)])
+def test_a_resumed_reference_memory_takes_this_runs_dtype(saved, run):
+    """A run resumed under another run.precision: the reference's saved memory (a KV cache) comes back in the dtype
+    this run's reference memory has, as the policy's does (memory.restored), not in the checkpoint's."""
+    ref = ReferencePolicy.__new__(ReferencePolicy)
+    ref.device = torch.device("cpu")
+    ref.memory = {"kv": torch.zeros(2, 3, 4, dtype=run), "len": torch.zeros(2, dtype=torch.long)}
+    state = {"kv": torch.arange(24, dtype=torch.float32).reshape(2, 3, 4).to(saved),
+             "len": torch.tensor([3, 1])}
+    ref.load_state_dict(state)
+    assert ref.memory["kv"].dtype == run and ref.memory["len"].dtype == torch.long
+    assert torch.equal(ref.memory["kv"].float(), state["kv"].float()) and ref.memory["len"].tolist() == [3, 1]

@@ -5,9 +5,10 @@ checkpoint (steps in flight are received, saved and stored first after loading).
 import pytest
 import torch
 
-from ddppo.config import PolicyConfig
+from ddppo.config import PolicyConfig, TransformerConfig
 from ddppo.model import memory
 from ddppo.model.policy import Policy
+from ddppo.model.precision import store_memory_in
 from ddppo.config import RolloutConfig
 from ddppo.rollout.storage import RolloutStorage
 from ddppo.envs.registry import make_vec_env
@@ -45,15 +46,19 @@ class StopAt(NeverStop):
 def make():
     made = []
 
-    def build(seed=0, overlap=False, preemption=None):
+    def build(seed=0, overlap=False, preemption=None, rnn_type="gru", precision="fp32"):
         envs = make_vec_env("synthetic", SKEWED, EnvSpec(num_envs=N, seed=seed, num_workers=N))
         made.append(envs)
         torch.manual_seed(0)
-        policy = Policy(envs.observation_space, envs.action_space, PolicyConfig(hidden_size=8, rnn_type="gru"))
+        policy = Policy(envs.observation_space, envs.action_space,
+                        PolicyConfig(hidden_size=8, rnn_type=rnn_type,
+                                     transformer=TransformerConfig(layers=1, heads=2, context=4)))
+        store_memory_in(policy, precision)  # the memory's dtypes under run.precision, as the builder keeps them
         storage = RolloutStorage(T if overlap else CAP, N, envs.observation_space, envs.action_space,
                                  policy.initial_memory(N), torch.device("cpu"))
         cfg = RolloutConfig(num_steps=T, mode="fixed" if overlap else "variable", overlap=overlap, batch_wait_s=0.0)
-        collector = OneStorage(build_collector(cfg, envs, policy, preemption or NeverStop()), storage)
+        collector = OneStorage(build_collector(cfg, envs, policy, preemption or NeverStop(), precision=precision),
+                               storage)
         return collector, policy, storage
 
     yield build
@@ -132,3 +137,25 @@ def test_steps_in_flight_survive_a_checkpoint(make):
             assert s.actions[0, n] == pending["action"][n]
             assert torch.equal(s.obs["obs"][1, n], torch.as_tensor(u["obs"]["obs"][row]))
     assert int(s.lengths.sum()) == N * T
+
+
+@pytest.mark.parametrize("saved, resumed", [("fp32", "bf16"), ("bf16", "fp32")])
+def test_steps_in_flight_resume_in_the_runs_memory_dtype(make, saved, resumed):
+    """A resume that changes run.precision: the memory after each step in flight takes the resumed run's dtypes, as
+    the current memory does (a transformer's KV cache is bf16 under bf16, fp32 under fp32), and keeps them. Left in
+    the saved dtype, every step acted on later would pass its cache through that dtype for the rest of the run."""
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    a, _, _ = make(rnn_type="transformer", precision=saved)
+    a.collect(1)
+    state = a.state_dict()
+    in_flight = state["variable"]["pending"]["memory"]
+    assert in_flight["k"].dtype == dtype[saved]
+    b, _, _ = make(seed=99, rnn_type="transformer", precision=resumed)
+    b.load_state_dict(state)
+    torch.testing.assert_close(b.pending["memory"]["k"].float(), in_flight["k"].float(), rtol=1e-2, atol=1e-2)
+    for collected in (False, True):  # restored, then written by acting in the resumed run
+        if collected:
+            b.collect(2)
+        for k in ("k", "v"):
+            assert b.actor.memory[k].dtype == b.pending["memory"][k].dtype == dtype[resumed]
+        assert b.pending["memory"]["len"].dtype == torch.int64
