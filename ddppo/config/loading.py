@@ -18,8 +18,9 @@ from ddppo.config.schema import Config
 from ddppo.errors import ConfigError
 
 
-def _schema() -> DictConfig:
-    """The schema as a writable typed DictConfig, for layers to be merged onto.
+def _schema(cls: type = Config) -> DictConfig:
+    """The schema of `cls` (the whole Config, or one section) as a writable typed DictConfig, for layers to be
+    merged onto.
 
     `OmegaConf.structured` flags the node of every frozen dataclass (the root and
     each section) read-only. omegaconf 2.4's merge writes through those flags, but
@@ -27,7 +28,7 @@ def _schema() -> DictConfig:
     of read-only config node". Clearing the flag on every node makes the merge
     behave the same on both; the `Config` built from it stays a frozen dataclass.
     """
-    schema = OmegaConf.structured(Config)
+    schema = OmegaConf.structured(cls)
     _set_writable(schema)
     return schema
 
