@@ -33,6 +33,8 @@ infrastructure   shared by every application; knows no training or evaluation lo
     errors.py       errors a user can act on: every class of them, and the kinds and labels the CLI reports
     field_metadata.py  the config's field metadata (`doc`) and its validation idiom: a leaf (it imports nothing of
                     the project) that the config and the environments' option sections (envs/) both import
+    entry_points.py installed packages' entry points of a group (`ddppo.commands`, `ddppo.env_families`): a leaf
+                    the CLI and the environment registry share
     user_code.py    the user's modules, imported from the working directory as `python -m` would, and the names
                     they register (policy architectures, encoders, memory cores, advantage estimators) as config choices
 normalization/  observation and reward normalisation, built once and handed to the policy and the collector:
@@ -98,9 +100,10 @@ cli.py      `ddppo train|config|eval|plot|sweep|bench|export|rundir|record|imita
 
 Installed under this package from the repository's own top-level folders (pyproject.toml's package-dir):
 ddppo.envs (envs/: environments, its runtime/ apart from its families, one package each; imports nothing of ddppo but
-the data package ddppo.configs and the leaf ddppo.field_metadata), ddppo.benchmarks (benchmarks/: every `ddppo bench`
-benchmark, grouped as peers/, speed/ and learning/; registers its subcommand through the `ddppo.commands` entry point
-and is imported by nothing here), ddppo.configs (configs/: the shipped configs, by name) and ddppo.slurm (slurm/: the
+the data package ddppo.configs and the leaves ddppo.field_metadata and ddppo.entry_points), ddppo.benchmarks
+(benchmarks/: every `ddppo bench` benchmark, grouped as peers/, speed/ and learning/; registers its subcommand
+through the `ddppo.commands` entry point and is imported by nothing here), ddppo.configs (configs/: the shipped
+configs, by name) and ddppo.slurm (slurm/: the
 sbatch scripts).
 """
 

@@ -95,11 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def plugin_commands() -> dict:
     """The subcommands registered outside the library (`ddppo.commands` entry points: `bench`), name -> module."""
-    from importlib.metadata import entry_points
+    from ddppo.entry_points import entry_points_of
 
-    found = entry_points()
-    group = found.select(group="ddppo.commands") if hasattr(found, "select") else found.get("ddppo.commands", ())
-    return {ep.name: ep.load() for ep in sorted(group, key=lambda ep: ep.name)}
+    return {ep.name: ep.load() for ep in entry_points_of("ddppo.commands")}
 
 
 def cmd_config(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""Environments for ddppo. Never imports `ddppo`, but for the leaf ddppo.field_metadata and the data package.
+"""Environments for ddppo. Never imports `ddppo`, but for the leaves ddppo.field_metadata and
+ddppo.entry_points and the data package.
 
 The interface ddppo sees: base.py (VecEnv, EnvSpec, EnvError), family.py (EnvFamily: what a family declares),
 registry.py (the families found, `make_vec_env`). placement.py places scenes by their cost, for the families

@@ -14,6 +14,7 @@ import importlib
 import pkgutil
 from typing import Any, Mapping
 
+from ddppo.entry_points import entry_points_of
 from ddppo.envs.base import EnvError, EnvSpec, VecEnv
 from ddppo.envs.family import EnvFamily
 
@@ -32,7 +33,7 @@ def families() -> dict[str, EnvFamily]:
                 declared = getattr(importlib.import_module(f"ddppo.envs.{package.name}"), "FAMILY", None)
                 if declared is not None:
                     _add(found, declared, f"ddppo.envs.{package.name}")
-        for point in _entry_points():
+        for point in entry_points_of(ENTRY_POINTS):
             try:
                 declared = point.load()
             except Exception as err:  # the plugin's own failure, in one line naming it
@@ -41,14 +42,6 @@ def families() -> dict[str, EnvFamily]:
             _add(found, declared, f"entry point {point.name} = {point.value!r}")
         _FAMILIES.update(found)
     return _FAMILIES
-
-
-def _entry_points() -> list[Any]:
-    from importlib.metadata import entry_points
-
-    found = entry_points()
-    group = found.select(group=ENTRY_POINTS) if hasattr(found, "select") else found.get(ENTRY_POINTS, ())
-    return sorted(group, key=lambda point: point.name)
 
 
 def _add(found: dict[str, EnvFamily], family: Any, origin: str) -> None:

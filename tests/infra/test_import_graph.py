@@ -23,7 +23,7 @@ ROOTS = ("ddppo", "envs", "benchmarks", "configs", "slurm")
 INSTALLED_AS = {"envs": "ddppo.envs", "benchmarks": "ddppo.benchmarks", "configs": "ddppo.configs",
                 "slurm": "ddppo.slurm"}  # pyproject.toml's package-dir
 DATA = ("ddppo.configs", "ddppo.slurm")  # data packages: import nothing, anyone may read them
-LEAVES = ("ddppo.field_metadata",)  # leaf modules: import nothing of the project, envs may import them too
+LEAVES = ("ddppo.field_metadata", "ddppo.entry_points")  # leaf modules: import nothing of the project, envs may import them too
 
 
 def module_name(path: Path) -> str:
