@@ -65,6 +65,11 @@ class StepResult:
     def episode_start(self) -> np.ndarray:
         return self.done if self.started is None else self.started
 
+    @property
+    def stepped(self) -> np.ndarray:
+        """(N,) bool: the envs that stepped (not idle, waiting for their group)."""
+        return np.ones(len(self.reward), bool) if self.idle is None else ~np.asarray(self.idle, bool)
+
 
 @runtime_checkable
 class VecEnv(Protocol):

@@ -103,7 +103,7 @@ class RewardModel:
         res = step.result
         n = len(res.reward)
         rows = np.arange(n) if step.envs is None else np.asarray(step.envs)
-        stepped = np.ones(n, bool) if res.idle is None else ~np.asarray(res.idle, bool)
+        stepped = res.stepped
         self.episode_step[rows[stepped]] += 1
         steps, done = self.episode_step[rows].copy(), res.done
         self.episode_step[rows[np.asarray(res.episode_start, bool)]] = 0

@@ -128,7 +128,7 @@ class Scoring:
         res = step.result
         if self.scorer is not None or self.scale is not None:
             scores = self.scorer.submit(step) if self.scorer is not None else None
-            stepped = len(res.reward) if res.idle is None else int(np.count_nonzero(~np.asarray(res.idle, bool)))
+            stepped = int(np.count_nonzero(res.stepped))
             self._steps.append(_Observed(res.reward.copy(), res.done, step.slots, step.envs, scores, stepped))
         if critic is None or not res.truncated.any():
             return
